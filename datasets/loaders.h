@@ -1,0 +1,35 @@
+// Entry points that turn a --dataset string into a Dataset, and the writers of each format.
+// Formats: OGB raw layout directory (ogb_raw.cc), Tessera HDF5 file (hdf5_format.cc),
+// synthetic presets (synthetic.cc).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "datasets/dataset.h"
+
+namespace tessera {
+
+struct LoadOptions {
+  bool progress = false;  // progress bar on stderr for long loads
+};
+
+// "synth:PRESET[:seed]" -> generate; a path ending in .h5 -> read_hdf5; a directory ->
+// read_ogb_raw. Throws InvalidArgument for an unknown form, InvalidInput/Io from the readers.
+Dataset load_dataset(const std::string& spec, const LoadOptions& options = {});
+
+// OGB raw layout (../shared/datasets/README.md): raw/*.csv.gz, split/<name>/*.csv.gz, with the
+// dataset's flags from meta.json or the built-in ogbn-* master table.
+Dataset read_ogb_raw(const std::filesystem::path& dir, const LoadOptions& options = {});
+// Writes the raw layout plus meta.json. With dataset.add_inverse_edge, each undirected edge is
+// written once (u < v) and the graph must be symmetric. Written to a temporary directory, then
+// renamed into place.
+void write_ogb_raw(const Dataset& dataset, const std::filesystem::path& dir);
+
+// Tessera's HDF5 dataset format: one file, datasets /graph/indptr, /graph/indices,
+// /features, /labels or /targets, /split/{train,valid,test}, attributes for the flags.
+void write_hdf5(const Dataset& dataset, const std::filesystem::path& file);
+Dataset read_hdf5(const std::filesystem::path& file, const LoadOptions& options = {});
+
+}  // namespace tessera

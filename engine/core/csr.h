@@ -1,0 +1,78 @@
+// Compressed sparse rows: an owning Csr that validates itself on construction, and a cheap
+// CsrView that kernels take. Row offsets and nnz are 64-bit; column indices are 32-bit NodeId
+// (graphs past 2^31 nodes per part are refused). Also the graph constructions every layer
+// needs: from an edge list, symmetrise, self loops, GCN and mean normalisation, transpose.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tessera {
+
+using NodeId = std::int32_t;      // node id inside one CSR (local, or global when it fits)
+using GlobalId = std::int64_t;    // node id in the whole graph
+using EdgeOffset = std::int64_t;  // position in indices/values; nnz
+
+struct CsrView {
+  std::int64_t num_rows = 0;
+  std::int64_t num_cols = 0;
+  const EdgeOffset* indptr = nullptr;  // (num_rows + 1)
+  const NodeId* indices = nullptr;     // (nnz)
+  const float* values = nullptr;       // (nnz), or null: every weight is 1
+  EdgeOffset nnz() const { return num_rows ? indptr[num_rows] : 0; }
+};
+
+class Csr {
+ public:
+  Csr() : indptr_(1, 0) {}
+  // Validates: indptr starts at 0, is non-decreasing, ends at indices.size(); every index in
+  // [0, num_cols); values empty or the same length as indices. Throws InvalidInput otherwise.
+  Csr(std::int64_t num_rows, std::int64_t num_cols, std::vector<EdgeOffset> indptr,
+      std::vector<NodeId> indices, std::vector<float> values = {});
+
+  // Rows = destinations, columns = sources: row v lists the u with an edge u -> v, so that
+  // SpMM with this matrix aggregates messages from in-neighbours. Duplicates are merged (their
+  // weights summed when weights are given, else kept once); columns sorted within each row.
+  static Csr from_edges(std::int64_t num_nodes, std::span<const GlobalId> src,
+                        std::span<const GlobalId> dst);
+
+  std::int64_t num_rows() const { return num_rows_; }
+  std::int64_t num_cols() const { return num_cols_; }
+  EdgeOffset nnz() const { return static_cast<EdgeOffset>(indices_.size()); }
+  bool has_values() const { return !values_.empty(); }
+  const std::vector<EdgeOffset>& indptr() const { return indptr_; }
+  const std::vector<NodeId>& indices() const { return indices_; }
+  const std::vector<float>& values() const { return values_; }
+  std::int64_t degree(std::int64_t row) const { return indptr_[row + 1] - indptr_[row]; }
+  CsrView view() const;
+
+  // A^T (rows and columns swapped), values carried along; columns sorted within each row.
+  Csr transpose() const;
+  // A + A^T pattern (square only), duplicates merged, no values.
+  Csr symmetrize() const;
+  // Same pattern with the diagonal entries present (added where missing; square only).
+  Csr with_self_loops() const;
+  // Pattern without diagonal entries.
+  Csr without_self_loops() const;
+
+ private:
+  std::int64_t num_rows_ = 0;
+  std::int64_t num_cols_ = 0;
+  std::vector<EdgeOffset> indptr_;
+  std::vector<NodeId> indices_;
+  std::vector<float> values_;
+};
+
+// GCN weights on a pattern that already holds its self loops:
+// w(v, u) = 1 / sqrt(deg(v) * deg(u)), deg taken from `row_degree` / `col_degree` (the global
+// degrees of A + I, so that a part of the graph is weighted exactly as in the whole graph).
+// Degrees of 0 give weight 0.
+Csr gcn_normalized(const Csr& pattern, std::span<const float> row_degree,
+                   std::span<const float> col_degree);
+// Same, with degrees taken from the pattern itself (square, single-process case).
+Csr gcn_normalized(const Csr& pattern_with_self_loops);
+// Mean aggregation: w(v, u) = 1 / deg(v) over the row's entries (rows of degree 0 stay empty).
+Csr mean_normalized(const Csr& pattern);
+
+}  // namespace tessera

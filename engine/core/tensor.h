@@ -1,0 +1,103 @@
+// Tensor: an owning, 2-D, row-major block of memory tagged with dtype and device. Move-only;
+// clone() copies. Kernels take Tensors (or raw pointers with explicit sizes) and check shapes.
+// Relies on DeviceBackend for memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/core/device.h"
+#include "engine/core/error.h"
+
+namespace tessera {
+
+enum class DType : std::uint8_t { F32, BF16, F16, I8, U8, I32, I64 };
+
+std::size_t dtype_size(DType dtype);
+std::string_view to_string(DType dtype);
+
+template <class T>
+constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::F32; }
+template <> constexpr DType dtype_of<std::int8_t>() { return DType::I8; }
+template <> constexpr DType dtype_of<std::uint8_t>() { return DType::U8; }
+template <> constexpr DType dtype_of<std::int32_t>() { return DType::I32; }
+template <> constexpr DType dtype_of<std::int64_t>() { return DType::I64; }
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Uninitialised contents.
+  Tensor(std::int64_t rows, std::int64_t cols, DType dtype = DType::F32,
+         Device device = Device::cpu());
+  static Tensor zeros(std::int64_t rows, std::int64_t cols, DType dtype = DType::F32,
+                      Device device = Device::cpu());
+
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+
+  std::int64_t rows() const { return rows_; }
+  std::int64_t cols() const { return cols_; }
+  std::int64_t numel() const { return rows_ * cols_; }
+  std::size_t bytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool empty() const { return numel() == 0; }
+
+  // Typed access; throws Internal when T does not match the dtype.
+  template <class T>
+  T* data() {
+    check_dtype(dtype_of<T>());
+    return static_cast<T*>(storage_.get());
+  }
+  template <class T>
+  const T* data() const {
+    check_dtype(dtype_of<T>());
+    return static_cast<const T*>(storage_.get());
+  }
+  float* f32() { return data<float>(); }
+  const float* f32() const { return data<float>(); }
+  template <class T>
+  T* row(std::int64_t r) {
+    return data<T>() + r * cols_;
+  }
+  template <class T>
+  const T* row(std::int64_t r) const {
+    return data<T>() + r * cols_;
+  }
+  void* raw() { return storage_.get(); }
+  const void* raw() const { return storage_.get(); }
+
+  Tensor clone() const;
+  void zero();
+  // Same shape, dtype and device as other?
+  bool same_shape(const Tensor& other) const {
+    return rows_ == other.rows_ && cols_ == other.cols_;
+  }
+  // Reallocates only when the shape or dtype changes; contents are undefined afterwards.
+  void resize(std::int64_t rows, std::int64_t cols);
+  std::string shape_string() const;
+
+ private:
+  struct Deleter {
+    Device device;
+    std::size_t bytes;
+    void operator()(void* ptr) const;
+  };
+  void check_dtype(DType expected) const;
+
+  std::unique_ptr<void, Deleter> storage_{nullptr, Deleter{Device::cpu(), 0}};
+  std::int64_t rows_ = 0;
+  std::int64_t cols_ = 0;
+  DType dtype_ = DType::F32;
+  Device device_ = Device::cpu();
+};
+
+// Throws InvalidArgument "<what>: expected (r, c), got (r', c')" when the shape differs.
+void check_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const char* what);
+
+}  // namespace tessera
