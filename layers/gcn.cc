@@ -1,1 +1,97 @@
-// (being written)
+// GCNConv forward/backward with the engine kernels: gemm for X W, the Propagator for Â, and the
+// fused bias + activation kernels. The order (transform-first or aggregate-first) is chosen per
+// call and recorded in the cache so that backward mirrors it.
+// Backward OVERWRITES d_x and ACCUMULATES d_weight and d_bias.
+#include "layers/gcn.h"
+
+#include "engine/core/error.h"
+
+namespace tessera {
+
+bool is_transform_first(ConvOrder order, std::int64_t f_in, std::int64_t f_out) {
+  switch (order) {
+    case ConvOrder::TransformFirst: return true;
+    case ConvOrder::AggregateFirst: return false;
+    case ConvOrder::Auto: break;
+  }
+  return f_out < f_in;
+}
+
+namespace {
+
+void check_gcn_args(const Tensor& x, const Tensor& weight, std::size_t bias_size) {
+  TESSERA_CHECK(weight.rows() == x.cols(), InvalidArgument, "GCN weight: expected (", x.cols(),
+                ", F_out) to match x ", x.shape_string(), ", got ", weight.shape_string());
+  TESSERA_CHECK(bias_size == 0 || static_cast<std::int64_t>(bias_size) == weight.cols(),
+                InvalidArgument, "GCN bias: expected ", weight.cols(), " entries, got ",
+                bias_size);
+}
+
+// Gradient before bias + activation: d_pre = d_out * act'(out), d_bias += column sums.
+// Returns d_out itself when there is no activation (no copy).
+const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor& d_out,
+                            const Tensor& out, Activation act) {
+  if (act == Activation::None) {
+    if (!d_bias.empty()) column_sums(d_bias, d_out, /*accumulate=*/true);
+    return d_out;
+  }
+  d_pre.resize(d_out.rows(), d_out.cols());
+  bias_act_backward(d_pre, d_bias, d_out, out, act);
+  return d_pre;
+}
+
+}  // namespace
+
+void gcn_forward(Tensor& out, GcnCache& cache, const Tensor& x, const Tensor& weight,
+                 std::span<const float> bias, Activation act, Propagator& propagator, int layer,
+                 ConvOrder order) {
+  check_gcn_args(x, weight, bias.size());
+  const std::int64_t n = x.rows(), f_in = weight.rows(), f_out = weight.cols();
+  cache.ready = false;
+  cache.transform_first = is_transform_first(order, f_in, f_out);
+  if (cache.transform_first) {
+    cache.mixed.resize(n, f_out);  // (N, F_out) = X W
+    gemm(cache.mixed, x, false, weight, false);
+    out.resize(n, f_out);
+    propagator.forward(out, cache.mixed, layer);  // (N, F_out) = Â (X W)
+  } else {
+    cache.mixed.resize(n, f_in);
+    propagator.forward(cache.mixed, x, layer);  // (N, F_in) = Â X
+    out.resize(n, f_out);                       // (N, F_out) = (Â X) W
+    gemm(out, cache.mixed, false, weight, false);
+  }
+  if (!bias.empty() || act != Activation::None) bias_act_forward(out, out, bias, act);
+  cache.ready = true;
+}
+
+void gcn_backward(Tensor* d_x, Tensor& d_weight, std::span<float> d_bias, GcnCache& cache,
+                  const Tensor& d_out, const Tensor& x, const Tensor& out, const Tensor& weight,
+                  Activation act, Propagator& propagator, int layer) {
+  check_gcn_args(x, weight, d_bias.size());
+  const std::int64_t n = x.rows(), f_in = weight.rows(), f_out = weight.cols();
+  check_shape(d_out, n, f_out, "gcn_backward d_out");
+  TESSERA_CHECK(cache.ready, InvalidArgument,
+                "gcn_backward needs a gcn_forward before it (one backward per forward)");
+  cache.ready = false;
+  check_shape(d_weight, f_in, f_out, "gcn_backward d_weight");
+  const Tensor& d_pre = bias_act_grad(cache.d_pre, d_bias, d_out, out, act);  // (N, F_out)
+  if (cache.transform_first) {
+    Tensor& d_xw = cache.mixed;               // (N, F_out), reused: X W is not needed
+    propagator.backward(d_xw, d_pre, layer);  // d(X W) = Â^T d_pre
+    gemm(d_weight, x, true, d_xw, false, 1.0f, 1.0f);
+    if (d_x) {
+      d_x->resize(n, f_in);  // (N, F_in) = d(X W) W^T
+      gemm(*d_x, d_xw, false, weight, true);
+    }
+  } else {
+    gemm(d_weight, cache.mixed, true, d_pre, false, 1.0f, 1.0f);  // += (Â X)^T d_pre
+    if (d_x) {
+      Tensor& d_ax = cache.mixed;  // (N, F_in) = d_pre W^T, reused: Â X was read above
+      gemm(d_ax, d_pre, false, weight, true);
+      d_x->resize(n, f_in);
+      propagator.backward(*d_x, d_ax, layer);  // (N, F_in) = Â^T d(Â X)
+    }
+  }
+}
+
+}  // namespace tessera

@@ -48,7 +48,7 @@ struct GraphContext {
 
 // Where one parameter tensor sits in the flat buffer.
 struct ParamInfo {
-  std::string name;  // e.g. "layers.0.weight", "bns.0.gamma"
+  std::string name;  // e.g. "convs.0.weight", "convs.0.root_weight", "bns.0.weight" (gamma)
   std::int64_t offset = 0;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
@@ -71,10 +71,12 @@ class Model {
 
   // logits (N, out_channels). training: dropout on and batch-norm batch statistics (and running
   // statistics updated); otherwise no dropout and running statistics. epoch keys dropout masks.
+  // `features` is referenced, not copied: keep it alive and unchanged until backward().
   void forward(Tensor& logits, const Tensor& features, GraphContext& graph, bool training,
                std::int64_t epoch);
   // Accumulates parameter gradients from d_logits (N, out_channels) of the last forward
-  // (which must have been a training forward).
+  // (which must have been a training forward; one backward per forward). No gradient is
+  // computed for the input features.
   void backward(const Tensor& d_logits, GraphContext& graph);
 
   // Output of layer `layer` (after its activation, before dropout) from the last forward:
@@ -83,6 +85,9 @@ class Model {
 
   // Batch-norm running statistics (not trained; part of a checkpoint). Empty without BN.
   std::span<float> buffers() { return buffers_; }
+  std::span<const float> buffers() const { return buffers_; }
+  // Where each buffer sits in buffers(): "bns.0.running_mean", "bns.0.running_var", ...
+  const std::vector<ParamInfo>& buffer_info() const { return buffer_info_; }
 
  private:
   struct State;
@@ -91,6 +96,7 @@ class Model {
   std::vector<float> grads_;
   std::vector<float> buffers_;
   std::vector<ParamInfo> param_info_;
+  std::vector<ParamInfo> buffer_info_;
   std::unique_ptr<State> state_;
 };
 

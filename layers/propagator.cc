@@ -1,1 +1,32 @@
-// (being written)
+// LocalPropagator: the single-process aggregation A·X and its adjoint A^T·dY. A^T is built once
+// at construction (Csr::transpose) so that backward is a plain row-parallel SpMM, not a
+// scatter. Relies on the spmm kernel. The layers pass out and d_x already sized (N, F); they
+// are resized here too (a no-op then), so other callers may pass empty tensors.
+#include "layers/propagator.h"
+
+#include <utility>
+
+#include "engine/core/error.h"
+#include "engine/core/kernels.h"
+
+namespace tessera {
+
+LocalPropagator::LocalPropagator(Csr a) : a_(std::move(a)), a_t_(a_.transpose()) {
+  TESSERA_CHECK(a_.num_rows() == a_.num_cols(), InvalidArgument,
+                "LocalPropagator needs a square matrix, got (", a_.num_rows(), ", ",
+                a_.num_cols(), ")");
+}
+
+void LocalPropagator::forward(Tensor& out, const Tensor& x, int /*layer*/) {
+  check_shape(x, a_.num_cols(), x.cols(), "LocalPropagator::forward x");
+  out.resize(a_.num_rows(), x.cols());  // (N, F)
+  spmm(out, a_.view(), x);
+}
+
+void LocalPropagator::backward(Tensor& d_x, const Tensor& d_out, int /*layer*/) {
+  check_shape(d_out, a_.num_rows(), d_out.cols(), "LocalPropagator::backward d_out");
+  d_x.resize(a_t_.num_rows(), d_out.cols());  // (N, F)
+  spmm(d_x, a_t_.view(), d_out);
+}
+
+}  // namespace tessera

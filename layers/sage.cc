@@ -1,1 +1,95 @@
-// (being written)
+// SAGEConv forward/backward with the engine kernels: the neighbour branch P X W in the cheaper
+// order (like GCN), the root branch X W_root added by a second GEMM (beta = 1), then the fused
+// bias + activation kernel. Backward OVERWRITES d_x and ACCUMULATES d_weight, d_bias and
+// d_root_weight.
+#include "layers/sage.h"
+
+#include "engine/core/error.h"
+
+namespace tessera {
+
+namespace {
+
+void check_sage_args(const Tensor& x, const Tensor& weight, const Tensor& root_weight,
+                     std::size_t bias_size) {
+  TESSERA_CHECK(weight.rows() == x.cols(), InvalidArgument, "SAGE weight: expected (", x.cols(),
+                ", F_out) to match x ", x.shape_string(), ", got ", weight.shape_string());
+  check_shape(root_weight, weight.rows(), weight.cols(), "SAGE root_weight");
+  TESSERA_CHECK(bias_size == 0 || static_cast<std::int64_t>(bias_size) == weight.cols(),
+                InvalidArgument, "SAGE bias: expected ", weight.cols(), " entries, got ",
+                bias_size);
+}
+
+// Gradient before bias + activation (see gcn.cc): d_out itself when act is None.
+const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor& d_out,
+                            const Tensor& out, Activation act) {
+  if (act == Activation::None) {
+    if (!d_bias.empty()) column_sums(d_bias, d_out, /*accumulate=*/true);
+    return d_out;
+  }
+  d_pre.resize(d_out.rows(), d_out.cols());
+  bias_act_backward(d_pre, d_bias, d_out, out, act);
+  return d_pre;
+}
+
+}  // namespace
+
+void sage_forward(Tensor& out, SageCache& cache, const Tensor& x, const Tensor& weight,
+                  std::span<const float> bias, const Tensor& root_weight, Activation act,
+                  Propagator& propagator, int layer, ConvOrder order) {
+  check_sage_args(x, weight, root_weight, bias.size());
+  const std::int64_t n = x.rows(), f_in = weight.rows(), f_out = weight.cols();
+  cache.ready = false;
+  cache.transform_first = is_transform_first(order, f_in, f_out);
+  if (cache.transform_first) {
+    cache.mixed.resize(n, f_out);  // (N, F_out) = X W
+    gemm(cache.mixed, x, false, weight, false);
+    out.resize(n, f_out);
+    propagator.forward(out, cache.mixed, layer);  // (N, F_out) = P (X W)
+  } else {
+    cache.mixed.resize(n, f_in);
+    propagator.forward(cache.mixed, x, layer);  // (N, F_in) = P X
+    out.resize(n, f_out);                       // (N, F_out) = (P X) W
+    gemm(out, cache.mixed, false, weight, false);
+  }
+  gemm(out, x, false, root_weight, false, 1.0f, 1.0f);  // += X W_root
+  if (!bias.empty() || act != Activation::None) bias_act_forward(out, out, bias, act);
+  cache.ready = true;
+}
+
+void sage_backward(Tensor* d_x, Tensor& d_weight, std::span<float> d_bias, Tensor& d_root_weight,
+                   SageCache& cache, const Tensor& d_out, const Tensor& x, const Tensor& out,
+                   const Tensor& weight, const Tensor& root_weight, Activation act,
+                   Propagator& propagator, int layer) {
+  check_sage_args(x, weight, root_weight, d_bias.size());
+  const std::int64_t n = x.rows(), f_in = weight.rows(), f_out = weight.cols();
+  check_shape(d_out, n, f_out, "sage_backward d_out");
+  TESSERA_CHECK(cache.ready, InvalidArgument,
+                "sage_backward needs a sage_forward before it (one backward per forward)");
+  cache.ready = false;
+  check_shape(d_weight, f_in, f_out, "sage_backward d_weight");
+  check_shape(d_root_weight, f_in, f_out, "sage_backward d_root_weight");
+  const Tensor& d_pre = bias_act_grad(cache.d_pre, d_bias, d_out, out, act);  // (N, F_out)
+  gemm(d_root_weight, x, true, d_pre, false, 1.0f, 1.0f);                     // += X^T d_pre
+  if (cache.transform_first) {
+    Tensor& d_xw = cache.mixed;               // (N, F_out), reused: X W is not needed
+    propagator.backward(d_xw, d_pre, layer);  // d(X W) = P^T d_pre
+    gemm(d_weight, x, true, d_xw, false, 1.0f, 1.0f);
+    if (d_x) {
+      d_x->resize(n, f_in);  // (N, F_in) = d(X W) W^T + d_pre W_root^T
+      gemm(*d_x, d_xw, false, weight, true);
+      gemm(*d_x, d_pre, false, root_weight, true, 1.0f, 1.0f);
+    }
+  } else {
+    gemm(d_weight, cache.mixed, true, d_pre, false, 1.0f, 1.0f);  // += (P X)^T d_pre
+    if (d_x) {
+      Tensor& d_ax = cache.mixed;  // (N, F_in) = d_pre W^T, reused: P X was read above
+      gemm(d_ax, d_pre, false, weight, true);
+      d_x->resize(n, f_in);
+      propagator.backward(*d_x, d_ax, layer);                   // (N, F_in) = P^T d(P X)
+      gemm(*d_x, d_pre, false, root_weight, true, 1.0f, 1.0f);  // += d_pre W_root^T
+    }
+  }
+}
+
+}  // namespace tessera
