@@ -1,1 +1,550 @@
-// (being written)
+// read_ogb_raw: an OGB node-property dataset in the raw CSV layout (../shared/datasets/README.md)
+// -> Dataset. Flags come from meta.json or the built-in ogbn-* master rows; files are streamed
+// through GzipLineReader and every malformed value is refused with "<file>:<line>: <what>".
+// Relies on gzip_stream (zlib), nlohmann-json and OpenMP (per-row sort of the CSR).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "datasets/gzip_stream.h"
+#include "datasets/loaders.h"
+#include "engine/core/error.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using Edge = std::array<NodeId, 2>;  // (source, destination) as listed in edge.csv.gz
+
+constexpr std::int64_t kMaxNodes = std::numeric_limits<NodeId>::max();
+constexpr std::int64_t kReserveCap = std::int64_t{1} << 24;  // never trust a count for memory
+
+// The flags of one dataset (OGB's master.csv row, or meta.json).
+struct OgbFlags {
+  std::string source;  // where they came from, for messages
+  bool add_inverse_edge = false;
+  std::string split;   // empty: take the only split/<name>/
+  TaskType task = TaskType::MultiClass;
+  std::int64_t num_classes = 0;
+  std::int64_t num_tasks = 1;
+  std::string eval_metric;
+  std::optional<bool> has_node_attr;
+  std::optional<std::int64_t> num_nodes;     // optional cross-checks (meta.json written by us)
+  std::optional<std::int64_t> num_features;
+};
+
+// ---- flags ----
+
+// The folder's own name, also for "cora/", "." or "../cora".
+std::string folder_name(const fs::path& dir) {
+  fs::path normal = fs::absolute(dir).lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();
+  return normal.filename().string();
+}
+
+std::optional<OgbFlags> builtin_flags(const fs::path& dir) {
+  std::string name = folder_name(dir);
+  std::replace(name.begin(), name.end(), '-', '_');
+  auto multiclass = [&](std::int64_t classes, bool inverse, const char* split) {
+    OgbFlags flags;
+    flags.source = "built-in OGB master table row for " + name;
+    flags.add_inverse_edge = inverse;
+    flags.split = split;
+    flags.num_classes = classes;
+    flags.eval_metric = "acc";
+    flags.has_node_attr = true;
+    return flags;
+  };
+  if (name == "ogbn_arxiv") return multiclass(40, false, "time");
+  if (name == "ogbn_products") return multiclass(47, true, "sales_ranking");
+  if (name == "ogbn_proteins") {
+    OgbFlags flags = multiclass(2, true, "species");
+    flags.task = TaskType::MultiLabel;
+    flags.num_tasks = 112;
+    flags.eval_metric = "rocauc";
+    flags.has_node_attr = false;
+    return flags;
+  }
+  if (name == "ogbn_papers100M") {
+    TESSERA_FAIL(InvalidInput, dir.string(),
+                 ": ogbn-papers100M ships in OGB's binary variant (raw/data.npz, "
+                 "raw/node-label.npz), which this reader does not support; convert it to the "
+                 "CSV layout or to Tessera HDF5 first");
+  }
+  if (name == "ogbn_mag") {
+    TESSERA_FAIL(InvalidInput, dir.string(),
+                 ": ogbn-mag is a heterogeneous graph, which this reader does not support");
+  }
+  return std::nullopt;
+}
+
+const nlohmann::json* find_key(const nlohmann::json& meta, const char* key) {
+  auto it = meta.find(key);
+  return it == meta.end() || it->is_null() ? nullptr : &*it;
+}
+
+bool json_bool(const nlohmann::json& meta, const char* key, const std::string& file) {
+  const nlohmann::json* value = find_key(meta, key);
+  TESSERA_CHECK(value, InvalidInput, file, ": missing key '", key, "'");
+  if (value->is_boolean()) return value->get<bool>();
+  if (value->is_string()) {  // master.csv spelling
+    const std::string& text = value->get_ref<const std::string&>();
+    if (text == "True" || text == "true") return true;
+    if (text == "False" || text == "false") return false;
+  }
+  TESSERA_FAIL(InvalidInput, file, ": key '", key, "' must be true or false, found ", value->dump());
+}
+
+std::string json_string(const nlohmann::json& meta, const char* key, const std::string& file) {
+  const nlohmann::json* value = find_key(meta, key);
+  TESSERA_CHECK(value, InvalidInput, file, ": missing key '", key, "'");
+  TESSERA_CHECK(value->is_string(), InvalidInput, file, ": key '", key, "' must be a string, found ",
+                value->dump());
+  return value->get<std::string>();
+}
+
+std::int64_t json_count(const nlohmann::json& value, const char* key, const std::string& file,
+                        std::int64_t minimum) {
+  TESSERA_CHECK(value.is_number_integer() && value.get<std::int64_t>() >= minimum, InvalidInput,
+                file, ": key '", key, "' must be an integer >= ", minimum, ", found ", value.dump());
+  return value.get<std::int64_t>();
+}
+
+OgbFlags flags_from_meta(const fs::path& meta_path) {
+  const std::string file = meta_path.string();
+  std::ifstream in(meta_path);
+  TESSERA_CHECK(in, Io, file, ": cannot open");
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& error) {
+    TESSERA_FAIL(InvalidInput, file, ": not valid JSON (", error.what(), ")");
+  }
+  TESSERA_CHECK(meta.is_object(), InvalidInput, file, ": expected a JSON object, found ",
+                meta.type_name());
+  for (const char* key : {"is_hetero", "is hetero", "binary"}) {
+    if (find_key(meta, key)) {
+      TESSERA_CHECK(!json_bool(meta, key, file), InvalidInput, file, ": '", key,
+                    "' is true: heterogeneous and binary (npz) OGB datasets are not supported");
+    }
+  }
+  OgbFlags flags;
+  flags.source = file;
+  flags.add_inverse_edge = json_bool(meta, "add_inverse_edge", file);
+  if (find_key(meta, "split")) flags.split = json_string(meta, "split", file);
+  std::string task_type = json_string(meta, "task_type", file);
+  flags.eval_metric = json_string(meta, "eval_metric", file);
+  const nlohmann::json* classes = find_key(meta, "num_classes");
+  const nlohmann::json* tasks = find_key(meta, "num_tasks");
+  if (task_type == "multiclass classification") {
+    flags.task = TaskType::MultiClass;
+    TESSERA_CHECK(classes, InvalidInput, file, ": missing key 'num_classes' (needed for task_type '",
+                  task_type, "')");
+    flags.num_classes = json_count(*classes, "num_classes", file, 1);
+    if (tasks) {
+      TESSERA_CHECK(json_count(*tasks, "num_tasks", file, 1) == 1, InvalidInput, file,
+                    ": num_tasks = ", tasks->dump(),
+                    ": multiclass datasets with several tasks are not supported");
+    }
+    TESSERA_CHECK(flags.eval_metric == "acc", InvalidInput, file, ": eval_metric '",
+                  flags.eval_metric, "' does not fit task_type '", task_type, "' (expected acc)");
+  } else if (task_type == "binary classification") {
+    flags.task = TaskType::MultiLabel;
+    TESSERA_CHECK(tasks, InvalidInput, file, ": missing key 'num_tasks' (needed for task_type '",
+                  task_type, "')");
+    flags.num_tasks = json_count(*tasks, "num_tasks", file, 1);
+    flags.num_classes = classes ? json_count(*classes, "num_classes", file, 0) : 2;
+    TESSERA_CHECK(flags.eval_metric == "rocauc", InvalidInput, file, ": eval_metric '",
+                  flags.eval_metric, "' does not fit task_type '", task_type,
+                  "' (expected rocauc)");
+  } else {
+    TESSERA_FAIL(InvalidInput, file, ": task_type '", task_type,
+                 "' is not supported (expected 'multiclass classification' or "
+                 "'binary classification')");
+  }
+  if (find_key(meta, "has_node_attr")) flags.has_node_attr = json_bool(meta, "has_node_attr", file);
+  if (const nlohmann::json* value = find_key(meta, "num_nodes")) {
+    flags.num_nodes = json_count(*value, "num_nodes", file, 0);
+  }
+  if (const nlohmann::json* value = find_key(meta, "num_features")) {
+    flags.num_features = json_count(*value, "num_features", file, 0);
+  }
+  return flags;
+}
+
+OgbFlags read_flags(const fs::path& dir) {
+  fs::path meta = dir / "meta.json";
+  if (fs::exists(meta)) return flags_from_meta(meta);
+  if (std::optional<OgbFlags> flags = builtin_flags(dir)) return *flags;
+  TESSERA_FAIL(Io, meta.string(),
+               ": not found, and the folder name is not one of the built-in OGB datasets "
+               "(ogbn_arxiv, ogbn_products, ogbn_proteins); add a meta.json with "
+               "add_inverse_edge, split, num_classes or num_tasks, task_type and eval_metric");
+}
+
+// ---- one file each ----
+
+// The rows of a fast-path failure: integers parsed field by field (spaces, '+'), or the error.
+void parse_int_fields(const GzipLineReader& reader, std::string_view line, std::int64_t* out,
+                      std::int64_t count) {
+  bool ok = count_fields(line) == count;
+  for (std::int64_t c = 0; ok && c < count; ++c) ok = parse_int64(field_at(line, c), out[c]);
+  TESSERA_CHECK(ok, InvalidInput, reader.where(), ": ", describe_bad_row(line, count, true));
+}
+
+// num-node-list.csv.gz / num-edge-list.csv.gz: one line (one graph), one count.
+std::int64_t read_count_file(const fs::path& file, const char* what) {
+  GzipLineReader reader(file);
+  std::string_view line;
+  std::int64_t value = -1;
+  std::int64_t lines = 0;
+  while (reader.next_record(line)) {
+    TESSERA_CHECK(++lines == 1, InvalidInput, reader.where(),
+                  ": a second line; node-property datasets hold exactly one graph");
+    parse_int_fields(reader, line, &value, 1);
+    TESSERA_CHECK(value >= 0, InvalidInput, reader.where(), ": negative ", what, " ", value);
+  }
+  TESSERA_CHECK(lines == 1, InvalidInput, reader.where(), ": empty file (expected one line: the ",
+                what, ")");
+  return value;
+}
+
+// edge.csv.gz: exactly `expected` lines "src,dst" with ids in [0, N).
+std::vector<Edge> read_edges(const fs::path& file, const fs::path& edge_count_file,
+                             std::int64_t num_nodes, std::int64_t expected, bool progress) {
+  GzipLineReader reader(file, progress);
+  std::vector<Edge> edges;
+  // Reserve what the count says unless the file is too small to hold it (a bogus count must
+  // not allocate memory): real edge lists compress to well over 1/4 byte per line.
+  std::error_code ec;
+  auto plausible = static_cast<std::int64_t>(4 * fs::file_size(file, ec));
+  edges.reserve(static_cast<std::size_t>(std::min(expected, std::max(plausible, kReserveCap))));
+  std::string_view line;
+  std::int64_t ends[2];
+  while (reader.next_record(line)) {
+    TESSERA_CHECK(static_cast<std::int64_t>(edges.size()) < expected, InvalidInput, reader.where(),
+                  ": more edge lines than the ", expected, " that ",
+                  edge_count_file.filename().string(), " announces");
+    if (!parse_int_row(line, ends, 2)) parse_int_fields(reader, line, ends, 2);
+    for (int c = 0; c < 2; ++c) {
+      TESSERA_CHECK(ends[c] >= 0 && ends[c] < num_nodes, InvalidInput, reader.where(), ": ",
+                    c == 0 ? "source" : "destination", " node id ", ends[c],
+                    " is outside [0, ", num_nodes, ")");
+    }
+    edges.push_back({static_cast<NodeId>(ends[0]), static_cast<NodeId>(ends[1])});
+  }
+  TESSERA_CHECK(static_cast<std::int64_t>(edges.size()) == expected, InvalidInput, reader.where(),
+                ": file ends after ", edges.size(), " edge lines, but ", edge_count_file.string(),
+                " says ", expected);
+  return edges;
+}
+
+// In-neighbour CSR (row = destination, columns = sources), with the reverse of every edge when
+// add_inverse_edge; columns sorted, duplicates merged. Counting sort, then a parallel row sort.
+Csr build_graph(std::int64_t num_nodes, std::vector<Edge> edges, bool add_inverse_edge) {
+  std::vector<EdgeOffset> indptr(static_cast<std::size_t>(num_nodes) + 1, 0);
+  for (const Edge& edge : edges) {
+    ++indptr[edge[1] + 1];
+    if (add_inverse_edge) ++indptr[edge[0] + 1];
+  }
+  for (std::int64_t r = 0; r < num_nodes; ++r) indptr[r + 1] += indptr[r];
+  std::vector<EdgeOffset> fill(indptr.begin(), indptr.end() - 1);
+  std::vector<NodeId> indices(static_cast<std::size_t>(indptr.back()));
+  for (const Edge& edge : edges) {
+    indices[fill[edge[1]]++] = edge[0];
+    if (add_inverse_edge) indices[fill[edge[0]]++] = edge[1];
+  }
+  std::vector<Edge>().swap(edges);
+  std::vector<EdgeOffset>& kept = fill;  // reused: entries kept per row
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (std::int64_t r = 0; r < num_nodes; ++r) {
+    NodeId* begin = indices.data() + indptr[r];
+    NodeId* end = indices.data() + indptr[r + 1];
+    std::sort(begin, end);
+    kept[r] = std::unique(begin, end) - begin;
+  }
+  EdgeOffset out = 0;
+  for (std::int64_t r = 0; r < num_nodes; ++r) {
+    EdgeOffset start = indptr[r];
+    indptr[r] = out;
+    if (out != start) {
+      std::memmove(indices.data() + out, indices.data() + start,
+                   static_cast<std::size_t>(kept[r]) * sizeof(NodeId));
+    }
+    out += kept[r];
+  }
+  indptr[num_nodes] = out;
+  if (static_cast<std::size_t>(out) < indices.size()) {
+    indices.resize(static_cast<std::size_t>(out));
+    indices.shrink_to_fit();
+  }
+  return Csr(num_nodes, num_nodes, std::move(indptr), std::move(indices));
+}
+
+// Fails with "<file>:<line>: column c: <what>" for the first non-finite value of a row.
+void check_finite_row(const GzipLineReader& reader, std::string_view line, const float* row,
+                      std::int64_t width) {
+  bool all_finite = true;
+  for (std::int64_t c = 0; c < width; ++c) all_finite &= std::isfinite(row[c]);
+  if (all_finite) return;
+  for (std::int64_t c = 0; c < width; ++c) {
+    TESSERA_CHECK(std::isfinite(row[c]), InvalidInput, reader.where(), ": column ", c + 1, ": '",
+                  field_at(line, c), "' is not a finite number (features must be finite)");
+  }
+}
+
+// node-feat.csv.gz: N lines of F floats (F from the first line), all finite.
+Tensor read_features(const fs::path& file, const fs::path& node_count_file, std::int64_t num_nodes,
+                     bool progress) {
+  GzipLineReader reader(file, progress);
+  Tensor features;
+  std::int64_t width = -1;
+  std::int64_t rows = 0;
+  std::string_view line;
+  while (reader.next_record(line)) {
+    TESSERA_CHECK(rows < num_nodes, InvalidInput, reader.where(), ": more feature rows than the ",
+                  num_nodes, " nodes that ", node_count_file.filename().string(), " announces");
+    if (width < 0) {
+      width = count_fields(line);
+      features = Tensor(num_nodes, width);
+    }
+    float* row = features.row<float>(rows);
+    if (!parse_float_row(line, row, width)) {
+      bool ok = count_fields(line) == width;
+      for (std::int64_t c = 0; ok && c < width; ++c) ok = parse_float(field_at(line, c), row[c]);
+      TESSERA_CHECK(ok, InvalidInput, reader.where(), ": ", describe_bad_row(line, width, false));
+    }
+    check_finite_row(reader, line, row, width);
+    ++rows;
+  }
+  TESSERA_CHECK(rows == num_nodes, InvalidInput, reader.where(), ": file ends after ", rows,
+                " feature rows, but ", node_count_file.string(), " says ", num_nodes, " nodes");
+  if (width < 0) features = Tensor(0, 0);
+  return features;
+}
+
+// node-label.csv.gz, multiclass: N lines, one class id in [0, C) or a missing-value token (-1).
+std::vector<std::int64_t> read_class_labels(const fs::path& file, const fs::path& node_count_file,
+                                            std::int64_t num_nodes, std::int64_t num_classes,
+                                            const std::string& flags_source) {
+  GzipLineReader reader(file);
+  std::vector<std::int64_t> labels;
+  labels.reserve(static_cast<std::size_t>(std::min(num_nodes, kReserveCap)));
+  std::string_view line;
+  while (reader.next_record(line)) {
+    TESSERA_CHECK(static_cast<std::int64_t>(labels.size()) < num_nodes, InvalidInput,
+                  reader.where(), ": more label lines than the ", num_nodes, " nodes that ",
+                  node_count_file.filename().string(), " announces");
+    std::int64_t label = 0;
+    bool missing = false;
+    if (!parse_int_row(line, &label, 1)) {
+      TESSERA_CHECK(count_fields(line) == 1, InvalidInput, reader.where(), ": ",
+                    describe_bad_row(line, 1, true), " (multiclass labels: one class id per line)");
+      float as_float = 0.0f;
+      if (is_na_token(line)) {
+        missing = true;
+      } else if (!parse_int64(line, label)) {
+        // pandas writes labels as floats ("3.0") once a column holds a NaN.
+        TESSERA_CHECK(parse_float(line, as_float) && std::isfinite(as_float) &&
+                          as_float == std::floor(as_float) && std::fabs(as_float) < 1e15f,
+                      InvalidInput, reader.where(), ": '", line,
+                      "' is not a class id (expected an integer, or nan for no label)");
+        label = static_cast<std::int64_t>(as_float);
+      }
+    }
+    if (missing) {
+      labels.push_back(-1);
+      continue;
+    }
+    TESSERA_CHECK(label >= 0, InvalidInput, reader.where(), ": negative class id ", label,
+                  " (use nan for a node without label)");
+    TESSERA_CHECK(label < num_classes, InvalidInput, reader.where(), ": class id ", label,
+                  " is outside [0, ", num_classes, ") (num_classes from ", flags_source, ")");
+    labels.push_back(label);
+  }
+  TESSERA_CHECK(static_cast<std::int64_t>(labels.size()) == num_nodes, InvalidInput,
+                reader.where(), ": file ends after ", labels.size(), " label lines, but ",
+                node_count_file.string(), " says ", num_nodes, " nodes");
+  return labels;
+}
+
+// node-label.csv.gz, binary tasks: N lines of T values in {0, 1, missing (NaN)}.
+Tensor read_task_targets(const fs::path& file, const fs::path& node_count_file,
+                         std::int64_t num_nodes, std::int64_t num_tasks) {
+  GzipLineReader reader(file);
+  std::vector<float> values;
+  values.reserve(static_cast<std::size_t>(std::min(num_nodes * num_tasks, kReserveCap)));
+  std::vector<float> row(static_cast<std::size_t>(num_tasks));
+  std::int64_t rows = 0;
+  std::string_view line;
+  while (reader.next_record(line)) {
+    TESSERA_CHECK(rows < num_nodes, InvalidInput, reader.where(), ": more label lines than the ",
+                  num_nodes, " nodes that ", node_count_file.filename().string(), " announces");
+    if (!parse_float_row(line, row.data(), num_tasks)) {
+      TESSERA_CHECK(count_fields(line) == num_tasks, InvalidInput, reader.where(), ": ",
+                    describe_bad_row(line, num_tasks, false), " (one value per task)");
+      for (std::int64_t c = 0; c < num_tasks; ++c) {
+        std::string_view field = field_at(line, c);
+        if (is_na_token(field)) {
+          row[c] = std::numeric_limits<float>::quiet_NaN();
+          continue;
+        }
+        TESSERA_CHECK(parse_float(field, row[c]), InvalidInput, reader.where(), ": column ", c + 1,
+                      ": '", field, "' is not a number");
+      }
+    }
+    for (std::int64_t c = 0; c < num_tasks; ++c) {
+      float value = row[c];
+      if (std::isnan(value)) {
+        row[c] = std::numeric_limits<float>::quiet_NaN();  // one NaN bit pattern
+        continue;
+      }
+      TESSERA_CHECK(value == 0.0f || value == 1.0f, InvalidInput, reader.where(), ": column ", c + 1,
+                    ": label '", field_at(line, c), "' is out of range (expected 0, 1 or nan)");
+      row[c] = value == 0.0f ? 0.0f : 1.0f;  // "-0" reads as +0
+    }
+    values.insert(values.end(), row.begin(), row.end());
+    ++rows;
+  }
+  TESSERA_CHECK(rows == num_nodes, InvalidInput, reader.where(), ": file ends after ", rows,
+                " label lines, but ", node_count_file.string(), " says ", num_nodes, " nodes");
+  Tensor targets(num_nodes, num_tasks);
+  if (!values.empty()) std::memcpy(targets.f32(), values.data(), values.size() * sizeof(float));
+  return targets;
+}
+
+// Error path of read_split_file: the line on which `id` first appears.
+std::int64_t first_line_with(const fs::path& file, std::int64_t id) {
+  GzipLineReader reader(file);
+  std::string_view line;
+  std::int64_t value = 0;
+  while (reader.next_record(line)) {
+    if (parse_int64(line, value) && value == id) return reader.line_number();
+  }
+  return 0;
+}
+
+// split/<name>/<part>.csv.gz: one node id per line, in [0, N), each at most once.
+std::vector<GlobalId> read_split_file(const fs::path& file, std::int64_t num_nodes) {
+  GzipLineReader reader(file);
+  std::vector<GlobalId> ids;
+  std::vector<bool> seen(static_cast<std::size_t>(num_nodes), false);
+  std::string_view line;
+  while (reader.next_record(line)) {
+    std::int64_t id = 0;
+    if (!parse_int_row(line, &id, 1)) parse_int_fields(reader, line, &id, 1);
+    TESSERA_CHECK(id >= 0 && id < num_nodes, InvalidInput, reader.where(), ": node id ", id,
+                  " is outside [0, ", num_nodes, ")");
+    TESSERA_CHECK(!seen[static_cast<std::size_t>(id)], InvalidInput, reader.where(), ": node id ",
+                  id, " is listed twice in this split (first on line ", first_line_with(file, id),
+                  ")");
+    seen[static_cast<std::size_t>(id)] = true;
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+fs::path choose_split_dir(const fs::path& dir, const OgbFlags& flags) {
+  fs::path split_root = dir / "split";
+  std::vector<std::string> names;
+  if (fs::is_directory(split_root)) {
+    for (const fs::directory_entry& entry : fs::directory_iterator(split_root)) {
+      if (entry.is_directory()) names.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  std::string present;
+  for (const std::string& name : names) present += (present.empty() ? "" : ", ") + name;
+  if (!flags.split.empty()) {
+    fs::path chosen = split_root / flags.split;
+    TESSERA_CHECK(fs::is_directory(chosen), Io, chosen.string(), ": split folder not found (",
+                  flags.source, " names split '", flags.split, "'; present: ",
+                  present.empty() ? "none" : present, ")");
+    return chosen;
+  }
+  TESSERA_CHECK(!names.empty(), Io, split_root.string(), ": no split/<name>/ folder found");
+  TESSERA_CHECK(names.size() == 1, InvalidInput, split_root.string(), ": several splits (", present,
+                ") and ", flags.source, " names none (key 'split')");
+  return split_root / names.front();
+}
+
+void refuse_unsupported_layouts(const fs::path& dir) {
+  fs::path raw = dir / "raw";
+  TESSERA_CHECK(!fs::exists(raw / "data.npz") || fs::exists(raw / "edge.csv.gz"), InvalidInput,
+                (raw / "data.npz").string(),
+                ": OGB's binary (npz) variant is not supported; convert it to the CSV layout or "
+                "to Tessera HDF5 first");
+  TESSERA_CHECK(!fs::exists(raw / "num-node-dict.csv.gz"), InvalidInput,
+                (raw / "num-node-dict.csv.gz").string(),
+                ": a heterogeneous OGB dataset (ogbn-mag style) is not supported");
+}
+
+}  // namespace
+
+Dataset read_ogb_raw(const fs::path& dir, const LoadOptions& options) {
+  TESSERA_CHECK(fs::is_directory(dir), Io, dir.string(), ": dataset directory not found");
+  refuse_unsupported_layouts(dir);
+  OgbFlags flags = read_flags(dir);
+  const fs::path raw = dir / "raw";
+  const fs::path node_count_file = raw / "num-node-list.csv.gz";
+  const fs::path edge_count_file = raw / "num-edge-list.csv.gz";
+
+  Dataset dataset;
+  dataset.name = folder_name(dir);
+  dataset.task = flags.task;
+  dataset.eval_metric = flags.eval_metric;
+  dataset.num_classes = flags.num_classes;
+  dataset.num_tasks = flags.num_tasks;
+  dataset.add_inverse_edge = flags.add_inverse_edge;
+
+  std::int64_t num_nodes = read_count_file(node_count_file, "node count");
+  TESSERA_CHECK(num_nodes <= kMaxNodes, InvalidInput, node_count_file.string(), ": ", num_nodes,
+                " nodes; graphs past 2^31 - 1 nodes are not supported");
+  TESSERA_CHECK(!flags.num_nodes || *flags.num_nodes == num_nodes, InvalidInput, flags.source,
+                ": num_nodes = ", flags.num_nodes.value_or(0), ", but ", node_count_file.string(),
+                " says ", num_nodes);
+  std::int64_t num_edge_lines = read_count_file(edge_count_file, "edge count");
+
+  // Labels first: they confirm the node count before the large arrays are allocated.
+  fs::path label_file = raw / "node-label.csv.gz";
+  if (flags.task == TaskType::MultiClass) {
+    dataset.labels =
+        read_class_labels(label_file, node_count_file, num_nodes, flags.num_classes, flags.source);
+  } else {
+    dataset.targets = read_task_targets(label_file, node_count_file, num_nodes, flags.num_tasks);
+  }
+
+  std::vector<Edge> edges =
+      read_edges(raw / "edge.csv.gz", edge_count_file, num_nodes, num_edge_lines, options.progress);
+  dataset.graph = build_graph(num_nodes, std::move(edges), flags.add_inverse_edge);
+  dataset.num_edge_lines = num_edge_lines;
+
+  fs::path feature_file = raw / "node-feat.csv.gz";
+  if (flags.has_node_attr.value_or(true)) {
+    dataset.features = read_features(feature_file, node_count_file, num_nodes, options.progress);
+  } else {
+    dataset.features = Tensor(num_nodes, 0);
+  }
+  TESSERA_CHECK(!flags.num_features || *flags.num_features == dataset.features.cols(),
+                InvalidInput, flags.source, ": num_features = ", flags.num_features.value_or(0),
+                ", but ", feature_file.string(), " has ", dataset.features.cols(), " columns");
+
+  fs::path split_dir = choose_split_dir(dir, flags);
+  TESSERA_CHECK(fs::exists(split_dir / "train.csv.gz") || !fs::exists(split_dir / "split_dict.pt"),
+                InvalidInput, (split_dir / "split_dict.pt").string(),
+                ": torch-saved splits are not supported; write train/valid/test.csv.gz");
+  dataset.train_idx = read_split_file(split_dir / "train.csv.gz", num_nodes);
+  dataset.valid_idx = read_split_file(split_dir / "valid.csv.gz", num_nodes);
+  dataset.test_idx = read_split_file(split_dir / "test.csv.gz", num_nodes);
+
+  validate(dataset, dir.string());
+  return dataset;
+}
+
+}  // namespace tessera
