@@ -1,1 +1,675 @@
-int main() { return 0; }
+// bench_foundation: what one process of Tessera's CPU engine achieves on a synthetic preset,
+// against limits measured in the same run. Copy bandwidth (STREAM-style) is the limit for SpMM
+// on the GCN operator; GEMM GFLOP/s for a GCN's shapes; the median training epoch; and loading
+// the OGB raw layout vs Tessera HDF5. Prints one JSON line per measurement, then Markdown tables.
+// Relies on the core kernels, the synthetic generator, the loaders/writers and the Trainer.
+#include <CLI/CLI.hpp>
+#include <omp.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "datasets/loaders.h"
+#include "datasets/synthetic.h"
+#include "engine/core/csr.h"
+#include "engine/core/error.h"
+#include "engine/core/kernels.h"
+#include "engine/core/tensor.h"
+#include "engine/system.h"
+#include "engine/trainer.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+constexpr double kMB = 1e6;  // decimal units throughout, as STREAM reports them
+constexpr double kGB = 1e9;
+constexpr std::int64_t kSpmmWidths[] = {16, 128, 256};
+
+struct Flags {
+  std::string preset = "arxiv-like";
+  int threads = 0;  // 0: all cores
+  int epochs = 10;
+  int warmup = 2;
+  int repeats = 5;
+  int layers = 3;
+  std::int64_t hidden = 256;
+  std::int64_t stream_mb = 256;
+  std::string json_file;
+  std::string tmpdir;
+};
+
+// ---- output ----
+
+// One JSON object per line on stdout as each measurement finishes; also kept for --json.
+class JsonLines {
+ public:
+  JsonLines(std::string preset, int threads) : preset_(std::move(preset)), threads_(threads) {}
+  void emit(const char* bench, const Json& fields) {
+    Json line = {{"bench", bench}, {"preset", preset_}, {"threads", threads_}};
+    line.update(fields);
+    const std::string text = line.dump();
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+    all_ += text + '\n';
+  }
+  const std::string& all() const { return all_; }
+
+ private:
+  std::string preset_;
+  int threads_;
+  std::string all_;
+};
+
+// Runs `body` once untimed (warm-up), then `repeats` times; the seconds of each timed run.
+template <class Body>
+std::vector<double> time_repeats(int repeats, Body&& body) {
+  body();
+  std::vector<double> seconds;
+  for (int i = 0; i < repeats; ++i) {
+    Stopwatch watch;
+    body();
+    seconds.push_back(watch.seconds());
+  }
+  return seconds;
+}
+
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+
+// Deterministic values in [-0.5, 0.5) so that no kernel sees denormals or all-zero inputs.
+void fill_pattern(Tensor& t, std::uint32_t salt) {
+  float* x = t.f32();
+  const std::int64_t n = t.numel();
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t h = (static_cast<std::uint32_t>(i) ^ salt) * 2654435761u;
+    x[i] = static_cast<float>(h >> 8) / static_cast<float>(1u << 24) - 0.5f;
+  }
+}
+
+// ---- 1. copy bandwidth: the limit SpMM is compared with ----
+
+// Size of the L3 cache that cpu0 shares (sysfs), else sysconf's figure; 0 when unknown. Arrays
+// well past it (4x) make the copy a DRAM measurement.
+std::int64_t l3_cache_bytes() {
+  if (std::FILE* file = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
+    long long size = 0;
+    char unit = 0;
+    const int got = std::fscanf(file, "%lld%c", &size, &unit);
+    std::fclose(file);
+    if (got >= 1 && size > 0) {
+      if (unit == 'K') return size << 10;
+      if (unit == 'M') return size << 20;
+      return size;
+    }
+  }
+  return std::max<long>(0, ::sysconf(_SC_LEVEL3_CACHE_SIZE));
+}
+
+struct CopyResult {
+  double bytes = 0;  // read + write per copy
+  std::vector<double> seconds;
+  bool verified = false;
+  double best_gbps() const { return bytes / min_of(seconds) / kGB; }
+};
+
+CopyResult measure_copy(std::int64_t megabytes, int repeats, int threads) {
+  const std::int64_t n = megabytes * static_cast<std::int64_t>(kMB) / 4;
+  auto src = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(n));
+  auto dst = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(n));
+  float* s = src.get();
+  float* d = dst.get();
+  // First touch by the threads that will copy, so pages sit near them.
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (std::int64_t i = 0; i < n; ++i) {
+    s[i] = static_cast<float>(i & 1023);
+    d[i] = 0.0f;
+  }
+  CopyResult result;
+  result.bytes = 2.0 * 4.0 * static_cast<double>(n);
+  result.seconds = time_repeats(repeats, [&] {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (std::int64_t i = 0; i < n; ++i) d[i] = s[i];
+  });
+  result.verified = std::memcmp(s, d, static_cast<std::size_t>(n) * 4) == 0;
+  return result;
+}
+
+// ---- 2. SpMM on the normalised GCN operator ----
+
+struct SpmmResult {
+  std::int64_t f = 0;
+  double median_s = 0, min_s = 0;
+  double bytes_upper = 0;       // every gathered row counted once per nonzero
+  double bytes_compulsory = 0;  // input read once
+  double flops = 0;             // 2 nnz F
+  double max_abs_err = 0;       // sampled rows vs a double-precision loop
+};
+
+// Largest |out - reference| over 64 spread-out rows, the reference summed in double.
+double spmm_sample_error(const Tensor& out, const Csr& a, const Tensor& x) {
+  const std::int64_t n = a.num_rows(), f = x.cols();
+  double worst = 0.0;
+  for (std::int64_t s = 0; s < 64 && s < n; ++s) {
+    const std::int64_t r = s * n / std::min<std::int64_t>(64, n);
+    for (std::int64_t j = 0; j < f; ++j) {
+      double sum = 0.0;
+      for (EdgeOffset e = a.indptr()[r]; e < a.indptr()[r + 1]; ++e) {
+        const double w = a.has_values() ? a.values()[e] : 1.0;
+        sum += w * x.row<float>(a.indices()[e])[j];
+      }
+      worst = std::max(worst, std::fabs(sum - out.row<float>(r)[j]));
+    }
+  }
+  return worst;
+}
+
+std::vector<SpmmResult> measure_spmm(const Csr& op, int repeats) {
+  const double n = static_cast<double>(op.num_rows());
+  const double nnz = static_cast<double>(op.nnz());
+  std::vector<SpmmResult> results;
+  for (std::int64_t f : kSpmmWidths) {
+    Tensor x(op.num_cols(), f);
+    Tensor out(op.num_rows(), f);
+    fill_pattern(x, static_cast<std::uint32_t>(f));
+    const CsrView view = op.view();
+    std::vector<double> seconds = time_repeats(repeats, [&] { spmm(out, view, x); });
+    const double structure = 8.0 * (n + 1) + 4.0 * nnz + 4.0 * nnz;  // indptr, indices, values
+    const double df = static_cast<double>(f);
+    SpmmResult r;
+    r.f = f;
+    r.median_s = median(seconds);
+    r.min_s = min_of(seconds);
+    r.bytes_upper = structure + 4.0 * nnz * df + 4.0 * n * df;
+    r.bytes_compulsory = structure + 4.0 * n * df + 4.0 * n * df;
+    r.flops = 2.0 * nnz * df;
+    r.max_abs_err = spmm_sample_error(out, op, x);
+    results.push_back(r);
+  }
+  return results;
+}
+
+// ---- 3. GEMM at the shapes of an L-layer GCN ----
+
+struct GemmShape {
+  std::string what;  // e.g. "X*W forward, layer 1"
+  bool trans_a = false, trans_b = false;
+  std::int64_t m = 0, k = 0, n = 0;  // C (m, n) = op(A) (m, k) · op(B) (k, n)
+};
+
+struct GemmResult {
+  GemmShape shape;
+  double median_s = 0, min_s = 0;
+  double flops() const { return 2.0 * double(shape.m) * double(shape.k) * double(shape.n); }
+};
+
+// Per layer l (width in -> out): forward X·W, weight gradient X^T·dY, and for l > 1 the input
+// gradient dY·W^T. Duplicate shapes (deep models) are measured once, labelled with every layer.
+std::vector<GemmShape> gcn_gemm_shapes(std::int64_t rows, std::int64_t f_in, std::int64_t hidden,
+                                       std::int64_t f_out, int layers) {
+  std::vector<GemmShape> shapes;
+  auto add = [&](const std::string& form, int layer, bool ta, bool tb, std::int64_t m,
+                 std::int64_t k, std::int64_t n) {
+    for (GemmShape& s : shapes) {
+      if (s.trans_a == ta && s.trans_b == tb && s.m == m && s.k == k && s.n == n) {
+        s.what += ", " + std::to_string(layer);
+        return;
+      }
+    }
+    shapes.push_back({form + " layer " + std::to_string(layer), ta, tb, m, k, n});
+  };
+  for (int l = 0; l < layers; ++l) {
+    const std::int64_t in = l == 0 ? f_in : hidden;
+    const std::int64_t out = l + 1 == layers ? f_out : hidden;
+    add("X*W forward,", l + 1, false, false, rows, in, out);
+    add("X^T*dY weight grad,", l + 1, true, false, in, rows, out);
+    if (l > 0) add("dY*W^T input grad,", l + 1, false, true, rows, out, in);
+  }
+  return shapes;
+}
+
+std::vector<GemmResult> measure_gemm(const std::vector<GemmShape>& shapes, int repeats) {
+  std::vector<GemmResult> results;
+  for (const GemmShape& s : shapes) {
+    // Stored shapes: A is (m, k) or, transposed, (k, m); B is (k, n) or (n, k).
+    Tensor a = s.trans_a ? Tensor(s.k, s.m) : Tensor(s.m, s.k);
+    Tensor b = s.trans_b ? Tensor(s.n, s.k) : Tensor(s.k, s.n);
+    Tensor c(s.m, s.n);
+    fill_pattern(a, 1);
+    fill_pattern(b, 2);
+    std::vector<double> seconds =
+        time_repeats(repeats, [&] { gemm(c, a, s.trans_a, b, s.trans_b); });
+    results.push_back({s, median(seconds), min_of(seconds)});
+  }
+  return results;
+}
+
+// ---- 4. training epochs ----
+
+struct TrainResult {
+  int timed_epochs = 0;
+  double median_s = 0, min_s = 0, max_s = 0;
+  double setup_s = 0;
+  double final_loss = 0;
+  std::uint64_t peak_rss = 0;
+};
+
+TrainResult measure_training(const Dataset& data, const Flags& flags) {
+  TrainConfig config;
+  config.model = ModelKind::Gcn;
+  config.num_layers = flags.layers;
+  config.hidden_channels = flags.hidden;
+  config.dropout = 0.5f;
+  config.epochs = flags.warmup + flags.epochs;
+  config.eval_every = config.epochs + 1;  // evaluates once, after the last epoch only
+  config.threads = flags.threads;
+  config.progress = false;
+  Trainer trainer(config, data);
+  std::vector<double> timed;
+  RunResult run = trainer.train_run(0, [&](const EpochRecord& record) {
+    if (record.epoch > flags.warmup) timed.push_back(record.epoch_s);
+  });
+  TrainResult result;
+  result.timed_epochs = static_cast<int>(timed.size());
+  result.median_s = median(timed);
+  result.min_s = min_of(timed);
+  result.max_s = max_of(timed);
+  result.setup_s = trainer.setup_seconds();
+  result.final_loss = run.final_loss;
+  result.peak_rss = peak_rss_bytes();
+  return result;
+}
+
+// ---- 5. loading: OGB raw layout vs HDF5 ----
+
+// A directory made with mkdtemp under `parent`, removed with everything in it on destruction.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const fs::path& parent) {
+    std::string pattern = (parent / "tessera_bench_XXXXXX").string();
+    TESSERA_CHECK(::mkdtemp(pattern.data()) != nullptr, Io, "cannot create a directory in ",
+                  parent.string(), ": ", std::strerror(errno));
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Inflated size of a gzip file (all members), by decompressing it.
+std::uint64_t gunzip_size(const fs::path& file) {
+  gzFile gz = gzopen(file.c_str(), "rb");
+  TESSERA_CHECK(gz != nullptr, Io, "cannot open ", file.string());
+  std::vector<char> buffer(std::size_t{1} << 20);
+  std::uint64_t total = 0;
+  int got;
+  while ((got = gzread(gz, buffer.data(), static_cast<unsigned>(buffer.size()))) > 0)
+    total += static_cast<std::uint64_t>(got);
+  int code = 0;
+  const std::string message = got < 0 ? gzerror(gz, &code) : "";
+  gzclose(gz);
+  TESSERA_CHECK(got == 0, Io, file.string(), ": gzip read failed: ", message);
+  return total;
+}
+
+struct LayoutBytes {
+  double files = 0;  // bytes on disk
+  double text = 0;   // .gz files counted inflated, other files as they are
+};
+
+LayoutBytes layout_bytes(const fs::path& path) {
+  LayoutBytes bytes;
+  auto add = [&](const fs::path& file) {
+    const double size = static_cast<double>(fs::file_size(file));
+    bytes.files += size;
+    bytes.text += file.extension() == ".gz" ? static_cast<double>(gunzip_size(file)) : size;
+  };
+  if (fs::is_regular_file(path)) {
+    add(path);
+    return bytes;
+  }
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(path))
+    if (entry.is_regular_file()) add(entry.path());
+  return bytes;
+}
+
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.same_shape(b) && a.dtype() == b.dtype() &&
+         (a.bytes() == 0 || std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
+}
+
+// Whether a loaded dataset holds exactly the arrays that were written.
+bool same_content(const Dataset& a, const Dataset& b) {
+  return a.task == b.task && a.num_classes == b.num_classes && a.num_tasks == b.num_tasks &&
+         a.graph.num_rows() == b.graph.num_rows() && a.graph.indptr() == b.graph.indptr() &&
+         a.graph.indices() == b.graph.indices() && same_tensor(a.features, b.features) &&
+         a.labels == b.labels && same_tensor(a.targets, b.targets) &&
+         a.train_idx == b.train_idx && a.valid_idx == b.valid_idx && a.test_idx == b.test_idx;
+}
+
+struct LoadResult {
+  std::string format;
+  LayoutBytes bytes;
+  double write_s = 0;
+  std::vector<double> read_seconds;
+  bool identical = false;
+  double best_read_s() const { return min_of(read_seconds); }
+};
+
+template <class Write, class Read>
+LoadResult measure_format(const std::string& format, const Dataset& data, const fs::path& path,
+                          int reads, Write write, Read read) {
+  LoadResult result;
+  result.format = format;
+  Stopwatch watch;
+  write(data, path);
+  result.write_s = watch.seconds();
+  result.bytes = layout_bytes(path);
+  for (int i = 0; i < reads; ++i) {
+    watch.restart();
+    Dataset loaded = read(path);
+    result.read_seconds.push_back(watch.seconds());
+    if (i == 0) result.identical = same_content(data, loaded);
+  }
+  return result;
+}
+
+std::vector<LoadResult> measure_loading(const Dataset& data, const fs::path& dir, int reads) {
+  std::vector<LoadResult> results;
+  results.push_back(measure_format(
+      "ogb_raw", data, dir / "ogb_raw", reads,
+      [](const Dataset& d, const fs::path& p) { write_ogb_raw(d, p); },
+      [](const fs::path& p) { return read_ogb_raw(p); }));
+  results.push_back(measure_format(
+      "hdf5", data, dir / "dataset.h5", reads,
+      [](const Dataset& d, const fs::path& p) { write_hdf5(d, p); },
+      [](const fs::path& p) { return read_hdf5(p); }));
+  return results;
+}
+
+// ---- the report ----
+
+struct Measurements {
+  std::int64_t num_nodes = 0, graph_nnz = 0, operator_nnz = 0, f_in = 0, outputs = 0;
+  CopyResult copy;
+  int copy_repeats = 0;
+  std::int64_t l3_bytes = 0;
+  std::vector<SpmmResult> spmm;
+  std::vector<GemmResult> gemm;
+  TrainResult train;
+  std::vector<LoadResult> load;
+  double load_avg_start = -1, load_avg_end = -1;  // other processes compete for the cores
+};
+
+// 1-minute load average of the machine (-1 when unknown).
+double load_average() {
+  double avg[1];
+  return ::getloadavg(avg, 1) == 1 ? avg[0] : -1.0;
+}
+
+void print_header(const Flags& flags, const Measurements& m) {
+  std::printf("\n# bench_foundation: preset %s | threads %d | N %lld | nnz %lld (GCN operator "
+              "with self loops; graph %lld) | F_in %lld | C %lld\n",
+              flags.preset.c_str(), flags.threads, static_cast<long long>(m.num_nodes),
+              static_cast<long long>(m.operator_nnz), static_cast<long long>(m.graph_nnz),
+              static_cast<long long>(m.f_in), static_cast<long long>(m.outputs));
+  std::printf("(%d cores; 1-min load average %.2f before the run, %.2f after it, this run's "
+              "threads included: above the core count, other processes competed for the cores "
+              "and the times are inflated)\n",
+              omp_get_num_procs(), m.load_avg_start, m.load_avg_end);
+}
+
+void print_copy_spmm_table(const Flags& flags, const Measurements& m) {
+  const double limit = m.copy.best_gbps();
+  std::printf("\n## Copy bandwidth and SpMM\n\n");
+  std::printf("| kernel | F | median ms | min ms | GB/s upper | of copy | GB/s compulsory | "
+              "of copy | GFLOP/s | max abs err |\n");
+  std::printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  std::printf("| copy 2 x %lld MB | - | %.3f | %.3f | %.2f | 1.00 | - | - | - | %s |\n",
+              static_cast<long long>(flags.stream_mb), 1e3 * median(m.copy.seconds),
+              1e3 * min_of(m.copy.seconds), limit, m.copy.verified ? "0" : "MISMATCH");
+  for (const SpmmResult& r : m.spmm) {
+    const double upper = r.bytes_upper / r.median_s / kGB;
+    const double compulsory = r.bytes_compulsory / r.median_s / kGB;
+    std::printf("| SpMM | %lld | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1e |\n",
+                static_cast<long long>(r.f), 1e3 * r.median_s, 1e3 * r.min_s, upper,
+                upper / limit, compulsory, compulsory / limit, r.flops / r.median_s / kGB,
+                r.max_abs_err);
+  }
+}
+
+void print_gemm_train_tables(const Flags& flags, const Measurements& m) {
+  std::printf("\n## GEMM (%d-layer GCN, hidden %lld)\n\n", flags.layers,
+              static_cast<long long>(flags.hidden));
+  std::printf("| product, layers | m x k x n | median ms | min ms | GFLOP/s |\n");
+  std::printf("|---|---|--:|--:|--:|\n");
+  for (const GemmResult& r : m.gemm) {
+    std::printf("| %s | %lld x %lld x %lld | %.3f | %.3f | %.2f |\n", r.shape.what.c_str(),
+                static_cast<long long>(r.shape.m), static_cast<long long>(r.shape.k),
+                static_cast<long long>(r.shape.n), 1e3 * r.median_s, 1e3 * r.min_s,
+                r.flops() / r.median_s / kGB);
+  }
+  const TrainResult& t = m.train;
+  std::printf("\n## Training step (GCN, %d layers, hidden %lld, dropout 0.5)\n\n", flags.layers,
+              static_cast<long long>(flags.hidden));
+  std::printf("| warm-up | timed epochs | median s | min s | max s | setup s | final loss | "
+              "peak RSS MB |\n");
+  std::printf("|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  std::printf("| %d | %d | %.4f | %.4f | %.4f | %.3f | %.4f | %.1f |\n", flags.warmup,
+              t.timed_epochs, t.median_s, t.min_s, t.max_s, t.setup_s, t.final_loss,
+              static_cast<double>(t.peak_rss) / kMB);
+}
+
+void print_load_table(const Measurements& m) {
+  std::printf("\n## Loading\n\n");
+  std::printf("| format | file MB | text MB | write s | read s (best of %d) | MB/s file | "
+              "MB/s text | speedup vs raw | same data |\n",
+              m.load.empty() ? 0 : static_cast<int>(m.load.front().read_seconds.size()));
+  std::printf("|---|--:|--:|--:|--:|--:|--:|--:|---|\n");
+  for (const LoadResult& r : m.load) {
+    const double best = r.best_read_s();
+    std::printf("| %s | %.1f | %.1f | %.3f | %.3f | %.1f | %.1f | %.2f | %s |\n",
+                r.format.c_str(), r.bytes.files / kMB, r.bytes.text / kMB, r.write_s, best,
+                r.bytes.files / best / kMB, r.bytes.text / best / kMB,
+                m.load.front().best_read_s() / best, r.identical ? "yes" : "NO");
+  }
+}
+
+void print_notes(const Flags& flags, const Measurements& m) {
+  std::printf(
+      "\nNotes:\n"
+      "- MB and GB are 10^6 and 10^9 bytes. Copy: bytes = read + write (STREAM convention; "
+      "write-allocate traffic not counted), best of %d after a warm-up; it is the limit "
+      "\"of copy\" refers to.\n"
+      "- SpMM bytes: indptr 8(N+1) + indices 4nnz + values 4nnz + output 4NF, plus the input: "
+      "\"upper\" counts one gathered row per nonzero (4nnz F; rows served from cache are counted "
+      "again, so this overstates DRAM traffic), \"compulsory\" reads it once (4NF). The true "
+      "traffic lies between. Median of %d runs after a warm-up; max abs err: 64 sampled rows "
+      "against a double-precision loop.\n"
+      "- GEMM: 2mkn flops, median of %d after a warm-up; op(A) (m x k) times op(B) (k x n).\n"
+      "- Training step: forward, backward and Adam (evaluation excluded; it runs once, after "
+      "the last epoch). Peak RSS is the process's, after training (includes the dataset).\n"
+      "- Loading: files just written, so the page cache is warm: this measures decoding and "
+      "parsing, not the disk. Raw layout text = .csv.gz files inflated; speedup = raw read "
+      "time / this format's read time; same data = arrays identical to those written.\n",
+      m.copy_repeats, flags.repeats, flags.repeats);
+  const double array_bytes = static_cast<double>(flags.stream_mb) * kMB;
+  if (m.l3_bytes > 0 && array_bytes < 4.0 * static_cast<double>(m.l3_bytes)) {
+    std::printf("- WARNING: the copy arrays (%.0f MB each) are smaller than 4x the L3 cache "
+                "(%.1f MB): the copy limit is partly a cache bandwidth, not DRAM's; use "
+                "--stream-mb %.0f or more.\n",
+                array_bytes / kMB, static_cast<double>(m.l3_bytes) / kMB,
+                std::ceil(4.0 * static_cast<double>(m.l3_bytes) / kMB));
+  }
+}
+
+// ---- the run: measure, emitting each JSON line as soon as it is known ----
+
+void run_copy_and_spmm(const Dataset& data, const Flags& flags, Measurements& m, JsonLines& out) {
+  m.copy_repeats = std::max(flags.repeats, 5);  // cheap; the limit deserves a few tries
+  m.copy = measure_copy(flags.stream_mb, m.copy_repeats, flags.threads);
+  m.l3_bytes = l3_cache_bytes();
+  out.emit("copy", {{"bytes", m.copy.bytes}, {"l3_bytes", m.l3_bytes}, {"repeats", m.copy_repeats},
+                    {"median_s", median(m.copy.seconds)}, {"best_s", min_of(m.copy.seconds)},
+                    {"gbps", m.copy.best_gbps()}, {"verified", m.copy.verified}});
+  {
+    const Csr op = gcn_normalized(data.graph.without_self_loops().symmetrize().with_self_loops());
+    m.operator_nnz = op.nnz();
+    m.spmm = measure_spmm(op, flags.repeats);
+  }
+  for (const SpmmResult& r : m.spmm) {
+    const double upper = r.bytes_upper / r.median_s / kGB;
+    const double compulsory = r.bytes_compulsory / r.median_s / kGB;
+    out.emit("spmm", {{"F", r.f}, {"N", m.num_nodes}, {"nnz", m.operator_nnz},
+                      {"repeats", flags.repeats}, {"median_s", r.median_s}, {"min_s", r.min_s},
+                      {"bytes_upper", r.bytes_upper}, {"bytes_compulsory", r.bytes_compulsory},
+                      {"gbps_upper", upper}, {"gbps_compulsory", compulsory},
+                      {"of_copy_upper", upper / m.copy.best_gbps()},
+                      {"of_copy_compulsory", compulsory / m.copy.best_gbps()},
+                      {"gflops", r.flops / r.median_s / kGB}, {"max_abs_err", r.max_abs_err}});
+  }
+}
+
+void run_gemm(const Flags& flags, Measurements& m, JsonLines& out) {
+  m.gemm = measure_gemm(
+      gcn_gemm_shapes(m.num_nodes, m.f_in, flags.hidden, m.outputs, flags.layers), flags.repeats);
+  for (const GemmResult& r : m.gemm) {
+    out.emit("gemm", {{"what", r.shape.what}, {"trans_a", r.shape.trans_a},
+                      {"trans_b", r.shape.trans_b}, {"m", r.shape.m}, {"k", r.shape.k},
+                      {"n", r.shape.n}, {"repeats", flags.repeats}, {"median_s", r.median_s},
+                      {"min_s", r.min_s}, {"gflops", r.flops() / r.median_s / kGB}});
+  }
+}
+
+void run_loading(const Dataset& data, const Flags& flags, Measurements& m, JsonLines& out) {
+  {
+    const ScratchDir scratch(flags.tmpdir.empty() ? fs::temp_directory_path()
+                                                  : fs::path(flags.tmpdir));
+    m.load = measure_loading(data, scratch.path(), std::clamp(flags.repeats, 1, 3));
+  }
+  for (const LoadResult& r : m.load) {
+    const double best = r.best_read_s();
+    out.emit("load", {{"format", r.format}, {"file_bytes", r.bytes.files},
+                      {"text_bytes", r.bytes.text}, {"write_s", r.write_s},
+                      {"reads", r.read_seconds.size()}, {"best_read_s", best},
+                      {"mbps_file", r.bytes.files / best / kMB},
+                      {"mbps_text", r.bytes.text / best / kMB},
+                      {"speedup_vs_ogb_raw", m.load.front().best_read_s() / best},
+                      {"identical", r.identical}});
+  }
+}
+
+int run(Flags flags) {
+  if (flags.threads <= 0) flags.threads = omp_get_num_procs();
+  set_num_threads(flags.threads);
+  JsonLines out(flags.preset, flags.threads);
+  Measurements m;
+  m.load_avg_start = load_average();
+
+  Stopwatch watch;
+  const Dataset data = generate_synthetic(synthetic_preset(flags.preset));
+  m.num_nodes = data.num_nodes();
+  m.graph_nnz = data.graph.nnz();
+  m.f_in = data.num_features();
+  m.outputs = data.num_outputs();
+  out.emit("dataset", {{"N", m.num_nodes}, {"graph_nnz", m.graph_nnz}, {"F_in", m.f_in},
+                       {"outputs", m.outputs}, {"generate_s", watch.seconds()}});
+
+  // Training first, so that its peak RSS is not the copy arrays' or the loaders'.
+  m.train = measure_training(data, flags);
+  out.emit("train", {{"model", "gcn"}, {"layers", flags.layers}, {"hidden", flags.hidden},
+                     {"dropout", 0.5}, {"warmup", flags.warmup},
+                     {"timed_epochs", m.train.timed_epochs}, {"median_s", m.train.median_s},
+                     {"min_s", m.train.min_s}, {"max_s", m.train.max_s},
+                     {"setup_s", m.train.setup_s}, {"final_loss", m.train.final_loss},
+                     {"peak_rss_bytes", m.train.peak_rss}});
+  run_copy_and_spmm(data, flags, m, out);
+  run_gemm(flags, m, out);
+  run_loading(data, flags, m, out);
+
+  m.load_avg_end = load_average();
+  out.emit("machine", {{"cores", omp_get_num_procs()}, {"load_avg_1min_start", m.load_avg_start},
+                       {"load_avg_1min_end", m.load_avg_end}});
+  print_header(flags, m);
+  print_copy_spmm_table(flags, m);
+  print_gemm_train_tables(flags, m);
+  print_load_table(m);
+  print_notes(flags, m);
+  std::fflush(stdout);
+  if (!flags.json_file.empty()) write_file_atomic(flags.json_file, out.all());
+  return 0;
+}
+
+void add_flags(CLI::App& app, Flags& f) {
+  app.add_option("--preset", f.preset, "synthetic preset (default, arxiv-like, products-like)")
+      ->capture_default_str();
+  app.add_option("--threads", f.threads, "OpenMP threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--epochs", f.epochs, "timed training epochs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup", f.warmup, "untimed training epochs before them")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--repeats", f.repeats, "timed runs of each kernel (after one warm-up)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--layers", f.layers, "GCN layers (training and GEMM shapes)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--hidden", f.hidden, "GCN hidden width (training and GEMM shapes)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16))
+      ->capture_default_str();
+  app.add_option("--stream-mb", f.stream_mb, "MB per array of the copy test (>= 4x L3 to be "
+                                              "honest)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16))
+      ->capture_default_str();
+  app.add_option("--json", f.json_file, "also write the JSON lines to this file");
+  app.add_option("--tmpdir", f.tmpdir,
+                 "where the loading test writes its files (in a fresh subdirectory, removed at "
+                 "the end; default: the system temp directory)");
+}
+
+}  // namespace
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_foundation: copy bandwidth, SpMM, GEMM, training epoch and loading "
+               "on a synthetic preset (one JSON line per measurement, then tables)"};
+  tessera::Flags flags;
+  tessera::add_flags(app, flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return tessera::run(flags);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_foundation: error: %s\n", e.what());
+  }
+  return 1;
+}
