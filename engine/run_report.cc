@@ -1,1 +1,182 @@
-// (being written)
+// Metrics lines, summary JSON and progress text for training runs.
+#include "engine/run_report.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+#include "engine/system.h"
+
+namespace tessera {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::vector<double> collect(const std::vector<RunResult>& results, double RunResult::*field) {
+  std::vector<double> values;
+  for (const RunResult& r : results) values.push_back(r.*field);
+  return values;
+}
+
+std::string percent(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%6.2f%%", 100.0 * value);
+  return buf;
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, const std::string& metric)
+    : path_(path), metric_(metric) {
+  if (path_.empty()) return;
+  out_.open(path_ + ".tmp", std::ios::trunc);
+  TESSERA_CHECK(out_.good(), Io, "--metrics: cannot open '", path_, ".tmp' for writing: ",
+                std::strerror(errno));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (path_.empty() || committed_) return;
+  out_.close();
+  std::error_code ignored;
+  std::filesystem::remove(path_ + ".tmp", ignored);
+}
+
+void MetricsWriter::write(const EpochRecord& r) {
+  if (path_.empty()) return;
+  Json line;
+  line["run"] = r.run;
+  line["epoch"] = r.epoch;
+  line["loss"] = r.loss;
+  line["metric"] = metric_;
+  if (r.evaluated) {
+    line["train_acc"] = r.train_metric;
+    line["valid_acc"] = r.valid_metric;
+    line["test_acc"] = r.test_metric;
+  } else {
+    line["train_acc"] = nullptr;
+    line["valid_acc"] = nullptr;
+    line["test_acc"] = nullptr;
+  }
+  line["epoch_s"] = r.epoch_s;
+  line["eval_s"] = r.eval_s;
+  out_ << line.dump() << '\n';
+  out_.flush();
+  TESSERA_CHECK(out_.good(), Io, "--metrics: writing '", path_, ".tmp' failed");
+}
+
+void MetricsWriter::commit() {
+  if (path_.empty() || committed_) return;
+  out_.close();
+  std::error_code ec;
+  std::filesystem::rename(path_ + ".tmp", path_, ec);
+  TESSERA_CHECK(!ec, Io, "--metrics: cannot rename '", path_, ".tmp' to '", path_, "': ",
+                ec.message());
+  committed_ = true;
+}
+
+std::string summary_json(const RunInfo& info, const std::vector<RunResult>& results) {
+  const TrainConfig& c = *info.config;
+  const Dataset& d = *info.dataset;
+  Json s;
+  s["dataset"] = c.dataset;
+  s["dataset_name"] = d.name;
+  s["nodes"] = d.num_nodes();
+  s["edges"] = d.graph.nnz();
+  s["graph_edges"] = info.graph_edges;
+  s["features"] = d.num_features();
+  s["outputs"] = d.num_outputs();
+  s["train_nodes"] = d.train_idx.size();
+  s["valid_nodes"] = d.valid_idx.size();
+  s["test_nodes"] = d.test_idx.size();
+  s["metric"] = d.eval_metric;
+  s["model"] = to_string(c.model);
+  s["num_layers"] = c.num_layers;
+  s["hidden_channels"] = c.hidden_channels;
+  s["dropout"] = c.dropout;
+  s["input_dropout"] = c.input_dropout;
+  s["batch_norm"] = c.batch_norm;
+  s["lr"] = c.lr;
+  s["weight_decay"] = c.weight_decay;
+  s["normalize_features"] = c.normalize_features;
+  s["epochs"] = c.epochs;
+  s["eval_every"] = c.eval_every;
+  s["runs"] = c.runs;
+  s["seed"] = c.seed;
+  s["device"] = c.device;
+  s["parallel"] = "single";
+  s["ranks"] = 1;
+  s["threads"] = c.threads;
+  const std::vector<double> best_valid = collect(results, &RunResult::best_valid);
+  const std::vector<double> test_at_best = collect(results, &RunResult::test_at_best_valid);
+  const std::vector<double> final_test = collect(results, &RunResult::final_test);
+  s["best_valid_acc"] = mean(best_valid);
+  s["best_valid_acc_std"] = stddev(best_valid);
+  s["test_acc_at_best_valid"] = mean(test_at_best);
+  s["test_acc_at_best_valid_std"] = stddev(test_at_best);
+  s["final_test_acc"] = mean(final_test);
+  s["final_test_acc_std"] = stddev(final_test);
+  s["final_loss"] = results.empty() ? 0.0 : results.back().final_loss;
+  Json per_run = Json::array();
+  std::vector<double> all_epochs;
+  for (const RunResult& r : results) {
+    Json one;
+    one["run"] = r.run;
+    one["seed"] = r.seed;
+    one["best_epoch"] = r.best_epoch;
+    one["best_valid_acc"] = r.best_valid;
+    one["test_acc_at_best_valid"] = r.test_at_best_valid;
+    one["final_train_acc"] = r.final_train;
+    one["final_valid_acc"] = r.final_valid;
+    one["final_test_acc"] = r.final_test;
+    one["final_loss"] = r.final_loss;
+    one["epoch_s_median"] = median(r.epoch_seconds);
+    per_run.push_back(std::move(one));
+    all_epochs.insert(all_epochs.end(), r.epoch_seconds.begin(), r.epoch_seconds.end());
+  }
+  s["per_run"] = std::move(per_run);
+  s["epoch_s_median"] = median(all_epochs);
+  s["load_s"] = info.load_s;
+  s["setup_s"] = info.setup_s;
+  s["total_s"] = info.total_s;
+  s["peak_rss_bytes"] = peak_rss_bytes();
+  return s.dump(2) + "\n";
+}
+
+std::string progress_line(const EpochRecord& r, const std::string& metric) {
+  char buf[256];
+  if (r.evaluated) {
+    const char* name = metric == "acc" ? "" : " (rocauc)";
+    std::snprintf(buf, sizeof buf,
+                  "Run %02d | Epoch %04d | Loss %.4f | Train %s | Valid %s | Test %s%s | %.1f ms",
+                  r.run + 1, r.epoch, r.loss, percent(r.train_metric).c_str(),
+                  percent(r.valid_metric).c_str(), percent(r.test_metric).c_str(), name,
+                  1e3 * r.epoch_s);
+  } else {
+    std::snprintf(buf, sizeof buf, "Run %02d | Epoch %04d | Loss %.4f | %.1f ms", r.run + 1,
+                  r.epoch, r.loss, 1e3 * r.epoch_s);
+  }
+  return buf;
+}
+
+std::string final_report(const std::vector<RunResult>& results, const std::string& metric) {
+  auto line = [&](const char* label, double RunResult::*field) {
+    std::vector<double> v = collect(results, field);
+    char buf[160];
+    if (v.size() > 1)
+      std::snprintf(buf, sizeof buf, "%-24s %6.2f ± %.2f %%\n", label, 100.0 * mean(v),
+                    100.0 * stddev(v));
+    else
+      std::snprintf(buf, sizeof buf, "%-24s %6.2f %%\n", label, 100.0 * mean(v));
+    return std::string(buf);
+  };
+  std::string out = "All runs (" + std::to_string(results.size()) + ", metric " + metric + "):\n";
+  out += line("Highest Valid:", &RunResult::best_valid);
+  out += line("Test at best Valid:", &RunResult::test_at_best_valid);
+  out += line("Final Train:", &RunResult::final_train);
+  out += line("Final Test:", &RunResult::final_test);
+  return out;
+}
+
+}  // namespace tessera

@@ -1,1 +1,69 @@
-// (being written)
+// Stopwatch helpers, peak RSS via getrusage, statistics, atomic file writes.
+#include "engine/system.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+
+#include "engine/core/error.h"
+
+namespace tessera {
+
+std::uint64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  double upper = values[mid];
+  if (values.size() % 2) return upper;
+  double lower = *std::max_element(values.begin(), values.begin() + mid);
+  return 0.5 * (lower + upper);
+}
+
+double mean(const std::vector<double>& values) {
+  if (values.empty()) return 0.0;
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+double stddev(const std::vector<double>& values) {
+  if (values.size() < 2) return 0.0;
+  double m = mean(values), sum_sq = 0.0;
+  for (double v : values) sum_sq += (v - m) * (v - m);
+  return std::sqrt(sum_sq / static_cast<double>(values.size() - 1));
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view contents) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    TESSERA_CHECK(out.good(), Io, "cannot open '", tmp.string(), "' for writing: ",
+                  std::strerror(errno));
+    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    out.flush();
+    if (!out.good()) {
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      TESSERA_FAIL(Io, "writing '", tmp.string(), "' failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    TESSERA_FAIL(Io, "cannot rename '", tmp.string(), "' to '", path.string(), "': ", ec.message());
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,38 @@
+// Small process-level utilities the engine and apps share: a monotonic stopwatch, peak
+// resident memory, the median of a sample, and writing a file atomically (temp file + rename).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+namespace tessera {
+
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  void restart() { start_ = std::chrono::steady_clock::now(); }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Peak resident set size of this process so far, in bytes (getrusage).
+std::uint64_t peak_rss_bytes();
+
+// Median of the values (mean of the two middle ones for an even count); 0 for none.
+double median(std::vector<double> values);
+// Sample mean and standard deviation (n - 1 denominator; 0 for fewer than two values).
+double mean(const std::vector<double>& values);
+double stddev(const std::vector<double>& values);
+
+// Writes `contents` to `path` through a temporary file in the same directory and a rename, so
+// readers never see a half-written file. Throws Io naming the path on failure.
+void write_file_atomic(const std::filesystem::path& path, std::string_view contents);
+
+}  // namespace tessera

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tessera needs (only those missing), then configures and builds it
+# in ./build. Safe to run again: installed packages are skipped and the build is incremental.
+# Environment: TESSERA_BUILD_DIR (default build), TESSERA_CMAKE_ARGS (extra cmake arguments).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake make g++ pkg-config zlib1g-dev libopenblas-dev libhdf5-dev libgtest-dev
+          libcli11-dev nlohmann-json3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[setup] installing: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q -o DPkg::Lock::Timeout=600
+  $sudo apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"
+fi
+
+build_dir=${TESSERA_BUILD_DIR:-build}
+# shellcheck disable=SC2086
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release ${TESSERA_CMAKE_ARGS:-}
+cmake --build "$build_dir" -j "$(nproc)"

@@ -1,0 +1,147 @@
+// train_gcn from the outside: each class of bad flag value and bad dataset ends with a clear
+// message and a non-zero exit (no crash, no output files left behind); the same seed twice
+// gives byte-identical summaries once timings are removed; metrics lines carry their keys.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+fs::path work_dir() {
+  fs::path dir = fs::temp_directory_path() / "tessera_cli_test";
+  fs::create_directories(dir);
+  return dir;
+}
+
+Result run(const std::string& args) {
+  fs::path log = work_dir() / "out.log";
+  std::string command = std::string(TRAIN_GCN_PATH) + " " + args + " > " + log.string() + " 2>&1";
+  int status = std::system(command.c_str());
+  Result r;
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  else r.exit_code = 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);  // a crash
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  r.output = text.str();
+  return r;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Summary without measured values (keys ending in _s, peak_rss_bytes).
+nlohmann::json strip_timings(nlohmann::json j) {
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto& [key, value] : j.items()) {
+      bool timing = key == "peak_rss_bytes" ||
+                    (key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0) ||
+                    key.find("_s_") != std::string::npos;
+      if (!timing) out[key] = strip_timings(value);
+    }
+    return out;
+  }
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (auto& value : j) out.push_back(strip_timings(value));
+    return out;
+  }
+  return j;
+}
+
+const char* kQuick = "--dataset synth:default --epochs 3 --hidden-channels 8 --quiet";
+
+TEST(TrainGcnCli, HelpDocumentsEveryFlag) {
+  Result r = run("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag :
+       {"--dataset", "--model", "--num-layers", "--hidden-channels", "--dropout", "--lr",
+        "--weight-decay", "--epochs", "--seed", "--normalize-features", "--eval-every", "--runs",
+        "--batch-norm", "--threads", "--metrics", "--summary", "--device"})
+    EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
+}
+
+TEST(TrainGcnCli, RunsAndWritesMetricsAndSummary) {
+  fs::path metrics = work_dir() / "ok.jsonl", summary = work_dir() / "ok.json";
+  fs::remove(metrics);
+  fs::remove(summary);
+  Result r = run(std::string(kQuick) + " --metrics " + metrics.string() + " --summary " +
+                 summary.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Test at best Valid"), std::string::npos) << r.output;
+  std::ifstream in(metrics);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    for (const char* key : {"epoch", "loss", "train_acc", "valid_acc", "test_acc", "epoch_s"})
+      EXPECT_TRUE(j.contains(key)) << key;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3);
+  auto s = nlohmann::json::parse(read_file(summary));
+  EXPECT_EQ(s["epochs"], 3);
+  EXPECT_EQ(s["model"], "gcn");
+}
+
+TEST(TrainGcnCli, SameSeedGivesIdenticalSummary) {
+  fs::path a = work_dir() / "det_a.json", b = work_dir() / "det_b.json";
+  std::string args = "--dataset synth:default --epochs 20 --hidden-channels 32 --quiet --seed 3 "
+                     "--runs 2 --batch-norm --summary ";
+  ASSERT_EQ(run(args + a.string()).exit_code, 0);
+  ASSERT_EQ(run(args + b.string() + " --threads 1").exit_code, 0);
+  auto ja = nlohmann::json::parse(read_file(a)), jb = nlohmann::json::parse(read_file(b));
+  ja.erase("threads");
+  jb.erase("threads");
+  EXPECT_EQ(strip_timings(ja).dump(2), strip_timings(jb).dump(2));
+}
+
+struct BadFlag {
+  const char* args;
+  const char* expected;  // a piece of the message
+};
+
+class TrainGcnBadFlags : public ::testing::TestWithParam<BadFlag> {};
+
+TEST_P(TrainGcnBadFlags, ExitNonZeroWithMessage) {
+  fs::path summary = work_dir() / "bad.json";
+  fs::remove(summary);
+  Result r = run(std::string(GetParam().args) + " --summary " + summary.string());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.exit_code, 128) << "crashed: " << r.output;
+  EXPECT_NE(r.output.find(GetParam().expected), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(summary)) << "a failed run left a summary behind";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, TrainGcnBadFlags,
+    ::testing::Values(BadFlag{"--model gat", "--model"},
+                      BadFlag{"--num-layers 0", "--num-layers"},
+                      BadFlag{"--dropout 1.5 --epochs 1", "--dropout"},
+                      BadFlag{"--lr -1 --epochs 1", "--lr"},
+                      BadFlag{"--epochs abc", "--epochs"},
+                      BadFlag{"--no-such-flag 1", "no-such-flag"},
+                      BadFlag{"--device tpu --epochs 1", "tpu"},
+                      BadFlag{"--dataset synth:nonsense --epochs 1", "nonsense"},
+                      BadFlag{"--dataset /nonexistent/dir --epochs 1", "/nonexistent/dir"},
+                      BadFlag{"--dataset /nonexistent/file.h5 --epochs 1", "/nonexistent/file.h5"}));
+
+}  // namespace

@@ -1,0 +1,100 @@
+// Summary JSON keys, progress lines and the metrics writer's temp-file-then-rename contract.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/run_report.h"
+#include "engine/system.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const char* name) {
+  fs::path dir = fs::temp_directory_path() / (std::string("tessera_report_") + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(RunReport, SummaryHasStableKeys) {
+  TrainConfig config;
+  Dataset dataset;
+  dataset.name = "tiny";
+  RunResult a;
+  a.best_valid = 0.5;
+  a.test_at_best_valid = 0.4;
+  a.final_test = 0.3;
+  a.epoch_seconds = {0.1, 0.3, 0.2};
+  RunResult b = a;
+  b.run = 1;
+  b.test_at_best_valid = 0.6;
+  RunInfo info{&config, &dataset, 0, 0.0, 0.0, 0.0};
+  auto s = nlohmann::json::parse(summary_json(info, {a, b}));
+  for (const char* key : {"dataset", "nodes", "edges", "model", "num_layers", "hidden_channels",
+                          "epochs", "best_valid_acc", "test_acc_at_best_valid", "final_test_acc",
+                          "epoch_s_median", "peak_rss_bytes"})
+    EXPECT_TRUE(s.contains(key)) << key;
+  EXPECT_DOUBLE_EQ(s["test_acc_at_best_valid"].get<double>(), 0.5);
+  EXPECT_NEAR(s["test_acc_at_best_valid_std"].get<double>(), std::sqrt(0.02), 1e-12);
+  EXPECT_DOUBLE_EQ(s["epoch_s_median"].get<double>(), 0.2);
+  EXPECT_EQ(s["per_run"].size(), 2u);
+  EXPECT_GT(s["peak_rss_bytes"].get<std::uint64_t>(), 0u);
+}
+
+TEST(RunReport, MetricsFileAppearsOnlyOnCommit) {
+  fs::path dir = temp_dir("metrics");
+  fs::path path = dir / "m.jsonl";
+  {
+    MetricsWriter writer(path.string(), "acc");
+    EpochRecord r;
+    r.epoch = 1;
+    r.loss = 1.5;
+    r.evaluated = true;
+    r.valid_metric = 0.25;
+    writer.write(r);
+    r.epoch = 2;
+    r.evaluated = false;
+    writer.write(r);
+    EXPECT_FALSE(fs::exists(path));
+    writer.commit();
+  }
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  auto first = nlohmann::json::parse(line);
+  for (const char* key : {"epoch", "loss", "train_acc", "valid_acc", "test_acc", "epoch_s"})
+    EXPECT_TRUE(first.contains(key)) << key;
+  EXPECT_DOUBLE_EQ(first["valid_acc"].get<double>(), 0.25);
+  std::getline(in, line);
+  EXPECT_TRUE(nlohmann::json::parse(line)["valid_acc"].is_null());
+
+  fs::path abandoned = dir / "abandoned.jsonl";
+  { MetricsWriter writer(abandoned.string(), "acc"); }
+  EXPECT_FALSE(fs::exists(abandoned));
+  EXPECT_FALSE(fs::exists(abandoned.string() + ".tmp"));
+}
+
+TEST(RunReport, WriteFileAtomicReplacesWholeFile) {
+  fs::path dir = temp_dir("atomic");
+  write_file_atomic(dir / "a.json", "first");
+  write_file_atomic(dir / "a.json", "second");
+  std::ifstream in(dir / "a.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "second");
+  EXPECT_THROW(write_file_atomic(dir / "missing" / "a.json", "x"), Error);
+}
+
+TEST(RunReport, StatisticsHelpers) {
+  EXPECT_DOUBLE_EQ(median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_DOUBLE_EQ(median({4.0, 1.0, 2.0, 3.0}), 2.5);
+  EXPECT_DOUBLE_EQ(median({}), 0.0);
+  EXPECT_DOUBLE_EQ(stddev({1.0}), 0.0);
+  EXPECT_NEAR(stddev({1.0, 2.0, 3.0}), 1.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace tessera
