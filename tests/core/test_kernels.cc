@@ -1,0 +1,359 @@
+// Tests of the sparse, dense and row-movement kernels against naive double loops over many
+// widths, with zero-degree rows, empty and one-row inputs; SpMM bitwise equal with 1 and 2
+// threads; spmm_rows writes only its rows; GEMM in all transpose combinations; and the
+// argument checks of the dispatch layer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "engine/core/kernels.h"
+#include "tests/core/test_util.h"
+
+namespace tessera {
+namespace {
+
+using test::kFloatEps;
+using test::throws_error;
+
+// Naive SpMM in double, with the float rounding bound of each output: summing n terms in float
+// (recursive summation) errs by at most about n * eps * sum |terms| (Higham, Accuracy and
+// Stability, eq. 4.4), plus one rounding per weighted product.
+struct SpmmReference {
+  std::vector<double> out;    // (R, F)
+  std::vector<double> bound;  // (R, F)
+};
+
+SpmmReference spmm_reference(const Csr& a, const std::vector<float>& x, std::int64_t f) {
+  SpmmReference ref;
+  ref.out.assign(static_cast<std::size_t>(a.num_rows() * f), 0.0);
+  ref.bound.assign(ref.out.size(), 0.0);
+  for (std::int64_t r = 0; r < a.num_rows(); ++r) {
+    const double n = static_cast<double>(a.degree(r)) + 1.0;
+    for (std::int64_t k = 0; k < f; ++k) {
+      double sum = 0.0, abs_sum = 0.0;
+      for (EdgeOffset j = a.indptr()[r]; j < a.indptr()[r + 1]; ++j) {
+        const double w = a.has_values() ? a.values()[j] : 1.0;
+        const double term = w * x[static_cast<std::size_t>(a.indices()[j] * f + k)];
+        sum += term;
+        abs_sum += std::abs(term);
+      }
+      ref.out[static_cast<std::size_t>(r * f + k)] = sum;
+      ref.bound[static_cast<std::size_t>(r * f + k)] = (n + 1.0) * kFloatEps * abs_sum;
+    }
+  }
+  return ref;
+}
+
+// ---- spmm ----
+
+TEST(Spmm, MatchesNaiveOverWidthsWeightedAndUnweighted) {
+  for (bool weighted : {false, true}) {
+    const Csr a = test::random_csr(203, 150, 7, weighted);  // rectangular, zero-degree rows
+    for (std::int64_t f : test::kWidths) {
+      const std::vector<float> x = test::random_floats(static_cast<std::size_t>(150 * f), 9);
+      Tensor xt = test::tensor_from(x, 150, f);
+      Tensor out(203, f);
+      spmm(out, a.view(), xt);
+      const SpmmReference ref = spmm_reference(a, x, f);
+      EXPECT_TRUE(test::near_each(test::values_of(out), ref.out, ref.bound, f))
+          << "F = " << f << (weighted ? ", weighted" : ", unweighted");
+    }
+  }
+}
+
+TEST(Spmm, ZeroDegreeRowsAreZeroedNotSkipped) {
+  const Csr a(3, 2, {0, 1, 1, 2}, {1, 0});  // row 1 empty
+  Tensor x = test::tensor_from({1, 2, 3, 4}, 2, 2);
+  Tensor out = test::tensor_from({9, 9, 9, 9, 9, 9}, 3, 2);  // stale contents
+  spmm(out, a.view(), x);
+  EXPECT_EQ(test::values_of(out), (std::vector<float>{3, 4, 0, 0, 1, 2}));
+}
+
+TEST(Spmm, EmptyAndOneRowInputs) {
+  const Csr none(0, 4, {0}, {});
+  Tensor x = test::random_tensor(4, 7, 1);
+  Tensor out(0, 7);
+  spmm(out, none.view(), x);  // nothing to do, must not crash
+
+  const Csr no_cols(2, 0, {0, 0, 0}, {});
+  Tensor x0(0, 5);
+  Tensor out2 = test::random_tensor(2, 5, 2);
+  spmm(out2, no_cols.view(), x0);
+  for (float v : test::values_of(out2)) EXPECT_EQ(v, 0.0f);
+
+  const Csr one(1, 1, {0, 1}, {0}, {2.0f});
+  for (std::int64_t f : test::kWidths) {
+    Tensor x1 = test::random_tensor(1, f, 3);
+    Tensor out1(1, f);
+    spmm(out1, one.view(), x1);
+    for (std::int64_t k = 0; k < f; ++k) ASSERT_EQ(out1.f32()[k], 2.0f * x1.f32()[k]);
+  }
+}
+
+TEST(Spmm, BitwiseIdenticalWithOneAndTwoThreads) {
+  // Big enough to run in parallel: (nnz + R) * F well above the serial threshold.
+  const Csr a = test::random_csr(6000, 6000, 21, /*with_values=*/true, 30, 4000);
+  for (std::int64_t f : {1, 8, 33}) {
+    Tensor x = test::random_tensor(6000, f, 22);
+    Tensor one(6000, f), two(6000, f);
+    {
+      test::ThreadCount threads(1);
+      spmm(one, a.view(), x);
+    }
+    {
+      test::ThreadCount threads(2);
+      spmm(two, a.view(), x);
+    }
+    EXPECT_TRUE(test::bitwise_equal(test::values_of(two), test::values_of(one), f)) << "F = " << f;
+  }
+}
+
+TEST(Spmm, RowsWritesOnlyListedRows) {
+  const Csr a = test::random_csr(500, 300, 31, true);
+  std::vector<NodeId> rows(500);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::shuffle(rows.begin(), rows.end(), std::mt19937(4));
+  rows.resize(170);  // a random subset in random order, zero-degree rows included
+  for (std::int64_t f : test::kWidths) {
+    Tensor x = test::random_tensor(300, f, 5);
+    Tensor full(500, f);
+    spmm(full, a.view(), x);
+    const float sentinel = -12345.0f;
+    Tensor out(500, f);
+    std::fill(out.f32(), out.f32() + out.numel(), sentinel);
+    spmm_rows(out, a.view(), x, rows);
+    std::vector<bool> listed(500, false);
+    for (NodeId r : rows) listed[static_cast<std::size_t>(r)] = true;
+    for (std::int64_t r = 0; r < 500; ++r) {
+      for (std::int64_t k = 0; k < f; ++k) {
+        const float want = listed[static_cast<std::size_t>(r)] ? full.f32()[r * f + k] : sentinel;
+        ASSERT_EQ(out.f32()[r * f + k], want) << "row " << r << " col " << k << " F = " << f;
+      }
+    }
+  }
+}
+
+TEST(Spmm, RowsRefusesBadRowLists) {
+  const Csr a = test::random_csr(10, 10, 1, false);
+  Tensor x = test::random_tensor(10, 4, 1);
+  Tensor out(10, 4);
+  const std::vector<NodeId> out_of_range = {3, 10};
+  const std::vector<NodeId> repeated = {3, 5, 3};
+  EXPECT_TRUE(throws_error([&] { spmm_rows(out, a.view(), x, out_of_range); },
+                           ErrorCategory::InvalidArgument, "rows[1] = 10 is outside [0, 10)"));
+  EXPECT_TRUE(throws_error([&] { spmm_rows(out, a.view(), x, repeated); },
+                           ErrorCategory::InvalidArgument, "rows[2] = 3 is listed twice"));
+  spmm_rows(out, a.view(), x, {});  // empty list: nothing written
+}
+
+TEST(Spmm, ChecksShapesDtypesAndAliasing) {
+  const Csr a = test::random_csr(6, 5, 1, false);
+  Tensor x = test::random_tensor(5, 3, 1);
+  Tensor out(6, 3);
+  Tensor wrong_x(4, 3), wrong_out(6, 4), ints(6, 3, DType::I32);
+  EXPECT_TRUE(throws_error([&] { spmm(out, a.view(), wrong_x); }, ErrorCategory::InvalidArgument,
+                           "A.num_cols = 5 rows, found (4, 3)"));
+  EXPECT_TRUE(throws_error([&] { spmm(wrong_out, a.view(), x); }, ErrorCategory::InvalidArgument,
+                           "out must be (6, 3), found (6, 4)"));
+  EXPECT_TRUE(throws_error([&] { spmm(ints, a.view(), x); }, ErrorCategory::InvalidArgument,
+                           "out must be f32, found i32"));
+  const Csr square = test::random_csr(5, 5, 1, false);
+  EXPECT_TRUE(throws_error([&] { spmm(x, square.view(), x); }, ErrorCategory::InvalidArgument,
+                           "must not share memory"));
+}
+
+// ---- gemm ----
+
+// c (M, N) = alpha * op(a) * op(b) + beta * c0 in double; bound as in spmm_reference.
+void gemm_reference(std::vector<double>& c, std::vector<double>& bound,
+                    const std::vector<float>& c0, const std::vector<float>& a, bool trans_a,
+                    const std::vector<float>& b, bool trans_b, double alpha, double beta,
+                    std::int64_t m, std::int64_t n, std::int64_t k) {
+  c.assign(static_cast<std::size_t>(m * n), 0.0);
+  bound.assign(c.size(), 0.0);
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = 0.0, abs_sum = 0.0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        const double av = a[static_cast<std::size_t>(trans_a ? p * m + i : i * k + p)];
+        const double bv = b[static_cast<std::size_t>(trans_b ? j * k + p : p * n + j)];
+        sum += av * bv;
+        abs_sum += std::abs(av * bv);
+      }
+      const double c_old = c0[static_cast<std::size_t>(i * n + j)];
+      c[static_cast<std::size_t>(i * n + j)] = alpha * sum + beta * c_old;
+      bound[static_cast<std::size_t>(i * n + j)] =
+          (k + 3) * kFloatEps * (std::abs(alpha) * abs_sum + std::abs(beta * c_old)) + 1e-30;
+    }
+  }
+}
+
+TEST(Gemm, AllTransposeCombinationsWithBetaAccumulation) {
+  struct Dims {
+    std::int64_t m, n, k;
+  };
+  for (const Dims d : {Dims{1, 1, 1}, Dims{5, 7, 3}, Dims{33, 17, 9}, Dims{8, 257, 31}}) {
+    for (bool trans_a : {false, true}) {
+      for (bool trans_b : {false, true}) {
+        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{0.5f, 2.0f}}) {
+          const auto a = test::random_floats(static_cast<std::size_t>(d.m * d.k), 1);
+          const auto b = test::random_floats(static_cast<std::size_t>(d.k * d.n), 2);
+          auto c0 = test::random_floats(static_cast<std::size_t>(d.m * d.n), 3);
+          Tensor at = trans_a ? test::tensor_from(a, d.k, d.m) : test::tensor_from(a, d.m, d.k);
+          Tensor bt = trans_b ? test::tensor_from(b, d.n, d.k) : test::tensor_from(b, d.k, d.n);
+          Tensor c = test::tensor_from(c0, d.m, d.n);
+          if (beta == 0.0f) std::fill(c.f32(), c.f32() + c.numel(), NAN);  // must be ignored
+          gemm(c, at, trans_a, bt, trans_b, alpha, beta);
+          std::vector<double> want, bound;
+          gemm_reference(want, bound, c0, a, trans_a, b, trans_b, alpha, beta, d.m, d.n, d.k);
+          EXPECT_TRUE(test::near_each(test::values_of(c), want, bound, d.n))
+              << "M N K = " << d.m << " " << d.n << " " << d.k << ", trans " << trans_a << trans_b
+              << ", alpha " << alpha << ", beta " << beta;
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemm, DegenerateSizes) {
+  Tensor a(3, 0), b(0, 4);
+  Tensor c = test::tensor_from(std::vector<float>(12, 2.0f), 3, 4);
+  gemm(c, a, false, b, false, 1.0f, 0.5f);  // K = 0: c = beta * c
+  for (float v : test::values_of(c)) EXPECT_EQ(v, 1.0f);
+  Tensor a0(0, 5), b0(5, 4), c0(0, 4);
+  gemm(c0, a0, false, b0, false);
+}
+
+TEST(Gemm, ChecksInnerDimensionsAndOutputShape) {
+  Tensor a(3, 4), b(5, 2), c(3, 2);
+  EXPECT_TRUE(throws_error([&] { gemm(c, a, false, b, false); }, ErrorCategory::InvalidArgument,
+                           "op(a) is (3, 4) and op(b) is (5, 2)"));
+  Tensor b_ok(4, 2), c_bad(2, 3);
+  EXPECT_TRUE(throws_error([&] { gemm(c_bad, a, false, b_ok, false); },
+                           ErrorCategory::InvalidArgument, "c must be (3, 2), found (2, 3)"));
+  Tensor sq(3, 3);
+  EXPECT_TRUE(throws_error([&] { gemm(sq, sq, false, sq, false); }, ErrorCategory::InvalidArgument,
+                           "c must not share memory with a"));
+}
+
+// ---- axpy, column_sums ----
+
+TEST(Axpy, AddsScaledInput) {
+  for (std::int64_t f : test::kWidths) {
+    const auto y0 = test::random_floats(static_cast<std::size_t>(13 * f), 1);
+    const auto x = test::random_floats(y0.size(), 2);
+    Tensor y = test::tensor_from(y0, 13, f);
+    axpy(y, -0.75f, test::tensor_from(x, 13, f));
+    std::vector<double> want(y0.size());
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] = y0[i] - 0.75 * x[i];
+    // Two float roundings (product, sum) of values below 2 in magnitude.
+    EXPECT_TRUE(test::near(test::values_of(y), want, 4 * kFloatEps, 0.0, f)) << "F = " << f;
+  }
+  Tensor y(2, 3), x(3, 2);
+  EXPECT_TRUE(
+      throws_error([&] { axpy(y, 1.0f, x); }, ErrorCategory::InvalidArgument, "x must be (2, 3)"));
+}
+
+TEST(ColumnSums, WritesOrAccumulatesAndIsThreadIndependent) {
+  for (std::int64_t rows : {0, 1, 37, 5000}) {
+    for (std::int64_t f : test::kWidths) {
+      const auto x = test::random_floats(static_cast<std::size_t>(rows * f), 3);
+      Tensor xt = test::tensor_from(x, rows, f);
+      std::vector<double> want(static_cast<std::size_t>(f), 0.5);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t k = 0; k < f; ++k)
+          want[static_cast<std::size_t>(k)] += x[static_cast<std::size_t>(r * f + k)];
+      }
+      std::vector<float> out(static_cast<std::size_t>(f), 0.5f);
+      column_sums(out, xt, /*accumulate=*/true);
+      // Summed in double, then rounded twice to float (sum, then the accumulate).
+      EXPECT_TRUE(test::near(out, want, 1e-9, 3 * kFloatEps, f)) << rows << " rows, F = " << f;
+      std::vector<float> one(static_cast<std::size_t>(f), 7.0f), two = one;
+      {
+        test::ThreadCount threads(1);
+        column_sums(one, xt, /*accumulate=*/false);
+      }
+      {
+        test::ThreadCount threads(2);
+        column_sums(two, xt, /*accumulate=*/false);
+      }
+      EXPECT_TRUE(test::bitwise_equal(two, one, f));
+      if (rows == 0) {
+        EXPECT_EQ(one[0], 0.0f);
+      }
+    }
+  }
+  std::vector<float> wrong(2);
+  Tensor x(3, 4);
+  EXPECT_TRUE(throws_error([&] { column_sums(wrong, x, false); }, ErrorCategory::InvalidArgument,
+                           "out must have 4 entries, found 2"));
+}
+
+// ---- gather / scatter ----
+
+TEST(Rows, GatherCopiesListedRows) {
+  const std::vector<NodeId> rows = {4, 0, 4, 2};
+  for (std::int64_t f : test::kWidths) {
+    Tensor x = test::random_tensor(5, f, 6);
+    Tensor out(4, f);
+    gather_rows(out, x, rows);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      for (std::int64_t k = 0; k < f; ++k) {
+        ASSERT_EQ(out.f32()[static_cast<std::int64_t>(i) * f + k], x.f32()[rows[i] * f + k]);
+      }
+    }
+  }
+  Tensor x(5, 3), out(0, 3), bad(2, 3);
+  gather_rows(out, x, {});
+  const std::vector<NodeId> outside = {1, 5};
+  EXPECT_TRUE(throws_error([&] { gather_rows(bad, x, outside); }, ErrorCategory::InvalidArgument,
+                           "rows[1] = 5 is outside [0, 5)"));
+}
+
+TEST(Rows, ScatterAddAccumulatesRepeatsInListOrder) {
+  // Big lists with repeats so that the column-band parallel path runs for wide F.
+  std::mt19937 gen(8);
+  std::uniform_int_distribution<NodeId> pick(0, 99);
+  std::vector<NodeId> rows(3000);
+  for (NodeId& r : rows) r = pick(gen);
+  for (std::int64_t f : test::kWidths) {
+    const auto x = test::random_floats(static_cast<std::size_t>(3000 * f), 9);
+    const auto out0 = test::random_floats(static_cast<std::size_t>(100 * f), 10);
+    // The reference adds in list order in float, as the kernel promises: results are bitwise.
+    std::vector<float> want = out0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      for (std::int64_t k = 0; k < f; ++k) {
+        want[static_cast<std::size_t>(rows[i] * f + k)] +=
+            x[i * static_cast<std::size_t>(f) + static_cast<std::size_t>(k)];
+      }
+    }
+    for (int threads : {1, 2}) {
+      test::ThreadCount count(threads);
+      Tensor out = test::tensor_from(out0, 100, f);
+      scatter_add_rows(out, test::tensor_from(x, 3000, f), rows);
+      EXPECT_TRUE(test::bitwise_equal(test::values_of(out), want, f))
+          << "F = " << f << ", threads " << threads;
+    }
+  }
+  Tensor out(4, 2), x(3, 2);
+  const std::vector<NodeId> two_rows = {0, 1};
+  EXPECT_TRUE(throws_error([&] { scatter_add_rows(out, x, two_rows); },
+                           ErrorCategory::InvalidArgument, "x must be (2, 2), found (3, 2)"));
+}
+
+// ---- threads ----
+
+TEST(Threads, SetAndQuery) {
+  const int saved = num_threads();
+  set_num_threads(1);
+  EXPECT_EQ(num_threads(), 1);
+  set_num_threads(0);  // keeps the current setting
+  EXPECT_EQ(num_threads(), 1);
+  set_num_threads(saved);
+  EXPECT_EQ(num_threads(), saved);
+}
+
+}  // namespace
+}  // namespace tessera
