@@ -1,5 +1,6 @@
-# tessera_target_defaults(target): include root, warnings (-Werror when TESSERA_WERROR) for
-# every Tessera target, so the flags live in one place.
+# tessera_target_defaults(target): include root, warnings (-Werror when TESSERA_WERROR) and
+# code generation (-march=native when TESSERA_NATIVE_ARCH) for every Tessera target, so the
+# flags live in one place.
 function(tessera_target_defaults target)
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow=local -Wnon-virtual-dtor)
@@ -7,6 +8,11 @@ function(tessera_target_defaults target)
   # (GCC bug 105651); the warning stays on for other compilers and versions.
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
     target_compile_options(${target} PRIVATE -Wno-restrict)
+  endif()
+  if(TESSERA_NATIVE_ARCH)
+    # The SpMM inner loops, dropout's Philox rounds and the elementwise kernels vectorise to
+    # the widest SIMD the CPU has (AVX2/AVX-512) instead of the x86-64 baseline (SSE2).
+    target_compile_options(${target} PRIVATE -march=native)
   endif()
   if(TESSERA_WERROR)
     target_compile_options(${target} PRIVATE -Werror)

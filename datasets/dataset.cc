@@ -169,8 +169,9 @@ std::uint64_t fingerprint(const Dataset& dataset) {
   return hasher.finish();
 }
 
-void row_normalize_features(Dataset& dataset) {
-  Tensor& features = dataset.features;
+void row_normalize_features(Dataset& dataset) { row_normalize(dataset.features); }
+
+void row_normalize(Tensor& features) {
   if (features.numel() == 0) return;
   const std::int64_t num_rows = features.rows();
   const std::int64_t width = features.cols();

@@ -55,5 +55,7 @@ std::uint64_t fingerprint(const Dataset& dataset);
 
 // Divides each feature row by its sum (rows summing to 0 stay 0), as Kipf & Welling do.
 void row_normalize_features(Dataset& dataset);
+// The same on a (N, F) f32 tensor.
+void row_normalize(Tensor& features);
 
 }  // namespace tessera

@@ -87,18 +87,7 @@ Trainer::Trainer(const TrainConfig& config, const Dataset& dataset)
   Stopwatch watch;
   Impl& s = *impl_;
   s.features = dataset.features.clone();
-  if (config_.normalize_features) {
-    const std::int64_t n = s.features.rows(), f = s.features.cols();
-    float* x = s.features.f32();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t v = 0; v < n; ++v) {
-      double sum = 0.0;
-      for (std::int64_t j = 0; j < f; ++j) sum += x[v * f + j];
-      if (sum == 0.0) continue;
-      const float inv = static_cast<float>(1.0 / sum);
-      for (std::int64_t j = 0; j < f; ++j) x[v * f + j] *= inv;
-    }
-  }
+  if (config_.normalize_features) row_normalize(s.features);
   // OGB's examples train on the symmetrised graph (adj_t.to_symmetric()); so does Tessera.
   Csr symmetric = dataset.graph.without_self_loops().symmetrize();
   if (config_.model == ModelKind::Gcn) {

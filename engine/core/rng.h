@@ -52,42 +52,6 @@ class CounterRng {
     return {c0, c1, c2, c3};
   }
 
-  // The words of kLanes consecutive blocks at once: out[lane][w] == words(item, block0 + lane)[w].
-  // Written lane-parallel (structure of arrays) so the compiler vectorises the rounds; this is
-  // what bulk consumers (dropout masks over a row) should call.
-  template <int kLanes>
-  void words_batch(std::uint64_t item, std::uint32_t block0,
-                   std::uint32_t (&out)[kLanes][4]) const {
-    std::uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-    for (int l = 0; l < kLanes; ++l) {
-      c0[l] = block0 + static_cast<std::uint32_t>(l);
-      c1[l] = static_cast<std::uint32_t>(item);
-      c2[l] = static_cast<std::uint32_t>(item >> 32);
-      c3[l] = 0x7E55E7A1u;
-    }
-    std::uint32_t k0 = static_cast<std::uint32_t>(key_), k1 = static_cast<std::uint32_t>(key_ >> 32);
-    for (int round = 0; round < 10; ++round) {
-      for (int l = 0; l < kLanes; ++l) {
-        std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c0[l];
-        std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * c2[l];
-        std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
-        std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
-        c1[l] = static_cast<std::uint32_t>(p1);
-        c3[l] = static_cast<std::uint32_t>(p0);
-        c0[l] = n0;
-        c2[l] = n2;
-      }
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    for (int l = 0; l < kLanes; ++l) {
-      out[l][0] = c0[l];
-      out[l][1] = c1[l];
-      out[l][2] = c2[l];
-      out[l][3] = c3[l];
-    }
-  }
-
   // Uniform float in [0, 1) for (item, index): 24 random bits.
   float uniform(std::uint64_t item, std::uint64_t index) const {
     std::uint32_t w = words(item, static_cast<std::uint32_t>(index >> 2))[index & 3];

@@ -47,18 +47,6 @@ TEST(CounterRng, StreamsDifferByKeyItemAndBlock) {
   EXPECT_NE(dropout.words(5, 0), dropout.words(5 + (1ull << 32), 0));
 }
 
-TEST(CounterRng, WordsBatchMatchesWords) {
-  const CounterRng rng(3, 1, 4, RngPurpose::Dropout);
-  for (std::uint64_t item : {0ull, 77ull, (1ull << 35) + 3}) {
-    std::uint32_t batch[8][4];
-    rng.words_batch<8>(item, 5, batch);
-    for (std::uint32_t lane = 0; lane < 8; ++lane) {
-      const auto words = rng.words(item, 5 + lane);
-      for (int w = 0; w < 4; ++w) EXPECT_EQ(batch[lane][w], words[w]) << "lane " << lane;
-    }
-  }
-}
-
 TEST(CounterRng, UniformIsWordOfItsBlock) {
   const CounterRng rng(1, 2, 3, RngPurpose::Dropout);
   for (std::uint64_t f = 0; f < 37; ++f) {
