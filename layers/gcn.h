@@ -10,15 +10,10 @@
 
 #include "engine/core/kernels.h"
 #include "engine/core/tensor.h"
+#include "layers/conv_common.h"
 #include "layers/propagator.h"
 
 namespace tessera {
-
-// Which of Â (X W) and (Â X) W a layer computes. Both give the same result up to float rounding;
-// the width that goes through the propagator sets the SpMM work and the halo traffic, so Auto
-// transforms first exactly when F_out < F_in. The others force an order (tests, benchmarks).
-enum class ConvOrder { Auto, TransformFirst, AggregateFirst };
-bool is_transform_first(ConvOrder order, std::int64_t f_in, std::int64_t f_out);
 
 struct GcnCache {
   // Filled by gcn_forward, consumed by gcn_backward (which reuses `mixed` as its workspace,

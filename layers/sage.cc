@@ -12,24 +12,8 @@ namespace {
 
 void check_sage_args(const Tensor& x, const Tensor& weight, const Tensor& root_weight,
                      std::size_t bias_size) {
-  TESSERA_CHECK(weight.rows() == x.cols(), InvalidArgument, "SAGE weight: expected (", x.cols(),
-                ", F_out) to match x ", x.shape_string(), ", got ", weight.shape_string());
+  check_conv_args("SAGE", x, weight, bias_size);
   check_shape(root_weight, weight.rows(), weight.cols(), "SAGE root_weight");
-  TESSERA_CHECK(bias_size == 0 || static_cast<std::int64_t>(bias_size) == weight.cols(),
-                InvalidArgument, "SAGE bias: expected ", weight.cols(), " entries, got ",
-                bias_size);
-}
-
-// Gradient before bias + activation (see gcn.cc): d_out itself when act is None.
-const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor& d_out,
-                            const Tensor& out, Activation act) {
-  if (act == Activation::None) {
-    if (!d_bias.empty()) column_sums(d_bias, d_out, /*accumulate=*/true);
-    return d_out;
-  }
-  d_pre.resize(d_out.rows(), d_out.cols());
-  bias_act_backward(d_pre, d_bias, d_out, out, act);
-  return d_pre;
 }
 
 }  // namespace

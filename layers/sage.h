@@ -9,7 +9,7 @@
 
 #include "engine/core/kernels.h"
 #include "engine/core/tensor.h"
-#include "layers/gcn.h"  // ConvOrder: the neighbour branch picks its order like GCN
+#include "layers/conv_common.h"  // ConvOrder: the neighbour branch picks its order like GCN
 #include "layers/propagator.h"
 
 namespace tessera {
