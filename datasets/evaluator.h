@@ -15,7 +15,8 @@ namespace tessera {
 double accuracy(std::span<const std::int64_t> y_true, std::span<const std::int64_t> y_pred);
 
 // y_true (n, T) in {0, 1} with NaN = missing, y_score (n, T) any scores. Ties get the average
-// rank (as scikit-learn's roc_auc_score).
+// rank (as scikit-learn's roc_auc_score). Throws InvalidArgument on a shape or dtype mismatch,
+// InvalidInput when no task has both classes, a label is not 0/1/NaN, or a labelled score is NaN.
 double mean_rocauc(const Tensor& y_true, const Tensor& y_score);
 
 }  // namespace tessera

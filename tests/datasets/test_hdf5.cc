@@ -1,0 +1,281 @@
+// Tests of the Tessera HDF5 dataset format: bitwise round trips (synthetic, multi-label with
+// NaN targets, Cora from ../shared/datasets when present) and refusal of bad files (missing,
+// not HDF5, not a Tessera dataset, wrong version, missing dataset, wrong dtype or shape, bad
+// indices, corrupted contents), each checked for its category and for naming file and path.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "datasets/loaders.h"
+#include "datasets/synthetic.h"
+#include "engine/core/error.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Hdf5Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tessera_test_hdf5_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path dir_;
+};
+
+SyntheticConfig small_config() {
+  SyntheticConfig c = synthetic_preset("default");
+  c.num_nodes = 500;
+  c.num_edges = 2000;
+  c.num_features = 7;
+  c.num_classes = 4;
+  return c;
+}
+
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.same_shape(b) && a.dtype() == b.dtype() &&
+         (a.bytes() == 0 || std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
+}
+
+void expect_identical(const Dataset& a, const Dataset& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.task, b.task);
+  EXPECT_EQ(a.eval_metric, b.eval_metric);
+  EXPECT_EQ(a.num_classes, b.num_classes);
+  EXPECT_EQ(a.num_tasks, b.num_tasks);
+  EXPECT_EQ(a.add_inverse_edge, b.add_inverse_edge);
+  EXPECT_EQ(a.num_edge_lines, b.num_edge_lines);
+  EXPECT_EQ(a.graph.num_rows(), b.graph.num_rows());
+  EXPECT_EQ(a.graph.num_cols(), b.graph.num_cols());
+  EXPECT_EQ(a.graph.indptr(), b.graph.indptr());
+  EXPECT_EQ(a.graph.indices(), b.graph.indices());
+  EXPECT_TRUE(same_tensor(a.features, b.features));
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_TRUE(same_tensor(a.targets, b.targets));
+  EXPECT_EQ(a.train_idx, b.train_idx);
+  EXPECT_EQ(a.valid_idx, b.valid_idx);
+  EXPECT_EQ(a.test_idx, b.test_idx);
+  EXPECT_EQ(fingerprint(a), fingerprint(b));
+}
+
+// Expects read_hdf5(file) to throw `category` with a message containing every one of `parts`.
+void expect_refused(const fs::path& file, ErrorCategory category,
+                    const std::vector<std::string>& parts) {
+  try {
+    read_hdf5(file);
+    ADD_FAILURE() << "read_hdf5(" << file << ") did not throw";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), category) << error.what();
+    for (const std::string& part : parts) {
+      EXPECT_NE(error.message().find(part), std::string::npos)
+          << "message lacks '" << part << "': " << error.message();
+    }
+  }
+}
+
+// Small HDF5 edits used to corrupt a valid file.
+class Hdf5Edit {
+ public:
+  explicit Hdf5Edit(const fs::path& file)
+      : file_(H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)) {
+    EXPECT_GE(file_, 0);
+  }
+  ~Hdf5Edit() { H5Fclose(file_); }
+  void remove(const char* path) { EXPECT_GE(H5Ldelete(file_, path, H5P_DEFAULT), 0); }
+  // Replaces `path` by a 1-D dataset of `type` holding `values` (converted from int64).
+  void replace_1d(const char* path, hid_t type, const std::vector<std::int64_t>& values) {
+    remove(path);
+    hsize_t dims[1] = {values.size()};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t dataset = H5Dcreate2(file_, path, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    EXPECT_GE(H5Dwrite(dataset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+    H5Dclose(dataset);
+    H5Sclose(space);
+  }
+  // Overwrites element `index` of a 1-D dataset (int64 in memory, converted on write).
+  void set_element(const char* path, hsize_t index, std::int64_t value) {
+    hid_t dataset = H5Dopen2(file_, path, H5P_DEFAULT);
+    hid_t space = H5Dget_space(dataset);
+    hsize_t start[1] = {index}, count[1] = {1};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    hid_t memory = H5Screate_simple(1, count, nullptr);
+    EXPECT_GE(H5Dwrite(dataset, H5T_NATIVE_INT64, memory, space, H5P_DEFAULT, &value), 0);
+    H5Sclose(memory);
+    H5Sclose(space);
+    H5Dclose(dataset);
+  }
+  void set_first_float(const char* path, float value) {
+    hid_t dataset = H5Dopen2(file_, path, H5P_DEFAULT);
+    hid_t space = H5Dget_space(dataset);
+    hsize_t start[2] = {0, 0}, count[2] = {1, 1};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    hid_t memory = H5Screate_simple(2, count, nullptr);
+    EXPECT_GE(H5Dwrite(dataset, H5T_NATIVE_FLOAT, memory, space, H5P_DEFAULT, &value), 0);
+    H5Sclose(memory);
+    H5Sclose(space);
+    H5Dclose(dataset);
+  }
+  void set_int_attribute(const char* name, std::int64_t value) {
+    hid_t attr = H5Aopen(file_, name, H5P_DEFAULT);
+    EXPECT_GE(H5Awrite(attr, H5T_NATIVE_INT64, &value), 0);
+    H5Aclose(attr);
+  }
+
+ private:
+  hid_t file_;
+};
+
+TEST_F(Hdf5Test, SyntheticRoundTripIsBitwise) {
+  const Dataset d = generate_synthetic(synthetic_preset("default"));
+  const fs::path file = dir_ / "default.h5";
+  write_hdf5(d, file);
+  EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
+  expect_identical(d, read_hdf5(file));
+  // Overwriting an existing file works and gives the new contents.
+  const Dataset other = generate_synthetic(small_config());
+  write_hdf5(other, file);
+  expect_identical(other, read_hdf5(file));
+}
+
+TEST_F(Hdf5Test, MultiLabelRoundTripKeepsNaN) {
+  Dataset d;
+  d.name = "multilabel";
+  d.task = TaskType::MultiLabel;
+  d.eval_metric = "rocauc";
+  d.num_tasks = 3;
+  d.add_inverse_edge = false;
+  d.graph = Csr(4, 4, {0, 1, 3, 3, 4}, {1, 0, 3, 2});
+  d.num_edge_lines = 4;
+  d.features = Tensor(4, 2);
+  d.targets = Tensor(4, 3);
+  for (int i = 0; i < 8; ++i) d.features.f32()[i] = 0.25f * i - 1.0f;
+  for (int i = 0; i < 12; ++i) {
+    d.targets.f32()[i] = i % 5 == 0 ? std::numeric_limits<float>::quiet_NaN() : float(i % 2);
+  }
+  d.train_idx = {0, 2};
+  d.valid_idx = {1};
+  d.test_idx = {};
+  const fs::path file = dir_ / "multilabel.h5";
+  write_hdf5(d, file);
+  expect_identical(d, read_hdf5(file));
+}
+
+TEST_F(Hdf5Test, CoraRawRoundTripIsBitwise) {
+  const fs::path cora = fs::path(TESSERA_SHARED_DATASETS) / "cora";
+  if (!fs::exists(cora)) GTEST_SKIP() << cora << " not present";
+  const Dataset d = read_ogb_raw(cora);
+  const fs::path file = dir_ / "cora.h5";
+  write_hdf5(d, file);
+  expect_identical(d, read_hdf5(file));
+}
+
+TEST_F(Hdf5Test, MissingFileIsIo) {
+  const fs::path file = dir_ / "absent.h5";
+  expect_refused(file, ErrorCategory::Io, {file.string(), "no such file"});
+}
+
+TEST_F(Hdf5Test, NonHdf5FileIsInvalidInput) {
+  const fs::path file = dir_ / "text.h5";
+  std::ofstream(file) << "this is not an HDF5 file\n";
+  expect_refused(file, ErrorCategory::InvalidInput, {file.string(), "not an HDF5 file"});
+}
+
+TEST_F(Hdf5Test, ForeignHdf5FileIsNotATesseraDataset) {
+  const fs::path file = dir_ / "foreign.h5";
+  H5Fclose(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  expect_refused(file, ErrorCategory::InvalidInput, {file.string(), "not a Tessera dataset"});
+}
+
+TEST_F(Hdf5Test, WrongVersionIsRefused) {
+  const fs::path file = dir_ / "version.h5";
+  write_hdf5(generate_synthetic(small_config()), file);
+  Hdf5Edit(file).set_int_attribute("format_version", 99);
+  expect_refused(file, ErrorCategory::InvalidInput, {file.string(), "version 99"});
+}
+
+TEST_F(Hdf5Test, MissingFeaturesIsRefused) {
+  const fs::path file = dir_ / "nofeatures.h5";
+  write_hdf5(generate_synthetic(small_config()), file);
+  Hdf5Edit(file).remove("/features");
+  expect_refused(file, ErrorCategory::InvalidInput, {file.string(), "/features", "missing"});
+}
+
+TEST_F(Hdf5Test, MissingGroupIsRefused) {
+  const fs::path file = dir_ / "nosplit.h5";
+  write_hdf5(generate_synthetic(small_config()), file);
+  Hdf5Edit(file).remove("/split");
+  expect_refused(file, ErrorCategory::InvalidInput, {file.string(), "/split/train", "missing"});
+}
+
+TEST_F(Hdf5Test, WrongDtypeIsRefused) {
+  const Dataset d = generate_synthetic(small_config());
+  const fs::path file = dir_ / "dtype.h5";
+  write_hdf5(d, file);
+  std::vector<std::int64_t> indices(d.graph.indices().begin(), d.graph.indices().end());
+  Hdf5Edit(file).replace_1d("/graph/indices", H5T_STD_I64LE, indices);
+  expect_refused(file, ErrorCategory::InvalidInput,
+                 {file.string(), "/graph/indices", "expected int32", "found int64"});
+}
+
+TEST_F(Hdf5Test, WrongShapeIsRefused) {
+  const Dataset d = generate_synthetic(small_config());
+  const fs::path file = dir_ / "shape.h5";
+  write_hdf5(d, file);
+  Hdf5Edit(file).replace_1d("/features", H5T_IEEE_F32LE, std::vector<std::int64_t>(500, 1));
+  expect_refused(file, ErrorCategory::InvalidInput, {file.string(), "/features", "dimension"});
+  write_hdf5(d, file);
+  Hdf5Edit(file).replace_1d("/labels", H5T_STD_I64LE, {0, 1, 2});
+  expect_refused(file, ErrorCategory::InvalidInput, {file.string(), "/labels", "expected 500"});
+}
+
+TEST_F(Hdf5Test, IndexOutOfRangeIsRefused) {
+  const fs::path file = dir_ / "range.h5";
+  write_hdf5(generate_synthetic(small_config()), file);
+  Hdf5Edit(file).set_element("/graph/indices", 3, 500 + 5);
+  expect_refused(file, ErrorCategory::InvalidInput, {file.string(), "/graph"});
+}
+
+TEST_F(Hdf5Test, LabelOutOfRangeIsRefused) {
+  const fs::path file = dir_ / "label.h5";
+  write_hdf5(generate_synthetic(small_config()), file);
+  Hdf5Edit(file).set_element("/labels", 7, 42);
+  expect_refused(file, ErrorCategory::InvalidInput, {file.string()});
+}
+
+TEST_F(Hdf5Test, ModifiedContentsFailTheFingerprint) {
+  const fs::path file = dir_ / "fingerprint.h5";
+  write_hdf5(generate_synthetic(small_config()), file);
+  Hdf5Edit(file).set_first_float("/features", 123.5f);
+  expect_refused(file, ErrorCategory::InvalidInput, {file.string(), "fingerprint"});
+}
+
+TEST_F(Hdf5Test, UnwritablePathIsIoAndLeavesNothing) {
+  const fs::path blocker = dir_ / "plain_file";
+  std::ofstream(blocker) << "x";
+  const fs::path file = blocker / "sub" / "out.h5";
+  try {
+    write_hdf5(generate_synthetic(small_config()), file);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::Io) << error.what();
+    EXPECT_NE(error.message().find(file.string()), std::string::npos) << error.message();
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+}  // namespace
+}  // namespace tessera
