@@ -95,8 +95,8 @@ void batch_norm_backward(Tensor& d_x, const Tensor& d_y, const Tensor& x_hat,
                          std::span<const double> sum_dy, std::span<const double> sum_dy_xhat,
                          double count);
 
-// Number of threads kernels use (OpenMP); also caps BLAS threads so the two do not
-// oversubscribe. threads <= 0 keeps the current setting.
+// Number of threads kernels use (the OpenMP team; GEMM splits its work over the same team and
+// keeps OpenBLAS single-threaded, so two thread pools never compete). threads <= 0: unchanged.
 void set_num_threads(int threads);
 int num_threads();
 

@@ -217,6 +217,40 @@ TEST(Gemm, AllTransposeCombinationsWithBetaAccumulation) {
   }
 }
 
+TEST(Gemm, ParallelSplitsMatchReferenceAndThreadCount) {
+  struct Dims {
+    std::int64_t m, n, k;
+  };
+  // Row slabs (M >= 1024: forward X W), K-chunks (small M, K >= 2048: weight gradients X^T dY),
+  // and a shape served by one call.
+  for (const Dims d : {Dims{3001, 33, 20}, Dims{17, 40, 5000}, Dims{64, 70, 1500}}) {
+    for (bool trans_a : {false, true}) {
+      for (bool trans_b : {false, true}) {
+        const auto a = test::random_floats(static_cast<std::size_t>(d.m * d.k), 4);
+        const auto b = test::random_floats(static_cast<std::size_t>(d.k * d.n), 5);
+        const auto c0 = test::random_floats(static_cast<std::size_t>(d.m * d.n), 6);
+        Tensor at = trans_a ? test::tensor_from(a, d.k, d.m) : test::tensor_from(a, d.m, d.k);
+        Tensor bt = trans_b ? test::tensor_from(b, d.n, d.k) : test::tensor_from(b, d.k, d.n);
+        Tensor one = test::tensor_from(c0, d.m, d.n), two = test::tensor_from(c0, d.m, d.n);
+        {
+          test::ThreadCount threads(1);
+          gemm(one, at, trans_a, bt, trans_b, 0.5f, 2.0f);
+        }
+        {
+          test::ThreadCount threads(2);
+          gemm(two, at, trans_a, bt, trans_b, 0.5f, 2.0f);
+        }
+        std::vector<double> want, bound;
+        gemm_reference(want, bound, c0, a, trans_a, b, trans_b, 0.5f, 2.0f, d.m, d.n, d.k);
+        EXPECT_TRUE(test::near_each(test::values_of(one), want, bound, d.n))
+            << "M N K = " << d.m << " " << d.n << " " << d.k << ", trans " << trans_a << trans_b;
+        EXPECT_TRUE(test::bitwise_equal(test::values_of(two), test::values_of(one), d.n))
+            << "1 vs 2 threads, M N K = " << d.m << " " << d.n << " " << d.k;
+      }
+    }
+  }
+}
+
 TEST(Gemm, DegenerateSizes) {
   Tensor a(3, 0), b(0, 4);
   Tensor c = test::tensor_from(std::vector<float>(12, 2.0f), 3, 4);
