@@ -436,8 +436,8 @@ void print_header(const Flags& flags, const Measurements& m) {
               static_cast<long long>(m.operator_nnz), static_cast<long long>(m.graph_nnz),
               static_cast<long long>(m.f_in), static_cast<long long>(m.outputs));
   std::printf("(%d cores; 1-min load average %.2f before the run, %.2f after it, this run's "
-              "threads included: above the core count, other processes competed for the cores "
-              "and the times are inflated)\n",
+              "threads included; a load above the core count means other processes competed "
+              "for the cores and the times are inflated)\n",
               omp_get_num_procs(), m.load_avg_start, m.load_avg_end);
 }
 

@@ -115,6 +115,26 @@ TEST(TrainGcnCli, SameSeedGivesIdenticalSummary) {
   EXPECT_EQ(strip_timings(ja).dump(2), strip_timings(jb).dump(2));
 }
 
+// A dataset that goes bad on disk: a raw-layout folder written by tessera_data, then one file
+// cut short. train_gcn must name the file and stop with exit 1, leaving no summary behind.
+TEST(TrainGcnCli, TruncatedDatasetFileIsReportedByName) {
+  fs::path dir = work_dir() / "truncated_dataset";
+  fs::remove_all(dir);
+  std::string generate = std::string(TESSERA_DATA_PATH) + " generate --preset default --out " +
+                         dir.string() + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(generate.c_str()), 0);
+  fs::path features = dir / "raw" / "node-feat.csv.gz";
+  ASSERT_TRUE(fs::exists(features));
+  fs::resize_file(features, fs::file_size(features) / 2);
+  fs::path summary = work_dir() / "truncated.json";
+  fs::remove(summary);
+  Result r = run("--dataset " + dir.string() + " --epochs 1 --summary " + summary.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("node-feat.csv.gz"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("truncated"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(summary));
+}
+
 struct BadFlag {
   const char* args;
   const char* expected;  // a piece of the message
