@@ -66,7 +66,8 @@ double split_rocauc(const Tensor& logits, const Tensor& targets, const std::vect
 }  // namespace
 
 struct Trainer::Impl {
-  Tensor features;                 // (N, F) possibly row-normalised copy
+  Tensor normalized_features;      // (N, F) row-normalised copy, only with normalize_features
+  const Tensor* features = nullptr;  // (N, F) what the model reads: the dataset's or the copy
   std::unique_ptr<Propagator> propagator;
   std::vector<GlobalId> global_ids;  // (N) identity on one process
   std::vector<NodeId> train_rows, valid_rows, test_rows;
@@ -86,14 +87,19 @@ Trainer::Trainer(const TrainConfig& config, const Dataset& dataset)
   if (config_.threads > 0) set_num_threads(config_.threads);
   Stopwatch watch;
   Impl& s = *impl_;
-  s.features = dataset.features.clone();
-  if (config_.normalize_features) row_normalize(s.features);
+  s.features = &dataset.features;
+  if (config_.normalize_features) {
+    s.normalized_features = dataset.features.clone();
+    row_normalize(s.normalized_features);
+    s.features = &s.normalized_features;
+  }
   // OGB's examples train on the symmetrised graph (adj_t.to_symmetric()); so does Tessera.
   Csr symmetric = dataset.graph.without_self_loops().symmetrize();
   if (config_.model == ModelKind::Gcn) {
     Csr normalized = gcn_normalized(symmetric.with_self_loops());
     num_graph_edges_ = normalized.nnz();
-    s.propagator = std::make_unique<LocalPropagator>(std::move(normalized));
+    // Symmetric pattern and weights 1/sqrt(d_u d_v): backward reuses A as A^T.
+    s.propagator = std::make_unique<LocalPropagator>(std::move(normalized), MatrixSymmetry::Symmetric);
     s.context.gcn = s.propagator.get();
   } else {
     Csr normalized = mean_normalized(symmetric);
@@ -162,7 +168,7 @@ RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
     record.epoch = epoch;
     Stopwatch step;
     model.zero_grad();
-    model.forward(s.logits, s.features, s.context, /*training=*/true, epoch);
+    model.forward(s.logits, *s.features, s.context, /*training=*/true, epoch);
     s.d_logits.resize(s.logits.rows(), s.logits.cols());
     double loss_sum = 0.0;
     if (multiclass) {
@@ -186,7 +192,7 @@ RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
 
     if (epoch % config_.eval_every == 0 || epoch == config_.epochs) {
       Stopwatch eval;
-      model.forward(s.logits, s.features, s.context, /*training=*/false, epoch);
+      model.forward(s.logits, *s.features, s.context, /*training=*/false, epoch);
       if (multiclass) {
         record.train_metric = split_accuracy(s.logits, data.labels, s.train_rows);
         record.valid_metric = split_accuracy(s.logits, data.labels, s.valid_rows);

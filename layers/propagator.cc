@@ -1,6 +1,6 @@
 // LocalPropagator: the single-process aggregation A·X and its adjoint A^T·dY. A^T is built once
-// at construction (Csr::transpose) so that backward is a plain row-parallel SpMM, not a
-// scatter. Relies on the spmm kernel. The layers pass out and d_x already sized (N, F); they
+// at construction (Csr::transpose; A itself when the caller says A is symmetric) so that
+// backward is a plain row-parallel SpMM, not a scatter. Relies on the spmm kernel. The layers pass out and d_x already sized (N, F); they
 // are resized here too (a no-op then), so other callers may pass empty tensors.
 #include "layers/propagator.h"
 
@@ -11,10 +11,12 @@
 
 namespace tessera {
 
-LocalPropagator::LocalPropagator(Csr a) : a_(std::move(a)), a_t_(a_.transpose()) {
+LocalPropagator::LocalPropagator(Csr a, MatrixSymmetry symmetry)
+    : a_(std::move(a)), symmetric_(symmetry == MatrixSymmetry::Symmetric) {
   TESSERA_CHECK(a_.num_rows() == a_.num_cols(), InvalidArgument,
                 "LocalPropagator needs a square matrix, got (", a_.num_rows(), ", ",
                 a_.num_cols(), ")");
+  if (!symmetric_) a_t_ = a_.transpose();
 }
 
 void LocalPropagator::forward(Tensor& out, const Tensor& x, int /*layer*/) {
@@ -25,8 +27,9 @@ void LocalPropagator::forward(Tensor& out, const Tensor& x, int /*layer*/) {
 
 void LocalPropagator::backward(Tensor& d_x, const Tensor& d_out, int /*layer*/) {
   check_shape(d_out, a_.num_rows(), d_out.cols(), "LocalPropagator::backward d_out");
-  d_x.resize(a_t_.num_rows(), d_out.cols());  // (N, F)
-  spmm(d_x, a_t_.view(), d_out);
+  const Csr& adjoint = symmetric_ ? a_ : a_t_;
+  d_x.resize(adjoint.num_rows(), d_out.cols());  // (N, F)
+  spmm(d_x, adjoint.view(), d_out);
 }
 
 }  // namespace tessera

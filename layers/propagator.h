@@ -20,10 +20,14 @@ class Propagator {
   virtual std::int64_t num_rows() const = 0;
 };
 
-// Single process: A (N, N) weighted CSR; A^T is built once at construction.
+// Single process: A (N, N) weighted CSR; A^T is built once at construction, unless the caller
+// states that A is symmetric (values included, as the GCN operator D^-1/2 (A+I) D^-1/2 of a
+// symmetric graph is), in which case backward reuses A and no second copy is held.
+enum class MatrixSymmetry { General, Symmetric };
+
 class LocalPropagator final : public Propagator {
  public:
-  explicit LocalPropagator(Csr a);
+  explicit LocalPropagator(Csr a, MatrixSymmetry symmetry = MatrixSymmetry::General);
   void forward(Tensor& out, const Tensor& x, int layer) override;
   void backward(Tensor& d_x, const Tensor& d_out, int layer) override;
   std::int64_t num_rows() const override { return a_.num_rows(); }
@@ -31,7 +35,8 @@ class LocalPropagator final : public Propagator {
 
  private:
   Csr a_;
-  Csr a_t_;
+  Csr a_t_;  // empty when A is symmetric
+  bool symmetric_ = false;
 };
 
 }  // namespace tessera

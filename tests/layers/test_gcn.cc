@@ -236,3 +236,25 @@ TEST(GcnShapes, MismatchedWeightIsRefused) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// The trainer declares the GCN operator of a symmetric graph symmetric, so that backward reuses
+// A instead of holding A^T: the adjoint must then be exactly what an explicit transpose gives.
+TEST(LocalPropagator, SymmetricOperatorBackwardEqualsTransposed) {
+  const test::EdgeList e = test::random_edges(kNodes, 31);
+  const Csr a =
+      gcn_normalized(Csr::from_edges(kNodes, e.src, e.dst).symmetrize().with_self_loops());
+  LocalPropagator general(a), symmetric(a, MatrixSymmetry::Symmetric);
+  Tensor d_out = random_tensor(kNodes, 5, 4);
+  Tensor d_general, d_symmetric;
+  general.backward(d_general, d_out, 0);
+  symmetric.backward(d_symmetric, d_out, 0);
+  ASSERT_TRUE(d_general.same_shape(d_symmetric));
+  for (std::int64_t i = 0; i < d_general.numel(); ++i)
+    EXPECT_EQ(d_general.f32()[i], d_symmetric.f32()[i]) << "entry " << i;
+}
+
+}  // namespace
+}  // namespace tessera
