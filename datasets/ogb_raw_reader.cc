@@ -261,30 +261,7 @@ Csr build_graph(std::int64_t num_nodes, std::vector<Edge> edges, bool add_invers
     if (add_inverse_edge) indices[fill[edge[0]]++] = edge[1];
   }
   std::vector<Edge>().swap(edges);
-  std::vector<EdgeOffset>& kept = fill;  // reused: entries kept per row
-#pragma omp parallel for schedule(dynamic, 4096)
-  for (std::int64_t r = 0; r < num_nodes; ++r) {
-    NodeId* begin = indices.data() + indptr[r];
-    NodeId* end = indices.data() + indptr[r + 1];
-    std::sort(begin, end);
-    kept[r] = std::unique(begin, end) - begin;
-  }
-  EdgeOffset out = 0;
-  for (std::int64_t r = 0; r < num_nodes; ++r) {
-    EdgeOffset start = indptr[r];
-    indptr[r] = out;
-    if (out != start) {
-      std::memmove(indices.data() + out, indices.data() + start,
-                   static_cast<std::size_t>(kept[r]) * sizeof(NodeId));
-    }
-    out += kept[r];
-  }
-  indptr[num_nodes] = out;
-  if (static_cast<std::size_t>(out) < indices.size()) {
-    indices.resize(static_cast<std::size_t>(out));
-    indices.shrink_to_fit();
-  }
-  return Csr(num_nodes, num_nodes, std::move(indptr), std::move(indices));
+  return csr_from_unsorted_rows(num_nodes, num_nodes, std::move(indptr), std::move(indices));
 }
 
 // Fails with "<file>:<line>: column c: <what>" for the first non-finite value of a row.

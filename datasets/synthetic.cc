@@ -328,28 +328,7 @@ Csr build_graph(const SyntheticConfig& config, const EdgeSampler& sampler) {
   std::vector<NodeId>().swap(dst);
   std::vector<EdgeOffset>().swap(cursor);
 
-  std::vector<EdgeOffset> unique_count(n);
-#pragma omp parallel for schedule(dynamic, 1024)
-  for (std::int64_t v = 0; v < n; ++v) {
-    NodeId* first = indices.data() + indptr[v];
-    NodeId* last = indices.data() + indptr[v + 1];
-    std::sort(first, last);
-    unique_count[v] = std::unique(first, last) - first;
-  }
-  // Compact in row order (a row only moves towards the front).
-  EdgeOffset out = 0;
-  for (std::int64_t v = 0; v < n; ++v) {
-    EdgeOffset begin = indptr[v];
-    if (out != begin && unique_count[v] > 0) {
-      std::memmove(indices.data() + out, indices.data() + begin,
-                   static_cast<std::size_t>(unique_count[v]) * sizeof(NodeId));
-    }
-    indptr[v] = out;
-    out += unique_count[v];
-  }
-  indptr[n] = out;
-  indices.resize(out);
-  return Csr(n, n, std::move(indptr), std::move(indices));
+  return csr_from_unsorted_rows(n, n, std::move(indptr), std::move(indices));
 }
 
 // Gaussian pairs by Box-Muller from two words.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "engine/core/error.h"
@@ -436,6 +437,37 @@ Csr mean_normalized(const Csr& pattern) {
   }
   return Csr(pattern.num_rows(), pattern.num_cols(), pattern.indptr(), pattern.indices(),
              std::move(values));
+}
+
+Csr csr_from_unsorted_rows(std::int64_t num_rows, std::int64_t num_cols,
+                           std::vector<EdgeOffset> indptr, std::vector<NodeId> indices) {
+  TESSERA_CHECK(num_rows >= 0 && static_cast<std::int64_t>(indptr.size()) == num_rows + 1,
+                InvalidInput, "CSR: indptr has ", indptr.size(), " entries for ", num_rows,
+                " rows");
+  std::vector<EdgeOffset> kept(static_cast<std::size_t>(num_rows));  // (R) unique per row
+#pragma omp parallel for schedule(dynamic, 1024)
+  for (std::int64_t r = 0; r < num_rows; ++r) {
+    NodeId* first = indices.data() + indptr[r];
+    NodeId* last = indices.data() + indptr[r + 1];
+    std::sort(first, last);
+    kept[r] = std::unique(first, last) - first;
+  }
+  // Compact in row order (a row only moves towards the front).
+  EdgeOffset out = 0;
+  for (std::int64_t r = 0; r < num_rows; ++r) {
+    const EdgeOffset begin = indptr[r];
+    if (out != begin && kept[r] > 0)
+      std::memmove(indices.data() + out, indices.data() + begin,
+                   static_cast<std::size_t>(kept[r]) * sizeof(NodeId));
+    indptr[r] = out;
+    out += kept[r];
+  }
+  indptr[num_rows] = out;
+  if (static_cast<std::size_t>(out) < indices.size()) {
+    indices.resize(static_cast<std::size_t>(out));
+    indices.shrink_to_fit();
+  }
+  return Csr(num_rows, num_cols, std::move(indptr), std::move(indices));
 }
 
 }  // namespace tessera

@@ -64,6 +64,12 @@ class Csr {
   std::vector<float> values_;
 };
 
+// Finishes a pattern built by bucketing (indptr final, each row's indices in any order, possibly
+// repeated): sorts every row, drops repeats, compacts in place and validates. No values.
+// Parallel over rows; the result does not depend on the thread count.
+Csr csr_from_unsorted_rows(std::int64_t num_rows, std::int64_t num_cols,
+                           std::vector<EdgeOffset> indptr, std::vector<NodeId> indices);
+
 // GCN weights on a pattern that already holds its self loops:
 // w(v, u) = 1 / sqrt(deg(v) * deg(u)), deg taken from `row_degree` / `col_degree` (the global
 // degrees of A + I, so that a part of the graph is weighted exactly as in the whole graph).

@@ -307,3 +307,22 @@ TEST(Csr, MeanNormalizedWeightsRowsByInverseDegree) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(CsrFromUnsortedRows, SortsDropsRepeatsAndCompacts) {
+  // Row 0: {3, 1, 3}, row 1: {}, row 2: {0, 0}, row 3: {2, 1}.
+  std::vector<EdgeOffset> indptr{0, 3, 3, 5, 7};
+  std::vector<NodeId> indices{3, 1, 3, 0, 0, 2, 1};
+  Csr a = csr_from_unsorted_rows(4, 4, indptr, indices);
+  EXPECT_EQ(a.indptr(), (std::vector<EdgeOffset>{0, 2, 2, 3, 5}));
+  EXPECT_EQ(a.indices(), (std::vector<NodeId>{1, 3, 0, 1, 2}));
+  EXPECT_FALSE(a.has_values());
+  // Bad input is still refused by the validating constructor.
+  EXPECT_THROW(csr_from_unsorted_rows(2, 2, {0, 1, 2}, {0, 5}), Error);
+  EXPECT_THROW(csr_from_unsorted_rows(3, 3, {0, 1}, {0}), Error);
+}
+
+}  // namespace
+}  // namespace tessera
