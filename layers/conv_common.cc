@@ -35,4 +35,43 @@ const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor
   return d_pre;
 }
 
+void propagate_linear_forward(Tensor& out, Tensor& mixed, bool transform_first, const Tensor& x,
+                              const Tensor& weight, Propagator& propagator, int layer) {
+  const std::int64_t n = x.rows(), f_in = weight.rows(), f_out = weight.cols();
+  if (transform_first) {
+    mixed.resize(n, f_out);  // (N, F_out) = X W
+    gemm(mixed, x, false, weight, false);
+    out.resize(n, f_out);
+    propagator.forward(out, mixed, layer);  // (N, F_out) = P (X W)
+  } else {
+    mixed.resize(n, f_in);
+    propagator.forward(mixed, x, layer);  // (N, F_in) = P X
+    out.resize(n, f_out);                 // (N, F_out) = (P X) W
+    gemm(out, mixed, false, weight, false);
+  }
+}
+
+void propagate_linear_backward(Tensor* d_x, Tensor& d_weight, Tensor& mixed, bool transform_first,
+                               const Tensor& d_pre, const Tensor& x, const Tensor& weight,
+                               Propagator& propagator, int layer) {
+  const std::int64_t n = x.rows(), f_in = weight.rows();
+  if (transform_first) {
+    Tensor& d_xw = mixed;                     // (N, F_out), reused: X W is not needed
+    propagator.backward(d_xw, d_pre, layer);  // d(X W) = P^T d_pre
+    gemm(d_weight, x, true, d_xw, false, 1.0f, 1.0f);
+    if (d_x) {
+      d_x->resize(n, f_in);  // (N, F_in) = d(X W) W^T
+      gemm(*d_x, d_xw, false, weight, true);
+    }
+  } else {
+    gemm(d_weight, mixed, true, d_pre, false, 1.0f, 1.0f);  // += (P X)^T d_pre
+    if (d_x) {
+      Tensor& d_px = mixed;  // (N, F_in) = d_pre W^T, reused: P X was read above
+      gemm(d_px, d_pre, false, weight, true);
+      d_x->resize(n, f_in);
+      propagator.backward(*d_x, d_px, layer);  // (N, F_in) = P^T d(P X)
+    }
+  }
+}
+
 }  // namespace tessera

@@ -1,5 +1,6 @@
 // What the graph convolutions share: the choice of aggregation order (ConvOrder), the argument
-// checks of a (weight, bias) pair and the gradient through the fused bias + activation.
+// checks of a (weight, bias) pair, the propagated linear map P·X·W in either order with its
+// backward, and the gradient through the fused bias + activation.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 
 #include "engine/core/kernels.h"
 #include "engine/core/tensor.h"
+#include "layers/propagator.h"
 
 namespace tessera {
 
@@ -25,5 +27,17 @@ void check_conv_args(const char* layer_name, const Tensor& x, const Tensor& weig
 // Returns d_out itself when there is no activation (no copy), else d_pre (resized).
 const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor& d_out,
                             const Tensor& out, Activation act);
+
+// out (N, F_out) = P x W, x (N, F_in), weight (F_in, F_out): transform-first computes
+// mixed = X W (N, F_out) then P mixed; aggregate-first mixed = P X (N, F_in) then mixed W.
+// `mixed` is what the backward needs (aggregate-first) or scratch (transform-first).
+void propagate_linear_forward(Tensor& out, Tensor& mixed, bool transform_first, const Tensor& x,
+                              const Tensor& weight, Propagator& propagator, int layer);
+// Backward of propagate_linear_forward given d_pre (N, F_out) = d(P x W): d_weight (F_in, F_out)
+// ACCUMULATED; d_x (N, F_in) OVERWRITTEN, or skipped when null (then, aggregate-first, no
+// propagator backward runs at all). `mixed` is the forward's and is reused as workspace.
+void propagate_linear_backward(Tensor* d_x, Tensor& d_weight, Tensor& mixed, bool transform_first,
+                               const Tensor& d_pre, const Tensor& x, const Tensor& weight,
+                               Propagator& propagator, int layer);
 
 }  // namespace tessera

@@ -20,20 +20,10 @@ void gcn_forward(Tensor& out, GcnCache& cache, const Tensor& x, const Tensor& we
                  std::span<const float> bias, Activation act, Propagator& propagator, int layer,
                  ConvOrder order) {
   check_gcn_args(x, weight, bias.size());
-  const std::int64_t n = x.rows(), f_in = weight.rows(), f_out = weight.cols();
+  const std::int64_t f_in = weight.rows(), f_out = weight.cols();
   cache.ready = false;
   cache.transform_first = is_transform_first(order, f_in, f_out);
-  if (cache.transform_first) {
-    cache.mixed.resize(n, f_out);  // (N, F_out) = X W
-    gemm(cache.mixed, x, false, weight, false);
-    out.resize(n, f_out);
-    propagator.forward(out, cache.mixed, layer);  // (N, F_out) = Â (X W)
-  } else {
-    cache.mixed.resize(n, f_in);
-    propagator.forward(cache.mixed, x, layer);  // (N, F_in) = Â X
-    out.resize(n, f_out);                       // (N, F_out) = (Â X) W
-    gemm(out, cache.mixed, false, weight, false);
-  }
+  propagate_linear_forward(out, cache.mixed, cache.transform_first, x, weight, propagator, layer);
   if (!bias.empty() || act != Activation::None) bias_act_forward(out, out, bias, act);
   cache.ready = true;
 }
@@ -49,23 +39,8 @@ void gcn_backward(Tensor* d_x, Tensor& d_weight, std::span<float> d_bias, GcnCac
   cache.ready = false;
   check_shape(d_weight, f_in, f_out, "gcn_backward d_weight");
   const Tensor& d_pre = bias_act_grad(cache.d_pre, d_bias, d_out, out, act);  // (N, F_out)
-  if (cache.transform_first) {
-    Tensor& d_xw = cache.mixed;               // (N, F_out), reused: X W is not needed
-    propagator.backward(d_xw, d_pre, layer);  // d(X W) = Â^T d_pre
-    gemm(d_weight, x, true, d_xw, false, 1.0f, 1.0f);
-    if (d_x) {
-      d_x->resize(n, f_in);  // (N, F_in) = d(X W) W^T
-      gemm(*d_x, d_xw, false, weight, true);
-    }
-  } else {
-    gemm(d_weight, cache.mixed, true, d_pre, false, 1.0f, 1.0f);  // += (Â X)^T d_pre
-    if (d_x) {
-      Tensor& d_ax = cache.mixed;  // (N, F_in) = d_pre W^T, reused: Â X was read above
-      gemm(d_ax, d_pre, false, weight, true);
-      d_x->resize(n, f_in);
-      propagator.backward(*d_x, d_ax, layer);  // (N, F_in) = Â^T d(Â X)
-    }
-  }
+  propagate_linear_backward(d_x, d_weight, cache.mixed, cache.transform_first, d_pre, x, weight,
+                            propagator, layer);
 }
 
 }  // namespace tessera
