@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/core/csr.h"
+#include "engine/core/kernels.h"
 #include "engine/core/tensor.h"
 #include "layers/propagator.h"
 
@@ -190,6 +191,19 @@ inline void expect_gradient(const std::string& what, std::span<float> values,
                         << analytic[at] << ", finite difference " << worst_fd << ")";
   EXPECT_LE(skipped * 4, values.size())
       << what << ": " << skipped << " of " << values.size() << " entries straddle a ReLU kink";
+}
+
+// The parameter of the per-layer tests (GCN, SAGE): widths and activation, and its test name.
+constexpr std::int64_t kNodes = 9;  // node 4 has no edge at all, node 1 no in-edge
+
+struct Case {
+  std::int64_t f_in, f_out;
+  Activation act;
+};
+
+inline std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return "Fin" + std::to_string(info.param.f_in) + "_Fout" + std::to_string(info.param.f_out) +
+         (info.param.act == Activation::Relu ? "_relu" : "_linear");
 }
 
 }  // namespace tessera::test

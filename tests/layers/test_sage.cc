@@ -22,17 +22,9 @@ using test::random_tensor;
 using test::random_vector;
 using test::span_of;
 
-constexpr std::int64_t kNodes = 9;  // node 4 has no edge at all, node 1 no in-edge
-
-struct Case {
-  std::int64_t f_in, f_out;
-  Activation act;
-};
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return "Fin" + std::to_string(info.param.f_in) + "_Fout" + std::to_string(info.param.f_out) +
-         (info.param.act == Activation::Relu ? "_relu" : "_linear");
-}
+using test::Case;
+using test::case_name;
+using test::kNodes;
 
 // Everything one SAGE layer needs, with random contents.
 struct Inputs {
