@@ -24,6 +24,22 @@ if(NOT TARGET tessera::hdf5)
   target_compile_definitions(tessera_hdf5 INTERFACE ${HDF5_C_DEFINITIONS})
 endif()
 
+# MPICH (Debian's mpich/libmpich-dev): MPI::MPI_CXX, MPIEXEC_EXECUTABLE for multi-rank tests.
+find_package(MPI REQUIRED COMPONENTS CXX)
+
+# METIS (libmetis-dev) ships no CMake config or .pc file. Debian builds it with 32-bit idx_t.
+find_path(TESSERA_METIS_INCLUDE_DIR metis.h)
+find_library(TESSERA_METIS_LIBRARY metis)
+if(NOT TESSERA_METIS_INCLUDE_DIR OR NOT TESSERA_METIS_LIBRARY)
+  message(FATAL_ERROR "METIS not found: install Debian's libmetis-dev")
+endif()
+if(NOT TARGET tessera::metis)
+  add_library(tessera_metis INTERFACE)
+  add_library(tessera::metis ALIAS tessera_metis)
+  target_link_libraries(tessera_metis INTERFACE ${TESSERA_METIS_LIBRARY})
+  target_include_directories(tessera_metis SYSTEM INTERFACE ${TESSERA_METIS_INCLUDE_DIR})
+endif()
+
 if(TESSERA_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -1,6 +1,7 @@
 // Communicator: the one interface through which ranks talk (MPI and NCCL implementations plug
 // in here). This file also holds SelfCommunicator, the single-process implementation, and the
-// traffic counter that records every byte crossing a rank by category.
+// traffic counter that records every byte crossing a rank by category. The public calls are
+// non-virtual: they count traffic, then hand over to the implementation's do_* hooks.
 #pragma once
 
 #include <array>
@@ -8,10 +9,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace tessera {
 
-enum class TrafficCategory { HaloForward, HaloBackward, Pipeline, AllReduce, Count };
+enum class TrafficCategory { HaloForward, HaloBackward, Pipeline, AllReduce, Setup, Count };
 std::string_view to_string(TrafficCategory category);
 
 // Bytes sent by this rank, per category, before (raw) and after message encoding (sent).
@@ -28,7 +30,8 @@ class TrafficCounter {
   std::array<std::uint64_t, static_cast<int>(TrafficCategory::Count)> sent_{};
 };
 
-// A pending non-blocking operation.
+// A pending non-blocking operation. wait() blocks until it completes or the communicator's
+// timeout passes (then throws Error(Timeout) naming the peer); test() never blocks.
 class Request {
  public:
   virtual ~Request() = default;
@@ -36,42 +39,76 @@ class Request {
   virtual bool test() = 0;
 };
 
+// Waits for every request in order (null entries are skipped).
+void wait_all(std::span<const std::unique_ptr<Request>> requests);
+// True when every request has completed (polls each; progresses the transport).
+bool test_all(std::span<const std::unique_ptr<Request>> requests);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In-place sums over all ranks.
-  virtual void all_reduce_sum(std::span<float> values, TrafficCategory category) = 0;
-  virtual void all_reduce_sum(std::span<double> values, TrafficCategory category) = 0;
-  virtual std::unique_ptr<Request> isend(std::span<const std::byte> buffer, int peer, int tag,
-                                         TrafficCategory category) = 0;
-  virtual std::unique_ptr<Request> irecv(std::span<std::byte> buffer, int peer, int tag) = 0;
+
+  // In-place sums over all ranks; every rank gets the same bits. Traffic is counted as the
+  // bytes a ring all-reduce sends per rank: 2 (K-1)/K times the buffer.
+  void all_reduce_sum(std::span<float> values, TrafficCategory category);
+  void all_reduce_sum(std::span<double> values, TrafficCategory category);
+  // In-place maxima over all ranks (status agreement, counts); counted as Setup traffic.
+  void all_reduce_max(std::span<std::int64_t> values);
+  // Root's bytes to every rank (same size everywhere); counted on the root, (K-1) times.
+  void broadcast(std::span<std::byte> buffer, int root, TrafficCategory category);
+  // Non-blocking point-to-point. `raw_bytes` is the size before message encoding
+  // (0: the buffer is not encoded, raw = sent). The buffer must stay alive until completion.
+  std::unique_ptr<Request> isend(std::span<const std::byte> buffer, int peer, int tag,
+                                 TrafficCategory category, std::uint64_t raw_bytes = 0);
+  std::unique_ptr<Request> irecv(std::span<std::byte> buffer, int peer, int tag);
   virtual void barrier() = 0;
   // Ends every rank of the job with `code`; never returns.
   [[noreturn]] virtual void abort(int code) = 0;
+  // Seconds a wait may block before it throws Error(Timeout). <= 0: wait forever.
+  virtual void set_timeout(double seconds) = 0;
+  virtual double timeout() const = 0;
 
   TrafficCounter& traffic() { return traffic_; }
   const TrafficCounter& traffic() const { return traffic_; }
+
+ protected:
+  virtual void do_all_reduce_sum(std::span<float> values) = 0;
+  virtual void do_all_reduce_sum(std::span<double> values) = 0;
+  virtual void do_all_reduce_max(std::span<std::int64_t> values) = 0;
+  virtual void do_broadcast(std::span<std::byte> buffer, int root) = 0;
+  virtual std::unique_ptr<Request> do_isend(std::span<const std::byte> buffer, int peer,
+                                            int tag) = 0;
+  virtual std::unique_ptr<Request> do_irecv(std::span<std::byte> buffer, int peer, int tag) = 0;
 
  private:
   TrafficCounter traffic_;
 };
 
-// One rank: reductions are the identity, point-to-point messages to oneself are refused
-// (a single-process plan has no peers).
+// One rank: reductions and broadcasts are the identity, point-to-point messages to oneself are
+// refused (a single-process plan has no peers).
 class SelfCommunicator final : public Communicator {
  public:
   SelfCommunicator();
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void all_reduce_sum(std::span<float>, TrafficCategory) override {}
-  void all_reduce_sum(std::span<double>, TrafficCategory) override {}
-  std::unique_ptr<Request> isend(std::span<const std::byte> buffer, int peer, int tag,
-                                 TrafficCategory category) override;
-  std::unique_ptr<Request> irecv(std::span<std::byte> buffer, int peer, int tag) override;
   void barrier() override {}
   [[noreturn]] void abort(int code) override;
+  void set_timeout(double seconds) override { timeout_s_ = seconds; }
+  double timeout() const override { return timeout_s_; }
+
+ protected:
+  void do_all_reduce_sum(std::span<float>) override {}
+  void do_all_reduce_sum(std::span<double>) override {}
+  void do_all_reduce_max(std::span<std::int64_t>) override {}
+  void do_broadcast(std::span<std::byte>, int) override {}
+  std::unique_ptr<Request> do_isend(std::span<const std::byte> buffer, int peer,
+                                    int tag) override;
+  std::unique_ptr<Request> do_irecv(std::span<std::byte> buffer, int peer, int tag) override;
+
+ private:
+  double timeout_s_ = 0.0;
 };
 
 }  // namespace tessera

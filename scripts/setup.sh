@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# MPICH only: libhdf5-mpi-dev or mpi-default-dev would pull in Open MPI beside it.
 packages=(cmake make g++ pkg-config zlib1g-dev libopenblas-dev libhdf5-dev libgtest-dev
-          libcli11-dev nlohmann-json3-dev)
+          libcli11-dev nlohmann-json3-dev mpich libmpich-dev libmetis-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

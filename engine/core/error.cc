@@ -32,6 +32,7 @@ std::string_view to_string(ErrorCategory category) {
     case ErrorCategory::Nccl: return "NCCL error";
     case ErrorCategory::Cuda: return "CUDA error";
     case ErrorCategory::Remote: return "remote rank failed";
+    case ErrorCategory::Timeout: return "timeout";
     case ErrorCategory::Internal: return "internal error";
   }
   return "unknown error";

@@ -18,6 +18,7 @@ enum class ErrorCategory {
   Nccl,
   Cuda,
   Remote,           // another rank failed
+  Timeout,          // a collective or message did not complete within the communicator's timeout
   Internal,         // a broken invariant: a bug in Tessera
 };
 

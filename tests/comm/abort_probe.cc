@@ -1,0 +1,45 @@
+// abort_probe: run under mpiexec by run_abort_probe.cmake. Rank 1 throws a tessera::Error in the
+// middle of a loop of all-reduces while the other ranks keep all-reducing (and so wait for it);
+// main logs the error with the rank and aborts the communicator, which must end every rank.
+// Modes for the checker's own tests: --succeed (nobody fails), --silent (abort without a log).
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "engine/core/error.h"
+
+namespace {
+
+constexpr int kIterations = 200;
+constexpr int kFailingIteration = 20;
+
+void all_reduce_loop(tessera::Communicator& comm, bool fail) {
+  std::vector<float> values(16, 1.0f);
+  for (int iteration = 0; iteration < kIterations; ++iteration) {
+    if (fail && comm.rank() == 1 && iteration == kFailingIteration) {
+      TESSERA_FAIL(InvalidInput, "abort_probe: rank 1 fails on purpose at iteration ", iteration);
+    }
+    comm.all_reduce_sum(std::span<float>(values), tessera::TrafficCategory::AllReduce);
+    for (float& v : values) v /= static_cast<float>(comm.size());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool succeed = argc > 1 && std::strcmp(argv[1], "--succeed") == 0;
+  const bool silent = argc > 1 && std::strcmp(argv[1], "--silent") == 0;
+  tessera::MpiSession session(&argc, &argv);
+  // A long timeout: the abort, not a timeout, must be what ends the waiting ranks.
+  tessera::MpiCommunicator comm(MPI_COMM_WORLD, /*timeout_s=*/120.0);
+  try {
+    all_reduce_loop(comm, !succeed);
+  } catch (const std::exception& e) {
+    if (!silent) std::fprintf(stderr, "abort_probe: error: %s\n", e.what());
+    std::fflush(stderr);
+    comm.abort(1);
+  }
+  return 0;
+}
