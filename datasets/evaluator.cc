@@ -55,7 +55,8 @@ std::optional<double> task_rocauc(const float* y_true, const float* y_score, std
 
 }  // namespace
 
-double accuracy(std::span<const std::int64_t> y_true, std::span<const std::int64_t> y_pred) {
+AccuracyCounts accuracy_counts(std::span<const std::int64_t> y_true,
+                               std::span<const std::int64_t> y_pred) {
   TESSERA_CHECK(y_true.size() == y_pred.size(), InvalidArgument, "accuracy: y_true has ",
                 y_true.size(), " rows, y_pred has ", y_pred.size());
   std::int64_t labelled = 0, correct = 0;
@@ -66,7 +67,12 @@ double accuracy(std::span<const std::int64_t> y_true, std::span<const std::int64
     ++labelled;
     correct += y_pred[i] == y_true[i];
   }
-  return labelled == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(labelled);
+  return {labelled, correct};
+}
+
+double accuracy(std::span<const std::int64_t> y_true, std::span<const std::int64_t> y_pred) {
+  const AccuracyCounts c = accuracy_counts(y_true, y_pred);
+  return c.labelled == 0 ? 0.0 : static_cast<double>(c.correct) / static_cast<double>(c.labelled);
 }
 
 double mean_rocauc(const Tensor& y_true, const Tensor& y_score) {

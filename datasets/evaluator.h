@@ -14,6 +14,14 @@ namespace tessera {
 // InvalidArgument on a size mismatch; returns 0 when no row is labelled.
 double accuracy(std::span<const std::int64_t> y_true, std::span<const std::int64_t> y_pred);
 
+// The two counts accuracy() divides, so that ranks can sum them before dividing.
+struct AccuracyCounts {
+  std::int64_t labelled = 0;
+  std::int64_t correct = 0;
+};
+AccuracyCounts accuracy_counts(std::span<const std::int64_t> y_true,
+                               std::span<const std::int64_t> y_pred);
+
 // y_true (n, T) in {0, 1} with NaN = missing, y_score (n, T) any scores. Ties get the average
 // rank (as scikit-learn's roc_auc_score). Throws InvalidArgument on a shape or dtype mismatch,
 // InvalidInput when no task has both classes, a label is not 0/1/NaN, or a labelled score is NaN.

@@ -1,18 +1,21 @@
-// Block and random partitioners and the statistics of a plan.
+// Block and random partitioners, the method dispatcher and the statistics of a plan. Halo nodes
+// are counted in O(E) with OpenMP: one bit per (node, part) set atomically while K <= 512,
+// otherwise parts are scanned in parallel, each thread stamping the nodes it has counted.
 #include "partition/partition_plan.h"
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
+#include "partition/metis_partition.h"
 
 namespace tessera {
 namespace {
 
-void check_parts(std::int64_t num_nodes, int num_parts) {
-  TESSERA_CHECK(num_parts >= 1, InvalidArgument, "number of parts must be >= 1, got ", num_parts);
-  TESSERA_CHECK(num_nodes >= 0, InvalidArgument, "negative node count ", num_nodes);
-}
+constexpr int kMaxBitmaskWords = 8;  // (N, W) halo bitmask up to 64 bytes per node: K <= 512
 
 double imbalance(const std::vector<std::int64_t>& counts) {
   std::int64_t total = 0, largest = 0;
@@ -25,20 +28,121 @@ double imbalance(const std::vector<std::int64_t>& counts) {
          static_cast<double>(total);
 }
 
+struct CutCounts {
+  std::int64_t edge_cut = 0;
+  std::vector<std::int64_t> halo_nodes;  // (K)
+};
+
+// Bit p of reads[u * W + p / 64] is set when a row owned by part p lists u, u owned elsewhere.
+CutCounts count_cut_bitmask(const Csr& graph, std::span<const std::int32_t> owner, int k) {
+  const std::int64_t n = graph.num_rows();
+  const std::int64_t words = (k + 63) / 64;
+  const EdgeOffset* indptr = graph.indptr().data();
+  const NodeId* indices = graph.indices().data();
+  std::vector<std::uint64_t> reads(static_cast<std::size_t>(n * words), 0);  // (N, W)
+  CutCounts out;
+  std::int64_t cut = 0;
+#pragma omp parallel for schedule(dynamic, 1024) reduction(+ : cut)
+  for (std::int64_t v = 0; v < n; ++v) {
+    const std::int32_t p = owner[v];
+    const std::uint64_t bit = std::uint64_t{1} << (p & 63);
+    for (EdgeOffset e = indptr[v]; e < indptr[v + 1]; ++e) {
+      const NodeId u = indices[e];
+      if (owner[u] == p) continue;
+      ++cut;
+      std::atomic_ref<std::uint64_t> word(reads[static_cast<std::size_t>(u * words + (p >> 6))]);
+      if (!(word.load(std::memory_order_relaxed) & bit)) {
+        word.fetch_or(bit, std::memory_order_relaxed);
+      }
+    }
+  }
+  out.edge_cut = cut;
+  out.halo_nodes.assign(k, 0);
+#pragma omp parallel
+  {
+    std::vector<std::int64_t> local(k, 0);  // (K) this thread's halo counts
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < n * words; ++i) {
+      const int base = static_cast<int>(i % words) * 64;
+      for (std::uint64_t bits = reads[i]; bits; bits &= bits - 1) {
+        ++local[base + std::countr_zero(bits)];
+      }
+    }
+#pragma omp critical
+    for (int p = 0; p < k; ++p) out.halo_nodes[p] += local[p];
+  }
+  return out;
+}
+
+// Parts in parallel; each thread keeps last_seen[u] = the last part of its own that counted u.
+CutCounts count_cut_by_part(const Csr& graph, std::span<const std::int32_t> owner, int k) {
+  const std::int64_t n = graph.num_rows();
+  const EdgeOffset* indptr = graph.indptr().data();
+  const NodeId* indices = graph.indices().data();
+  // Rows grouped by owner (counting sort): rows of part p are rows[part_begin[p] .. [p + 1]).
+  std::vector<std::int64_t> part_begin(static_cast<std::size_t>(k) + 1, 0);  // (K + 1)
+  for (std::int32_t p : owner) ++part_begin[p + 1];
+  for (int p = 0; p < k; ++p) part_begin[p + 1] += part_begin[p];
+  std::vector<NodeId> rows(static_cast<std::size_t>(n));  // (N)
+  {
+    std::vector<std::int64_t> next(part_begin.begin(), part_begin.end() - 1);
+    for (std::int64_t v = 0; v < n; ++v) rows[next[owner[v]]++] = static_cast<NodeId>(v);
+  }
+  CutCounts out;
+  out.halo_nodes.assign(k, 0);
+  std::int64_t cut = 0;
+#pragma omp parallel reduction(+ : cut)
+  {
+    std::vector<std::int32_t> last_seen(static_cast<std::size_t>(n), -1);  // (N)
+#pragma omp for schedule(dynamic, 1)
+    for (int p = 0; p < k; ++p) {
+      std::int64_t halo = 0;
+      for (std::int64_t i = part_begin[p]; i < part_begin[p + 1]; ++i) {
+        const NodeId v = rows[i];
+        for (EdgeOffset e = indptr[v]; e < indptr[v + 1]; ++e) {
+          const NodeId u = indices[e];
+          if (owner[u] == p) continue;
+          ++cut;
+          if (last_seen[u] != p) {
+            last_seen[u] = p;
+            ++halo;
+          }
+        }
+      }
+      out.halo_nodes[p] = halo;
+    }
+  }
+  out.edge_cut = cut;
+  return out;
+}
+
 }  // namespace
 
 PartitionMethod parse_partition_method(const std::string& text) {
-  if (text == "block") return PartitionMethod::Block;
+  if (text == "metis") return PartitionMethod::Metis;
   if (text == "random") return PartitionMethod::Random;
-  TESSERA_FAIL(InvalidArgument, "unknown partition method '", text, "' (expected block or random)");
+  if (text == "block") return PartitionMethod::Block;
+  TESSERA_FAIL(InvalidArgument, "unknown partition method '", text,
+               "' (expected metis, random or block)");
 }
 
 std::string to_string(PartitionMethod method) {
-  return method == PartitionMethod::Block ? "block" : "random";
+  switch (method) {
+    case PartitionMethod::Metis: return "metis";
+    case PartitionMethod::Random: return "random";
+    case PartitionMethod::Block: return "block";
+  }
+  TESSERA_FAIL(InvalidArgument, "unknown PartitionMethod ", static_cast<int>(method));
+}
+
+void check_num_parts(std::int64_t num_nodes, int num_parts) {
+  TESSERA_CHECK(num_parts >= 1, InvalidArgument, "number of parts must be >= 1, got ", num_parts);
+  TESSERA_CHECK(num_parts <= num_nodes, InvalidArgument, "more parts (", num_parts,
+                ") than nodes (", num_nodes, ")");
 }
 
 PartitionPlan partition_block(std::int64_t num_nodes, int num_parts) {
-  check_parts(num_nodes, num_parts);
+  check_num_parts(num_nodes, num_parts);
   PartitionPlan plan{num_parts, std::vector<std::int32_t>(static_cast<std::size_t>(num_nodes))};
   for (int p = 0; p < num_parts; ++p) {
     std::int64_t begin = num_nodes * p / num_parts, end = num_nodes * (p + 1) / num_parts;
@@ -48,7 +152,7 @@ PartitionPlan partition_block(std::int64_t num_nodes, int num_parts) {
 }
 
 PartitionPlan partition_random(std::int64_t num_nodes, int num_parts, std::uint64_t seed) {
-  check_parts(num_nodes, num_parts);
+  check_num_parts(num_nodes, num_parts);
   CounterRng rng(seed, 0, 0, RngPurpose::Init);
   PartitionPlan plan{num_parts, std::vector<std::int32_t>(static_cast<std::size_t>(num_nodes))};
   for (std::int64_t v = 0; v < num_nodes; ++v) {
@@ -58,43 +162,50 @@ PartitionPlan partition_random(std::int64_t num_nodes, int num_parts, std::uint6
   return plan;
 }
 
+PartitionPlan make_partition(PartitionMethod method, const Csr& graph,
+                             std::span<const GlobalId> train_idx, int num_parts,
+                             std::uint64_t seed) {
+  switch (method) {
+    case PartitionMethod::Metis: return partition_metis(graph, train_idx, num_parts, seed);
+    case PartitionMethod::Random: return partition_random(graph.num_rows(), num_parts, seed);
+    case PartitionMethod::Block: return partition_block(graph.num_rows(), num_parts);
+  }
+  TESSERA_FAIL(InvalidArgument, "unknown PartitionMethod ", static_cast<int>(method));
+}
+
 PartitionStats partition_stats(const Csr& graph, const PartitionPlan& plan,
                                std::span<const GlobalId> train_idx) {
   const std::int64_t n = graph.num_rows();
   const int k = plan.num_parts;
+  TESSERA_CHECK(k >= 1, InvalidArgument, "partition plan has ", k, " parts, expected >= 1");
+  TESSERA_CHECK(graph.num_cols() == n, InvalidArgument,
+                "partition_stats needs a square graph, got ", n, " x ", graph.num_cols());
   TESSERA_CHECK(static_cast<std::int64_t>(plan.owner.size()) == n, InvalidArgument,
                 "partition plan covers ", plan.owner.size(), " nodes, graph has ", n);
-  PartitionStats stats;
-  stats.owned_nodes.assign(k, 0);
-  stats.halo_nodes.assign(k, 0);
-  stats.train_nodes.assign(k, 0);
-  // last_seen[u] = the last part that counted u as a halo node; rows are visited part by part.
-  std::vector<std::vector<std::int64_t>> rows_of(k);
-  for (std::int64_t v = 0; v < n; ++v) rows_of[plan.owner[v]].push_back(v);
-  std::vector<std::int32_t> last_seen(static_cast<std::size_t>(n), -1);
-  const auto& indptr = graph.indptr();
-  const auto& indices = graph.indices();
-  for (int p = 0; p < k; ++p) {
-    stats.owned_nodes[p] = static_cast<std::int64_t>(rows_of[p].size());
-    for (std::int64_t v : rows_of[p]) {
-      for (EdgeOffset e = indptr[v]; e < indptr[v + 1]; ++e) {
-        NodeId u = indices[e];
-        if (plan.owner[u] == p) continue;
-        ++stats.edge_cut;
-        if (last_seen[u] != p) {
-          last_seen[u] = p;
-          ++stats.halo_nodes[p];
-        }
-      }
-    }
+  std::int64_t first_bad = n;
+#pragma omp parallel for schedule(static) reduction(min : first_bad)
+  for (std::int64_t v = 0; v < n; ++v) {
+    if (plan.owner[v] < 0 || plan.owner[v] >= k) first_bad = std::min(first_bad, v);
   }
+  TESSERA_CHECK(first_bad == n, InvalidArgument, "partition plan gives node ", first_bad,
+                " to part ", first_bad < n ? plan.owner[first_bad] : 0, ", expected [0, ", k, ")");
+
+  CutCounts cut = (k + 63) / 64 <= kMaxBitmaskWords ? count_cut_bitmask(graph, plan.owner, k)
+                                                    : count_cut_by_part(graph, plan.owner, k);
+  PartitionStats stats;
+  stats.edge_cut = cut.edge_cut;
+  stats.halo_nodes = std::move(cut.halo_nodes);
+  stats.owned_nodes.assign(k, 0);
+  for (std::int32_t p : plan.owner) ++stats.owned_nodes[p];
+  stats.train_nodes.assign(k, 0);
   for (GlobalId v : train_idx) {
-    TESSERA_CHECK(v >= 0 && v < n, InvalidArgument, "training node ", v, " out of range");
+    TESSERA_CHECK(v >= 0 && v < n, InvalidArgument, "training node ", v, " out of range [0, ", n,
+                  ")");
     ++stats.train_nodes[plan.owner[v]];
   }
-  std::int64_t replicated = n;
-  for (std::int64_t h : stats.halo_nodes) replicated += h;
-  stats.replication_factor = n ? static_cast<double>(replicated) / static_cast<double>(n) : 1.0;
+  for (std::int64_t h : stats.halo_nodes) stats.halo_nodes_total += h;
+  stats.replication_factor =
+      n ? static_cast<double>(n + stats.halo_nodes_total) / static_cast<double>(n) : 1.0;
   stats.node_imbalance = imbalance(stats.owned_nodes);
   stats.train_imbalance = imbalance(stats.train_nodes);
   return stats;

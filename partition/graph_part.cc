@@ -1,0 +1,264 @@
+// Cutting a part out of a whole dataset: owned ids, halo discovery (neighbours owned elsewhere),
+// local CSR with sorted local columns, the halo plan (which owned rows each peer needs — the
+// graph is symmetric, so those are the owned rows with a neighbour on that peer), global
+// degrees, and the owned rows of features, labels and splits.
+#include "partition/graph_part.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <utility>
+
+#include "engine/core/error.h"
+
+namespace tessera {
+namespace {
+
+constexpr NodeId kNotLocal = -1;
+constexpr NodeId kHaloPending = -2;
+
+// Local rows of the split ids owned by `part`, increasing.
+std::vector<NodeId> local_split(const std::vector<GlobalId>& ids, const PartitionPlan& plan,
+                                int part, const std::vector<NodeId>& local_of) {
+  std::vector<NodeId> rows;
+  for (GlobalId v : ids) {
+    if (plan.owner[static_cast<std::size_t>(v)] == part) rows.push_back(local_of[v]);
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+void gather_owned_rows(Tensor& out, const Tensor& in, const std::vector<GlobalId>& ids) {
+  const auto n = static_cast<std::int64_t>(ids.size());
+  out = Tensor(n, in.cols());
+  if (out.empty()) return;
+  const std::size_t row_bytes = static_cast<std::size_t>(in.cols()) * sizeof(float);
+#pragma omp parallel for schedule(static) if (n >= 4096)
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::memcpy(out.row<float>(i), in.row<float>(ids[static_cast<std::size_t>(i)]), row_bytes);
+  }
+}
+
+}  // namespace
+
+DatasetInfo dataset_info(const Dataset& d) {
+  DatasetInfo info;
+  info.name = d.name;
+  info.task = d.task;
+  info.eval_metric = d.eval_metric;
+  info.num_classes = d.num_classes;
+  info.num_tasks = d.num_tasks;
+  info.num_nodes = d.num_nodes();
+  info.num_edges = d.graph.nnz();
+  info.num_features = d.num_features();
+  info.fingerprint = fingerprint(d);
+  return info;
+}
+
+Csr training_graph(const Dataset& dataset) {
+  return dataset.graph.without_self_loops().symmetrize();
+}
+
+PartBuilder::PartBuilder(const Dataset& dataset, const Csr& graph, const PartitionPlan& plan,
+                         const DatasetInfo& info)
+    : dataset_(dataset), graph_(graph), plan_(plan), info_(info) {
+  TESSERA_CHECK(graph.num_rows() == dataset.num_nodes() && graph.num_cols() == graph.num_rows(),
+                InvalidArgument, "PartBuilder: graph has ", graph.num_rows(), " rows, dataset ",
+                dataset.num_nodes(), " nodes");
+  TESSERA_CHECK(static_cast<std::int64_t>(plan.owner.size()) == dataset.num_nodes(),
+                InvalidArgument, "PartBuilder: plan covers ", plan.owner.size(), " nodes, dataset has ",
+                dataset.num_nodes());
+}
+
+GraphPart PartBuilder::build(int part) const {
+  const int k = plan_.num_parts;
+  TESSERA_CHECK(part >= 0 && part < k, InvalidArgument, "part ", part, " of ", k);
+  const std::int64_t num_global = graph_.num_rows();
+  const std::vector<std::int32_t>& owner = plan_.owner;
+  GraphPart out;
+  out.dataset = info_;
+  LocalGraph& g = out.graph;
+  g.part = part;
+  g.num_parts = k;
+  for (GlobalId v = 0; v < num_global; ++v) {
+    if (owner[static_cast<std::size_t>(v)] == part) g.owned_ids.push_back(v);
+  }
+  const std::int64_t n = g.num_owned();
+  TESSERA_CHECK(n < (std::int64_t{1} << 31), InvalidInput, "part ", part, " owns ", n,
+                " nodes; local ids are 32-bit");
+  std::vector<NodeId> local_of(static_cast<std::size_t>(num_global), kNotLocal);
+  for (std::int64_t i = 0; i < n; ++i) local_of[g.owned_ids[i]] = static_cast<NodeId>(i);
+
+  // Halo: neighbours owned elsewhere, grouped by owner, increasing id within a group.
+  const EdgeOffset* indptr = graph_.indptr().data();
+  const NodeId* indices = graph_.indices().data();
+  for (GlobalId v : g.owned_ids) {
+    for (EdgeOffset j = indptr[v]; j < indptr[v + 1]; ++j) {
+      const NodeId u = indices[j];
+      if (local_of[u] == kNotLocal) {
+        local_of[u] = kHaloPending;
+        g.halo_ids.push_back(u);
+      }
+    }
+  }
+  std::sort(g.halo_ids.begin(), g.halo_ids.end(), [&](GlobalId a, GlobalId b) {
+    return std::pair(owner[a], a) < std::pair(owner[b], b);
+  });
+  const std::int64_t h = g.num_halo();
+  TESSERA_CHECK(n + h < (std::int64_t{1} << 31), InvalidInput, "part ", part, " has ", n + h,
+                " local nodes; local ids are 32-bit");
+  g.halo.recv_offsets.assign(static_cast<std::size_t>(k) + 1, 0);
+  for (std::int64_t j = 0; j < h; ++j) {
+    local_of[g.halo_ids[j]] = static_cast<NodeId>(n + j);
+    ++g.halo.recv_offsets[owner[g.halo_ids[j]] + 1];
+  }
+  std::partial_sum(g.halo.recv_offsets.begin(), g.halo.recv_offsets.end(),
+                   g.halo.recv_offsets.begin());
+
+  // Local adjacency, rows sorted by local column.
+  std::vector<EdgeOffset> local_indptr(static_cast<std::size_t>(n) + 1, 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    local_indptr[i + 1] = local_indptr[i] + graph_.degree(g.owned_ids[i]);
+  }
+  std::vector<NodeId> local_indices(static_cast<std::size_t>(local_indptr[n]));
+#pragma omp parallel for schedule(dynamic, 1024) if (n >= 4096)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const GlobalId v = g.owned_ids[i];
+    NodeId* row = local_indices.data() + local_indptr[i];
+    for (EdgeOffset j = indptr[v]; j < indptr[v + 1]; ++j) *row++ = local_of[indices[j]];
+    std::sort(local_indices.data() + local_indptr[i], row);
+  }
+  g.adjacency = Csr(n, n + h, std::move(local_indptr), std::move(local_indices));
+
+  // Send lists: owned rows with a neighbour on peer q, per q, increasing local id.
+  std::vector<std::vector<NodeId>> send(static_cast<std::size_t>(k));
+  std::vector<int> last_row_for_peer(static_cast<std::size_t>(k), -1);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const GlobalId v = g.owned_ids[i];
+    for (EdgeOffset j = indptr[v]; j < indptr[v + 1]; ++j) {
+      const int q = owner[indices[j]];
+      if (q != part && last_row_for_peer[q] != i) {
+        last_row_for_peer[q] = static_cast<int>(i);
+        send[q].push_back(static_cast<NodeId>(i));
+      }
+    }
+  }
+  g.halo.send_offsets.assign(static_cast<std::size_t>(k) + 1, 0);
+  for (int q = 0; q < k; ++q) {
+    g.halo.send_offsets[q + 1] = g.halo.send_offsets[q] + static_cast<std::int64_t>(send[q].size());
+    g.halo.send_rows.insert(g.halo.send_rows.end(), send[q].begin(), send[q].end());
+  }
+
+  g.degrees.resize(static_cast<std::size_t>(n + h));
+  for (std::int64_t c = 0; c < n + h; ++c) {
+    const GlobalId v = c < n ? g.owned_ids[c] : g.halo_ids[c - n];
+    g.degrees[c] = static_cast<float>(graph_.degree(v) + 1);
+  }
+
+  gather_owned_rows(out.features, dataset_.features, g.owned_ids);
+  if (dataset_.task == TaskType::MultiClass) {
+    out.labels.resize(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) out.labels[i] = dataset_.labels[g.owned_ids[i]];
+  } else {
+    gather_owned_rows(out.targets, dataset_.targets, g.owned_ids);
+  }
+  out.train_rows = local_split(dataset_.train_idx, plan_, part, local_of);
+  out.valid_rows = local_split(dataset_.valid_idx, plan_, part, local_of);
+  out.test_rows = local_split(dataset_.test_idx, plan_, part, local_of);
+  return out;
+}
+
+GraphPart whole_graph_part(Dataset&& dataset) {
+  GraphPart out;
+  out.dataset = dataset_info(dataset);
+  LocalGraph& g = out.graph;
+  const std::int64_t n = dataset.num_nodes();
+  g.owned_ids.resize(static_cast<std::size_t>(n));
+  std::iota(g.owned_ids.begin(), g.owned_ids.end(), GlobalId{0});
+  g.adjacency = training_graph(dataset);
+  dataset.graph = Csr();
+  g.degrees.resize(static_cast<std::size_t>(n));
+  for (std::int64_t v = 0; v < n; ++v) g.degrees[v] = static_cast<float>(g.adjacency.degree(v) + 1);
+  g.halo.send_offsets = {0, 0};
+  g.halo.recv_offsets = {0, 0};
+  out.features = std::move(dataset.features);
+  out.labels = std::move(dataset.labels);
+  out.targets = std::move(dataset.targets);
+  auto rows = [](const std::vector<GlobalId>& ids) {
+    std::vector<NodeId> r(ids.begin(), ids.end());
+    std::sort(r.begin(), r.end());
+    return r;
+  };
+  out.train_rows = rows(dataset.train_idx);
+  out.valid_rows = rows(dataset.valid_idx);
+  out.test_rows = rows(dataset.test_idx);
+  return out;
+}
+
+void check_parts_usable(const PartitionStats& stats, const std::string& method) {
+  for (std::size_t p = 0; p < stats.train_nodes.size(); ++p) {
+    TESSERA_CHECK(stats.owned_nodes[p] > 0, InvalidInput, "partition (", method, "): part ", p,
+                  " owns no node; use fewer parts");
+    TESSERA_CHECK(stats.train_nodes[p] > 0, InvalidInput, "partition (", method, "): part ", p,
+                  " has no training node; use --partition metis or fewer parts");
+  }
+}
+
+void validate(const GraphPart& p, const std::string& where) {
+  const LocalGraph& g = p.graph;
+  const std::int64_t n = g.num_owned();
+  const std::int64_t h = g.num_halo();
+  TESSERA_CHECK(g.num_parts >= 1 && g.part >= 0 && g.part < g.num_parts, InvalidInput, where,
+                ": part ", g.part, " of ", g.num_parts);
+  TESSERA_CHECK(n >= 1, InvalidInput, where, ": part ", g.part, " owns no node");
+  TESSERA_CHECK(g.adjacency.num_rows() == n && g.adjacency.num_cols() == n + h, InvalidInput,
+                where, ": adjacency is (", g.adjacency.num_rows(), ", ", g.adjacency.num_cols(),
+                "), expected (", n, ", ", n + h, ")");
+  TESSERA_CHECK(static_cast<std::int64_t>(g.degrees.size()) == n + h, InvalidInput, where,
+                ": ", g.degrees.size(), " degrees for ", n + h, " local nodes");
+  for (float d : g.degrees) {
+    TESSERA_CHECK(d >= 1.0f && std::isfinite(d), InvalidInput, where, ": degree ", d,
+                  " (expected >= 1: every node has its self loop)");
+  }
+  const std::int64_t global_n = p.dataset.num_nodes;
+  auto check_ids = [&](const std::vector<GlobalId>& ids, const char* what) {
+    for (GlobalId v : ids) {
+      TESSERA_CHECK(v >= 0 && v < global_n, InvalidInput, where, ": ", what, " id ", v,
+                    " is outside [0, ", global_n, ")");
+    }
+  };
+  check_ids(g.owned_ids, "owned");
+  check_ids(g.halo_ids, "halo");
+  g.halo.validate(n, g.part, where);
+  TESSERA_CHECK(g.halo.num_halo() == h, InvalidInput, where, ": halo plan receives ",
+                g.halo.num_halo(), " rows, the part has ", h, " halo nodes");
+  TESSERA_CHECK(g.halo.num_peers() == g.num_parts, InvalidInput, where, ": halo plan has ",
+                g.halo.num_peers(), " peers for ", g.num_parts, " parts");
+  TESSERA_CHECK(p.features.rows() == n && p.features.cols() == p.dataset.num_features,
+                InvalidInput, where, ": features are ", p.features.shape_string(), ", expected (",
+                n, ", ", p.dataset.num_features, ")");
+  if (p.dataset.task == TaskType::MultiClass) {
+    TESSERA_CHECK(static_cast<std::int64_t>(p.labels.size()) == n, InvalidInput, where, ": ",
+                  p.labels.size(), " labels for ", n, " owned nodes");
+    for (std::int64_t y : p.labels) {
+      TESSERA_CHECK(y >= -1 && y < p.dataset.num_classes, InvalidInput, where, ": label ", y,
+                    " outside [-1, ", p.dataset.num_classes, ")");
+    }
+  } else {
+    TESSERA_CHECK(p.targets.rows() == n && p.targets.cols() == p.dataset.num_tasks, InvalidInput,
+                  where, ": targets are ", p.targets.shape_string(), ", expected (", n, ", ",
+                  p.dataset.num_tasks, ")");
+  }
+  auto check_rows = [&](const std::vector<NodeId>& rows, const char* what) {
+    for (NodeId r : rows) {
+      TESSERA_CHECK(r >= 0 && r < n, InvalidInput, where, ": ", what, " row ", r,
+                    " is not an owned row (", n, " owned)");
+    }
+  };
+  check_rows(p.train_rows, "train");
+  check_rows(p.valid_rows, "valid");
+  check_rows(p.test_rows, "test");
+}
+
+}  // namespace tessera

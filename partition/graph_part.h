@@ -1,0 +1,97 @@
+// GraphPart: everything one rank trains on — its LocalGraph (owned rows, halo columns grouped by
+// owner, the halo plan, global degrees for GCN weights) and the owned rows of the features,
+// labels and split lists — plus PartBuilder, which cuts parts out of a whole Dataset.
+// Local ids: owned nodes [0, N) in increasing global id; halo nodes [N, N + H) grouped by owning
+// part, increasing global id within a group, so each peer's rows land in one contiguous block.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/halo_exchange.h"
+#include "datasets/dataset.h"
+#include "engine/core/csr.h"
+#include "engine/core/tensor.h"
+#include "partition/partition_plan.h"
+
+namespace tessera {
+
+// What every rank knows of the whole dataset without holding it.
+struct DatasetInfo {
+  std::string name;
+  TaskType task = TaskType::MultiClass;
+  std::string eval_metric = "acc";
+  std::int64_t num_classes = 0;
+  std::int64_t num_tasks = 1;
+  std::int64_t num_nodes = 0;     // global N
+  std::int64_t num_edges = 0;     // entries of the graph as read (before symmetrisation)
+  std::int64_t num_features = 0;  // F
+  std::uint64_t fingerprint = 0;  // of the Dataset (datasets/dataset.h)
+  std::int64_t num_outputs() const {
+    return task == TaskType::MultiClass ? num_classes : num_tasks;
+  }
+};
+DatasetInfo dataset_info(const Dataset& dataset);  // computes the fingerprint (one pass)
+
+struct LocalGraph {
+  int part = 0;
+  int num_parts = 1;
+  std::vector<GlobalId> owned_ids;  // (N) increasing
+  std::vector<GlobalId> halo_ids;   // (H) grouped by owner (see above)
+  // (N, N + H) the symmetrised training graph without self loops: row v lists the local ids of
+  // v's neighbours, sorted (owned columns first).
+  Csr adjacency;
+  // (N + H) degree of every local column in the graph plus self loops (global degrees, so that
+  // a part is weighted exactly as the whole graph is).
+  std::vector<float> degrees;
+  HaloPlan halo;
+
+  std::int64_t num_owned() const { return static_cast<std::int64_t>(owned_ids.size()); }
+  std::int64_t num_halo() const { return static_cast<std::int64_t>(halo_ids.size()); }
+};
+
+struct GraphPart {
+  DatasetInfo dataset;
+  LocalGraph graph;
+  Tensor features;                   // (N, F) owned rows
+  std::vector<std::int64_t> labels;  // (N) multi-class, -1 = none; empty for multi-label
+  Tensor targets;                    // (N, T) multi-label; empty for multi-class
+  std::vector<NodeId> train_rows;    // local ids of this part's split nodes, increasing
+  std::vector<NodeId> valid_rows;
+  std::vector<NodeId> test_rows;
+};
+
+// Checks every cross-array invariant of a part (sizes, id ranges, halo plan, degrees > 0,
+// labels in range); throws InvalidInput prefixed with `where` (a file name, or "part r").
+void validate(const GraphPart& part, const std::string& where);
+
+// Refuses (InvalidInput, naming the method) a partition with a part that owns no node or no
+// training node: that rank's loss would be empty and its part pure overhead. METIS's repair
+// pass guarantees both whenever there are at least K training nodes.
+void check_parts_usable(const PartitionStats& stats, const std::string& method);
+
+// The symmetrised training graph of a dataset (self loops dropped): what every mode trains on,
+// as OGB's examples do (adj_t.to_symmetric()).
+Csr training_graph(const Dataset& dataset);
+
+// Cuts parts out of a dataset held in memory. Keeps references to all three arguments.
+class PartBuilder {
+ public:
+  // `graph` is training_graph(dataset) (symmetric, no self loops).
+  PartBuilder(const Dataset& dataset, const Csr& graph, const PartitionPlan& plan,
+              const DatasetInfo& info);
+  GraphPart build(int part) const;
+
+ private:
+  const Dataset& dataset_;
+  const Csr& graph_;
+  const PartitionPlan& plan_;
+  const DatasetInfo& info_;
+};
+
+// The whole dataset as part 0 of 1 (single process): features, labels and targets are moved
+// out of `dataset`, the graph is symmetrised; no halo.
+GraphPart whole_graph_part(Dataset&& dataset);
+
+}  // namespace tessera
