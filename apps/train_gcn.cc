@@ -1,13 +1,19 @@
 // train_gcn: full-graph GCN / GraphSAGE training from the command line, with flags named as in
-// OGB's node-property examples. Loads the dataset, trains --runs runs, prints a progress line
-// per epoch on stderr and the final accuracies on stdout; optional metrics and summary JSON.
+// OGB's node-property examples, on one process or across MPI ranks (mpiexec -n K train_gcn ...:
+// one METIS part per rank, halo exchange between them). Rank 0 prints a progress line per epoch
+// on stderr and the final accuracies on stdout, and writes the optional metrics and summary.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <optional>
+#include <sstream>
 
-#include "datasets/loaders.h"
+#include "comm/agreement.h"
+#include "comm/mpi_communicator.h"
 #include "engine/core/error.h"
+#include "engine/part_loader.h"
 #include "engine/run_report.h"
 #include "engine/system.h"
 #include "engine/trainer.h"
@@ -20,6 +26,10 @@ struct Flags {
   TrainConfig config;
   std::string model = "gcn";
   bool quiet = false;
+  int parts = 0;
+  std::string partition = "metis";
+  std::string partitions_dir;
+  double comm_timeout = 900.0;
 };
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -59,74 +69,151 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--batch-norm", c.batch_norm, "batch normalisation over nodes between layers");
-  app.add_option("--threads", c.threads, "compute threads (0: OpenMP default)")
+  app.add_option("--threads", c.threads, "compute threads per rank (0: OpenMP default)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--device", c.device, "cpu (cuda where built with a GPU backend)")
       ->capture_default_str();
-  app.add_option("--metrics", c.metrics_file, "write one JSON object per epoch to FILE");
-  app.add_option("--summary", c.summary_file, "write a summary JSON object to FILE");
+  app.add_option("--parts", f.parts,
+                 "number of graph parts; must equal the number of MPI ranks (default: the ranks)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--partition", f.partition, "partitioner when partitioning in process")
+      ->check(CLI::IsMember({"metis", "random", "block"}))
+      ->capture_default_str();
+  app.add_option("--partitions", f.partitions_dir,
+                 "partition store made by partition_graph: each rank reads only its part");
+  app.add_option("--comm-timeout", f.comm_timeout,
+                 "seconds a rank waits for a message or collective before giving up (<= 0: never)")
+      ->capture_default_str();
+  app.add_option("--metrics", c.metrics_file, "write one JSON object per epoch to FILE (rank 0)");
+  app.add_option("--summary", c.summary_file, "write a summary JSON object to FILE (rank 0)");
   app.add_flag("--quiet", f.quiet, "no per-epoch progress lines");
 }
 
-int run(const Flags& flags) {
+int run(const Flags& flags, Communicator& comm, bool dataset_given) {
   TrainConfig config = flags.config;
-  config.model = parse_model_kind(flags.model);
+  const bool root = comm.rank() == 0;
+  run_agreed(comm, "checking flags", [&] {
+    config.model = parse_model_kind(flags.model);
+    validate(config);
+  });
   config.progress = !flags.quiet;
-  validate(config);
 
   Stopwatch total;
-  Stopwatch load;
-  Dataset dataset = load_dataset(config.dataset, LoadOptions{.progress = config.progress});
-  const double load_s = load.seconds();
-  std::fprintf(stderr, "Loaded %s: %lld nodes, %lld edges, %lld features, %lld outputs (%.2f s)\n",
-               dataset.name.c_str(), static_cast<long long>(dataset.num_nodes()),
-               static_cast<long long>(dataset.graph.nnz()),
-               static_cast<long long>(dataset.num_features()),
-               static_cast<long long>(dataset.num_outputs()), load_s);
+  PartSource source;
+  source.dataset = config.dataset;
+  source.dataset_given = dataset_given;
+  source.partitions_dir = flags.partitions_dir;
+  source.parts = flags.parts;
+  source.method = parse_partition_method(flags.partition);
+  source.seed = config.seed;
+  source.progress = config.progress && root;
+  LoadedPart loaded = load_part(source, comm);
+  const DatasetInfo info = loaded.part.dataset;
+  if (root) {
+    std::fprintf(stderr, "Loaded %s: %lld nodes, %lld edges, %lld features, %lld outputs (%.2f s)\n",
+                 info.name.c_str(), static_cast<long long>(info.num_nodes),
+                 static_cast<long long>(info.num_edges), static_cast<long long>(info.num_features),
+                 static_cast<long long>(info.num_outputs()), loaded.load_s);
+    if (comm.size() > 1 && loaded.stats) {
+      const PartitionStats& p = *loaded.stats;
+      std::fprintf(stderr,
+                   "Partitioned (%s) into %d parts: edge cut %lld, halo nodes %lld, "
+                   "imbalance %.3f (train %.3f), %.2f s\n",
+                   loaded.method.c_str(), comm.size(), static_cast<long long>(p.edge_cut),
+                   static_cast<long long>(p.halo_nodes_total), p.node_imbalance, p.train_imbalance,
+                   p.seconds);
+    }
+  }
 
-  Trainer trainer(config, dataset);
-  MetricsWriter metrics(config.metrics_file, dataset.eval_metric);
+  std::optional<Trainer> trainer;
+  std::optional<MetricsWriter> metrics;
+  run_agreed(comm, "setting up training", [&] {
+    trainer.emplace(config, std::move(loaded.part), comm);
+    if (root) metrics.emplace(config.metrics_file, info.eval_metric);
+  });
   std::vector<RunResult> results;
   for (int run = 0; run < config.runs; ++run) {
-    results.push_back(trainer.train_run(run, [&](const EpochRecord& record) {
-      metrics.write(record);
+    results.push_back(trainer->train_run(run, [&](const EpochRecord& record) {
+      if (!root) return;
+      metrics->write(record);
       if (config.progress && record.evaluated)
-        std::fprintf(stderr, "%s\n", progress_line(record, dataset.eval_metric).c_str());
+        std::fprintf(stderr, "%s\n", progress_line(record, info.eval_metric).c_str());
     }));
     const RunResult& r = results.back();
-    std::printf("Run %02d: best valid %.2f%% (epoch %d), test at best valid %.2f%%, final test %.2f%%\n",
-                run + 1, 100.0 * r.best_valid, r.best_epoch, 100.0 * r.test_at_best_valid,
-                100.0 * r.final_test);
+    if (root) {
+      std::printf(
+          "Run %02d: best valid %.2f%% (epoch %d), test at best valid %.2f%%, final test %.2f%%\n",
+          run + 1, 100.0 * r.best_valid, r.best_epoch, 100.0 * r.test_at_best_valid,
+          100.0 * r.final_test);
+    }
   }
-  std::printf("%s", final_report(results, dataset.eval_metric).c_str());
-  std::fflush(stdout);
-  metrics.commit();
-  if (!config.summary_file.empty()) {
-    RunInfo info{&config, &dataset, trainer.num_graph_edges(), load_s, trainer.setup_seconds(),
-                 total.seconds()};
-    write_file_atomic(config.summary_file, summary_json(info, results));
-  }
+  std::vector<std::int64_t> rss_max = {static_cast<std::int64_t>(peak_rss_bytes())};
+  std::vector<double> rss_sum = {static_cast<double>(peak_rss_bytes())};
+  comm.all_reduce_max(rss_max);
+  comm.all_reduce_sum(std::span<double>(rss_sum), TrafficCategory::Setup);
+  run_agreed(comm, "writing results", [&] {
+    if (!root) return;
+    std::printf("%s", final_report(results, info.eval_metric).c_str());
+    std::fflush(stdout);
+    metrics->commit();
+    if (!config.summary_file.empty()) {
+      RunInfo run_info;
+      run_info.config = &config;
+      run_info.dataset = &info;
+      run_info.totals = &trainer->totals();
+      run_info.ranks = comm.size();
+      run_info.partition_method = loaded.method;
+      run_info.partition = loaded.stats ? &*loaded.stats : nullptr;
+      run_info.load_s = loaded.load_s;
+      run_info.setup_s = trainer->setup_seconds();
+      run_info.total_s = total.seconds();
+      run_info.peak_rss_bytes_max = static_cast<std::uint64_t>(rss_max[0]);
+      run_info.peak_rss_bytes_sum = static_cast<std::uint64_t>(rss_sum[0]);
+      write_file_atomic(config.summary_file, summary_json(run_info, results));
+    }
+  });
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  MpiSession session(&argc, &argv);
+  std::optional<MpiCommunicator> comm;
+  try {
+    comm.emplace(MPI_COMM_WORLD);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_gcn: error: %s\n", e.what());
+    return 1;
+  }
+  const bool root = comm->rank() == 0;
   CLI::App app{"train_gcn: full-graph GCN / GraphSAGE training (Tessera)"};
   Flags flags;
   add_flags(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Every rank parses the same arguments and fails the same way; only rank 0 speaks.
+    if (root) return app.exit(e);
+    std::ostringstream quiet;
+    return app.exit(e, quiet, quiet);
   }
+  comm->set_timeout(flags.comm_timeout);
   try {
-    return run(flags);
-  } catch (const tessera::Error& e) {
+    return run(flags, *comm, app.count("--dataset") > 0);
+  } catch (const AgreedError& e) {
+    // Every rank threw this same error: rank 0 reports it, all exit normally.
+    if (root) std::fprintf(stderr, "train_gcn: error: %s\n", e.what());
+    return 1;
+  } catch (const Error& e) {
+    // A failure of this rank alone (inside the training loop): the others may be waiting on
+    // it, so end the whole job. The message names the rank.
     std::fprintf(stderr, "train_gcn: error: %s\n", e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_gcn: error: %s\n", e.what());
+    std::fprintf(stderr, "train_gcn: error: rank %d: %s\n", comm->rank(), e.what());
   }
+  std::fflush(stderr);
+  if (comm->size() > 1) comm->abort(1);
   return 1;
 }

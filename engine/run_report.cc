@@ -26,6 +26,19 @@ std::string percent(double value) {
   return buf;
 }
 
+Json bytes_json(const TrafficBytes& bytes) {
+  Json out;
+  for (int c = 0; c < static_cast<int>(TrafficCategory::Count); ++c) {
+    out[std::string(to_string(static_cast<TrafficCategory>(c)))] = bytes[c];
+  }
+  return out;
+}
+
+std::uint64_t halo_bytes(const TrafficBytes& bytes) {
+  return bytes[static_cast<int>(TrafficCategory::HaloForward)] +
+         bytes[static_cast<int>(TrafficCategory::HaloBackward)];
+}
+
 }  // namespace
 
 MetricsWriter::MetricsWriter(const std::string& path, const std::string& metric)
@@ -61,6 +74,9 @@ void MetricsWriter::write(const EpochRecord& r) {
   }
   line["epoch_s"] = r.epoch_s;
   line["eval_s"] = r.eval_s;
+  line["comm_s"] = r.comm_s;
+  line["comm_hidden_s"] = r.comm_hidden_s;
+  line["comm_bytes"] = bytes_json(r.bytes);
   out_ << line.dump() << '\n';
   out_.flush();
   TESSERA_CHECK(out_.good(), Io, "--metrics: writing '", path_, ".tmp' failed");
@@ -78,18 +94,19 @@ void MetricsWriter::commit() {
 
 std::string summary_json(const RunInfo& info, const std::vector<RunResult>& results) {
   const TrainConfig& c = *info.config;
-  const Dataset& d = *info.dataset;
+  const DatasetInfo& d = *info.dataset;
+  const GraphTotals& t = *info.totals;
   Json s;
   s["dataset"] = c.dataset;
   s["dataset_name"] = d.name;
-  s["nodes"] = d.num_nodes();
-  s["edges"] = d.graph.nnz();
-  s["graph_edges"] = info.graph_edges;
-  s["features"] = d.num_features();
+  s["nodes"] = d.num_nodes;
+  s["edges"] = d.num_edges;
+  s["graph_edges"] = t.operator_nnz;
+  s["features"] = d.num_features;
   s["outputs"] = d.num_outputs();
-  s["train_nodes"] = d.train_idx.size();
-  s["valid_nodes"] = d.valid_idx.size();
-  s["test_nodes"] = d.test_idx.size();
+  s["train_nodes"] = t.train_nodes;
+  s["valid_nodes"] = t.valid_nodes;
+  s["test_nodes"] = t.test_nodes;
   s["metric"] = d.eval_metric;
   s["model"] = to_string(c.model);
   s["num_layers"] = c.num_layers;
@@ -105,8 +122,22 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["runs"] = c.runs;
   s["seed"] = c.seed;
   s["device"] = c.device;
-  s["parallel"] = "single";
-  s["ranks"] = 1;
+  s["parallel"] = info.ranks > 1 ? "graph" : "single";
+  s["ranks"] = info.ranks;
+  Json partition;
+  partition["method"] = info.partition_method;
+  if (info.partition) {
+    const PartitionStats& p = *info.partition;
+    partition["edge_cut"] = p.edge_cut;
+    partition["halo_nodes"] = p.halo_nodes_total;
+    partition["halo_nodes_per_part"] = p.halo_nodes;
+    partition["owned_nodes_per_part"] = p.owned_nodes;
+    partition["replication_factor"] = p.replication_factor;
+    partition["imbalance"] = p.node_imbalance;
+    partition["train_imbalance"] = p.train_imbalance;
+    partition["seconds"] = p.seconds;
+  }
+  s["partition"] = std::move(partition);
   s["threads"] = c.threads;
   const std::vector<double> best_valid = collect(results, &RunResult::best_valid);
   const std::vector<double> test_at_best = collect(results, &RunResult::test_at_best_valid);
@@ -132,30 +163,51 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
     one["final_test_acc"] = r.final_test;
     one["final_loss"] = r.final_loss;
     one["epoch_s_median"] = median(r.epoch_seconds);
+    one["comm_s_median"] = median(r.comm_seconds);
+    one["comm_hidden_s_median"] = median(r.hidden_seconds);
+    one["comm_bytes_per_epoch"] = bytes_json(r.bytes_per_epoch);
     per_run.push_back(std::move(one));
     all_epochs.insert(all_epochs.end(), r.epoch_seconds.begin(), r.epoch_seconds.end());
   }
   s["per_run"] = std::move(per_run);
   s["epoch_s_median"] = median(all_epochs);
+  std::vector<double> all_comm, all_hidden;
+  for (const RunResult& r : results) {
+    all_comm.insert(all_comm.end(), r.comm_seconds.begin(), r.comm_seconds.end());
+    all_hidden.insert(all_hidden.end(), r.hidden_seconds.begin(), r.hidden_seconds.end());
+  }
+  s["comm_s"] = median(all_comm);
+  s["comm_hidden_s"] = median(all_hidden);
+  s["comm_bytes_per_epoch"] = bytes_json(results.empty() ? TrafficBytes{} : results.back().bytes_per_epoch);
   s["load_s"] = info.load_s;
   s["setup_s"] = info.setup_s;
   s["total_s"] = info.total_s;
   s["peak_rss_bytes"] = peak_rss_bytes();
+  s["peak_rss_bytes_max"] = info.peak_rss_bytes_max;
+  s["peak_rss_bytes_sum"] = info.peak_rss_bytes_sum;
   return s.dump(2) + "\n";
 }
 
 std::string progress_line(const EpochRecord& r, const std::string& metric) {
-  char buf[256];
+  char buf[320];
+  int used = 0;
   if (r.evaluated) {
     const char* name = metric == "acc" ? "" : " (rocauc)";
-    std::snprintf(buf, sizeof buf,
-                  "Run %02d | Epoch %04d | Loss %.4f | Train %s | Valid %s | Test %s%s | %.1f ms",
-                  r.run + 1, r.epoch, r.loss, percent(r.train_metric).c_str(),
-                  percent(r.valid_metric).c_str(), percent(r.test_metric).c_str(), name,
-                  1e3 * r.epoch_s);
+    used = std::snprintf(buf, sizeof buf,
+                         "Run %02d | Epoch %04d | Loss %.4f | Train %s | Valid %s | Test %s%s | "
+                         "%.1f ms",
+                         r.run + 1, r.epoch, r.loss, percent(r.train_metric).c_str(),
+                         percent(r.valid_metric).c_str(), percent(r.test_metric).c_str(), name,
+                         1e3 * r.epoch_s);
   } else {
-    std::snprintf(buf, sizeof buf, "Run %02d | Epoch %04d | Loss %.4f | %.1f ms", r.run + 1,
-                  r.epoch, r.loss, 1e3 * r.epoch_s);
+    used = std::snprintf(buf, sizeof buf, "Run %02d | Epoch %04d | Loss %.4f | %.1f ms", r.run + 1,
+                         r.epoch, r.loss, 1e3 * r.epoch_s);
+  }
+  const std::uint64_t halo = halo_bytes(r.bytes);
+  if (halo > 0 && used > 0 && used < static_cast<int>(sizeof buf)) {
+    const double hidden = r.comm_s > 0 ? 100.0 * r.comm_hidden_s / r.comm_s : 0.0;
+    std::snprintf(buf + used, sizeof buf - used, " | comm %.1f ms (%.0f%% hidden) | halo %.2f MB",
+                  1e3 * r.comm_s, hidden, 1e-6 * static_cast<double>(halo));
   }
   return buf;
 }

@@ -1,7 +1,8 @@
 // What a training run tells the outside world: the per-epoch metrics file (one JSON object per
 // line, streamed to FILE.tmp and renamed to FILE when the run completes, removed on failure),
 // the summary JSON (stable keys, written atomically) and the human progress lines on stderr.
-// Keys ending in "_s" and "peak_rss_bytes" are measurements; everything else is deterministic.
+// Keys ending in "_s", starting with "peak_rss_bytes", and the partitioner's "seconds" are
+// measurements; everything else is deterministic.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "partition/graph_part.h"
+#include "partition/partition_plan.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"
 
@@ -35,19 +38,27 @@ class MetricsWriter {
   bool committed_ = false;
 };
 
+// What the summary says beyond the runs' results. Pointers must be non-null, except
+// `partition` (absent on ranks other than 0 when rank 0 partitioned in process).
 struct RunInfo {
   const TrainConfig* config = nullptr;
-  const Dataset* dataset = nullptr;
-  std::int64_t graph_edges = 0;  // entries of the normalised operator (with self loops for GCN)
+  const DatasetInfo* dataset = nullptr;
+  const GraphTotals* totals = nullptr;
+  int ranks = 1;
+  std::string partition_method = "none";  // metis | random | block | none (one rank)
+  const PartitionStats* partition = nullptr;
   double load_s = 0.0;
   double setup_s = 0.0;
   double total_s = 0.0;
+  std::uint64_t peak_rss_bytes_max = 0;  // over ranks
+  std::uint64_t peak_rss_bytes_sum = 0;
 };
 
 // The summary JSON text (one object, newline-terminated).
 std::string summary_json(const RunInfo& info, const std::vector<RunResult>& results);
 
-// "Run 01 | Epoch 0005 | Loss 1.2345 | Train 45.00% | Valid 40.00% | Test 41.00% | 12.3 ms"
+// "Run 01 | Epoch 0005 | Loss 1.2345 | Train 45.00% | Valid 40.00% | Test 41.00% | 12.3 ms",
+// followed by "| comm 3.1 ms (62% hidden) | halo 1.20 MB" when bytes crossed ranks.
 std::string progress_line(const EpochRecord& record, const std::string& metric);
 // The OGB-Logger style closing lines: highest valid, test at best valid, final test; with
 // mean ± std over runs when there are several.

@@ -1,6 +1,8 @@
-// The single-process full-graph training loop: graph operators built once, then per epoch one
-// forward/backward over the whole graph, an Adam step and (every eval_every epochs) an
-// evaluation of train/valid/test with the dataset's OGB metric.
+// The full-graph training loop of one rank: the part's operator built once (GCN weights from
+// global degrees, or the mean over neighbours), then per epoch one forward/backward over the
+// owned rows with halo exchanges inside the propagator, one all-reduce of the gradients, an
+// Adam step, one all-reduce of the loss and the step's communication figures, and (every
+// eval_every epochs) an evaluation whose counts are summed over ranks.
 #include "engine/trainer.h"
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/core/kernels.h"
+#include "engine/halo_propagator.h"
 #include "engine/optimizer.h"
 #include "engine/system.h"
 
@@ -38,13 +41,9 @@ void validate(const TrainConfig& c) {
 
 namespace {
 
-std::vector<NodeId> to_rows(const std::vector<GlobalId>& ids) {
-  return std::vector<NodeId>(ids.begin(), ids.end());
-}
-
-// Labels of the split rows and the model's class predictions (argmax) for them.
-double split_accuracy(const Tensor& logits, const std::vector<std::int64_t>& labels,
-                      const std::vector<NodeId>& rows) {
+// Class predictions (argmax) of the listed rows against their labels.
+AccuracyCounts split_counts(const Tensor& logits, const std::vector<std::int64_t>& labels,
+                            const std::vector<NodeId>& rows) {
   std::vector<std::int64_t> y_true(rows.size()), y_pred(rows.size());
   const std::int64_t c = logits.cols();
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -52,81 +51,160 @@ double split_accuracy(const Tensor& logits, const std::vector<std::int64_t>& lab
     y_true[i] = labels[rows[i]];
     y_pred[i] = std::max_element(row, row + c) - row;
   }
-  return accuracy(y_true, y_pred);
+  return accuracy_counts(y_true, y_pred);
 }
 
-double split_rocauc(const Tensor& logits, const Tensor& targets, const std::vector<NodeId>& rows) {
-  Tensor y_true(static_cast<std::int64_t>(rows.size()), targets.cols());
-  Tensor y_score(static_cast<std::int64_t>(rows.size()), logits.cols());
-  gather_rows(y_true, targets, rows);
-  gather_rows(y_score, logits, rows);
-  return mean_rocauc(y_true, y_score);
+// Mean ROC-AUC over all ranks' listed rows: ROC-AUC does not decompose, so rank 0 gathers the
+// (targets, scores) rows of every rank, computes it and broadcasts the value.
+double split_rocauc(Communicator& comm, const Tensor& logits, const Tensor& targets,
+                    const std::vector<NodeId>& rows) {
+  const auto n = static_cast<std::int64_t>(rows.size());
+  const std::int64_t t = targets.cols();
+  Tensor local(n, 2 * t);  // (n, 2T): targets then scores
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::copy_n(targets.row<float>(rows[i]), t, local.row<float>(i));
+    std::copy_n(logits.row<float>(rows[i]), t, local.row<float>(i) + t);
+  }
+  const int k = comm.size();
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(k), 0);
+  counts[static_cast<std::size_t>(comm.rank())] = n;
+  comm.all_reduce_max(counts);
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  double value = 0.0;
+  constexpr int kTag = 1 << 20;
+  if (comm.rank() == 0) {
+    Tensor all(total, 2 * t);
+    std::copy_n(local.f32(), local.numel(), all.f32());
+    std::vector<std::unique_ptr<Request>> requests;
+    std::int64_t offset = n;
+    for (int r = 1; r < k; ++r) {
+      const std::size_t row_bytes = static_cast<std::size_t>(2 * t) * sizeof(float);
+      if (counts[r] > 0) {
+        requests.push_back(comm.irecv(
+            {reinterpret_cast<std::byte*>(all.row<float>(offset)), counts[r] * row_bytes}, r,
+            kTag));
+      }
+      offset += counts[r];
+    }
+    wait_all(requests);
+    Tensor y_true(total, t), y_score(total, t);
+    for (std::int64_t i = 0; i < total; ++i) {
+      std::copy_n(all.row<float>(i), t, y_true.row<float>(i));
+      std::copy_n(all.row<float>(i) + t, t, y_score.row<float>(i));
+    }
+    value = mean_rocauc(y_true, y_score);
+  } else if (n > 0) {
+    comm.isend({reinterpret_cast<const std::byte*>(local.raw()), local.bytes()}, 0, kTag,
+               TrafficCategory::Setup)
+        ->wait();
+  }
+  comm.broadcast({reinterpret_cast<std::byte*>(&value), sizeof value}, 0, TrafficCategory::Setup);
+  return value;
 }
 
 }  // namespace
 
 struct Trainer::Impl {
-  Tensor normalized_features;      // (N, F) row-normalised copy, only with normalize_features
-  const Tensor* features = nullptr;  // (N, F) what the model reads: the dataset's or the copy
-  std::unique_ptr<Propagator> propagator;
-  std::vector<GlobalId> global_ids;  // (N) identity on one process
-  std::vector<NodeId> train_rows, valid_rows, test_rows;
-  std::vector<NodeId> train_loss_rows;  // labelled training rows
-  std::int64_t train_loss_terms = 0;
+  GraphPart part;
+  std::unique_ptr<Communicator> own_comm;  // the SelfCommunicator of a single-process trainer
+  Communicator* comm = nullptr;
+  std::unique_ptr<HaloExchange> exchange;
+  std::unique_ptr<HaloPropagator> propagator;
   GraphContext context;
+  GraphTotals totals;
+  std::vector<NodeId> train_loss_rows;  // labelled training rows
+  std::int64_t train_loss_terms = 0;    // over all ranks
+  double all_reduce_s = 0.0;            // blocking all-reduce time since the last reset
   std::unique_ptr<Model> model;
-  Tensor logits, logp, d_logits;    // (N, C)
+  Tensor logits, logp, d_logits;        // (N, C)
 };
 
+Trainer::Trainer(const TrainConfig& config, GraphPart part, Communicator& comm)
+    : config_(config), impl_(std::make_unique<Impl>()) {
+  impl_->part = std::move(part);
+  impl_->comm = &comm;
+  setup();
+}
+
 Trainer::Trainer(const TrainConfig& config, const Dataset& dataset)
-    : config_(config), dataset_(dataset), impl_(std::make_unique<Impl>()) {
-  validate(config_);
+    : config_(config), impl_(std::make_unique<Impl>()) {
   TESSERA_CHECK(dataset.num_nodes() > 0, InvalidInput, "dataset '", dataset.name, "' has no nodes");
-  TESSERA_CHECK(dataset.num_outputs() > 0, InvalidInput, "dataset '", dataset.name,
+  const Csr graph = training_graph(dataset);
+  PartitionPlan plan;
+  plan.owner.assign(static_cast<std::size_t>(dataset.num_nodes()), 0);
+  const DatasetInfo info = dataset_info(dataset);
+  impl_->part = PartBuilder(dataset, graph, plan, info).build(0);
+  impl_->own_comm = std::make_unique<SelfCommunicator>();
+  impl_->comm = impl_->own_comm.get();
+  setup();
+}
+
+void Trainer::setup() {
+  validate(config_);
+  Impl& s = *impl_;
+  Communicator& comm = *s.comm;
+  GraphPart& part = s.part;
+  const DatasetInfo& data = part.dataset;
+  TESSERA_CHECK(part.graph.num_parts == comm.size() && part.graph.part == comm.rank(),
+                InvalidArgument, "part ", part.graph.part, " of ", part.graph.num_parts,
+                " given to rank ", comm.rank(), " of ", comm.size());
+  validate(part, "part " + std::to_string(part.graph.part));
+  TESSERA_CHECK(data.num_outputs() > 0, InvalidInput, "dataset '", data.name,
                 "' has no classes or tasks");
   if (config_.threads > 0) set_num_threads(config_.threads);
   Stopwatch watch;
-  Impl& s = *impl_;
-  s.features = &dataset.features;
-  if (config_.normalize_features) {
-    s.normalized_features = dataset.features.clone();
-    row_normalize(s.normalized_features);
-    s.features = &s.normalized_features;
-  }
-  // OGB's examples train on the symmetrised graph (adj_t.to_symmetric()); so does Tessera.
-  Csr symmetric = dataset.graph.without_self_loops().symmetrize();
+  if (config_.normalize_features) row_normalize(part.features);
+
+  LocalGraph& g = part.graph;
+  s.exchange = std::make_unique<HaloExchange>(comm, g.halo);
   if (config_.model == ModelKind::Gcn) {
-    Csr normalized = gcn_normalized(symmetric.with_self_loops());
-    num_graph_edges_ = normalized.nnz();
-    // Symmetric pattern and weights 1/sqrt(d_u d_v): backward reuses A as A^T.
-    s.propagator = std::make_unique<LocalPropagator>(std::move(normalized), MatrixSymmetry::Symmetric);
+    // D^-1/2 (A + I) D^-1/2 with global degrees: the owned block is symmetric.
+    const Csr normalized = gcn_normalized(
+        g.adjacency.with_self_loops(),
+        std::span<const float>(g.degrees).first(static_cast<std::size_t>(g.num_owned())),
+        g.degrees);
+    s.propagator =
+        std::make_unique<HaloPropagator>(normalized, MatrixSymmetry::Symmetric, *s.exchange);
     s.context.gcn = s.propagator.get();
   } else {
-    Csr normalized = mean_normalized(symmetric);
-    num_graph_edges_ = normalized.nnz();
-    s.propagator = std::make_unique<LocalPropagator>(std::move(normalized));
+    const Csr normalized = mean_normalized(g.adjacency);
+    s.propagator =
+        std::make_unique<HaloPropagator>(normalized, MatrixSymmetry::General, *s.exchange);
     s.context.mean = s.propagator.get();
   }
-  s.global_ids.resize(static_cast<std::size_t>(dataset.num_nodes()));
-  std::iota(s.global_ids.begin(), s.global_ids.end(), GlobalId{0});
-  s.context.global_ids = s.global_ids;
-  s.context.global_num_nodes = dataset.num_nodes();
+  s.context.global_ids = g.owned_ids;
+  s.context.global_num_nodes = data.num_nodes;
+  s.context.all_reduce = [&s](std::span<double> values) {
+    Stopwatch reduce;
+    s.comm->all_reduce_sum(values, TrafficCategory::AllReduce);
+    s.all_reduce_s += reduce.seconds();
+  };
 
-  s.train_rows = to_rows(dataset.train_idx);
-  s.valid_rows = to_rows(dataset.valid_idx);
-  s.test_rows = to_rows(dataset.test_idx);
-  if (dataset.task == TaskType::MultiClass) {
-    for (NodeId v : s.train_rows)
-      if (dataset.labels[v] >= 0) s.train_loss_rows.push_back(v);
-    s.train_loss_terms = static_cast<std::int64_t>(s.train_loss_rows.size());
+  std::int64_t local_terms = 0;
+  if (data.task == TaskType::MultiClass) {
+    for (NodeId v : part.train_rows)
+      if (part.labels[v] >= 0) s.train_loss_rows.push_back(v);
+    local_terms = static_cast<std::int64_t>(s.train_loss_rows.size());
   } else {
-    s.train_loss_rows = s.train_rows;
-    const std::int64_t t = dataset.targets.cols();
-    for (NodeId v : s.train_rows)
+    s.train_loss_rows = part.train_rows;
+    const std::int64_t t = part.targets.cols();
+    for (NodeId v : part.train_rows)
       for (std::int64_t j = 0; j < t; ++j)
-        if (!std::isnan(dataset.targets.row<float>(v)[j])) ++s.train_loss_terms;
+        if (!std::isnan(part.targets.row<float>(v)[j])) ++local_terms;
   }
-  TESSERA_CHECK(s.train_loss_terms > 0, InvalidInput, "dataset '", dataset.name,
+  std::vector<double> sums = {static_cast<double>(local_terms),
+                              static_cast<double>(part.train_rows.size()),
+                              static_cast<double>(part.valid_rows.size()),
+                              static_cast<double>(part.test_rows.size()),
+                              static_cast<double>(s.propagator->nnz()),
+                              static_cast<double>(g.num_halo()),
+                              static_cast<double>(s.propagator->num_boundary_rows())};
+  comm.all_reduce_sum(std::span<double>(sums), TrafficCategory::Setup);
+  s.train_loss_terms = static_cast<std::int64_t>(sums[0]);
+  s.totals = {static_cast<std::int64_t>(sums[1]), static_cast<std::int64_t>(sums[2]),
+              static_cast<std::int64_t>(sums[3]), static_cast<std::int64_t>(sums[4]),
+              static_cast<std::int64_t>(sums[5]), static_cast<std::int64_t>(sums[6])};
+  TESSERA_CHECK(s.train_loss_terms > 0, InvalidInput, "dataset '", data.name,
                 "' has no labelled training node");
   setup_s_ = watch.seconds();
 }
@@ -137,13 +215,18 @@ const Model& Trainer::model() const {
   TESSERA_CHECK(impl_->model != nullptr, InvalidArgument, "no run has been trained yet");
   return *impl_->model;
 }
+const GraphPart& Trainer::part() const { return impl_->part; }
+const GraphTotals& Trainer::totals() const { return impl_->totals; }
+Communicator& Trainer::comm() { return *impl_->comm; }
 
 RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
   Impl& s = *impl_;
-  const Dataset& data = dataset_;
+  Communicator& comm = *s.comm;
+  const GraphPart& part = s.part;
+  const DatasetInfo& data = part.dataset;
   ModelConfig model_config;
   model_config.kind = config_.model;
-  model_config.in_channels = data.num_features();
+  model_config.in_channels = data.num_features;
   model_config.hidden_channels = config_.hidden_channels;
   model_config.out_channels = data.num_outputs();
   model_config.num_layers = config_.num_layers;
@@ -158,49 +241,88 @@ RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
 
   const bool multiclass = data.task == TaskType::MultiClass;
   const float loss_scale = 1.0f / static_cast<float>(s.train_loss_terms);
+  constexpr int kCategories = static_cast<int>(TrafficCategory::Count);
   RunResult result;
   result.run = run;
   result.seed = model_config.seed;
   result.best_valid = -1.0;
+  std::array<double, kCategories> bytes_total{};
   for (int epoch = 1; epoch <= config_.epochs; ++epoch) {
     EpochRecord record;
     record.run = run;
     record.epoch = epoch;
+    s.exchange->reset_times();
+    s.all_reduce_s = 0.0;
+    const TrafficCounter traffic_before = comm.traffic();
     Stopwatch step;
     model.zero_grad();
-    model.forward(s.logits, *s.features, s.context, /*training=*/true, epoch);
+    model.forward(s.logits, part.features, s.context, /*training=*/true, epoch);
     s.d_logits.resize(s.logits.rows(), s.logits.cols());
     double loss_sum = 0.0;
     if (multiclass) {
       s.logp.resize(s.logits.rows(), s.logits.cols());
       log_softmax_forward(s.logp, s.logits);
-      loss_sum = nll_loss_sum(s.logp, data.labels, s.train_loss_rows);
-      log_softmax_nll_backward(s.d_logits, s.logp, data.labels, s.train_loss_rows, loss_scale);
+      loss_sum = nll_loss_sum(s.logp, part.labels, s.train_loss_rows);
+      log_softmax_nll_backward(s.d_logits, s.logp, part.labels, s.train_loss_rows, loss_scale);
     } else {
       std::int64_t terms = 0;
-      loss_sum = sigmoid_bce_loss_sum(s.logits, data.targets, s.train_loss_rows, &terms);
-      sigmoid_bce_backward(s.d_logits, s.logits, data.targets, s.train_loss_rows, loss_scale);
+      loss_sum = sigmoid_bce_loss_sum(s.logits, part.targets, s.train_loss_rows, &terms);
+      sigmoid_bce_backward(s.d_logits, s.logits, part.targets, s.train_loss_rows, loss_scale);
     }
     model.backward(s.d_logits, s.context);
+    {
+      Stopwatch reduce;
+      comm.all_reduce_sum(model.grads(), TrafficCategory::AllReduce);
+      s.all_reduce_s += reduce.seconds();
+    }
     adam.step(model.params(), model.grads());
     record.epoch_s = step.seconds();
-    record.loss = loss_sum * static_cast<double>(loss_scale);
+
+    // One all-reduce for the loss and the step's communication figures (means over ranks).
+    std::vector<double> step_sums = {loss_sum, s.exchange->times().comm_s + s.all_reduce_s,
+                                     s.exchange->times().hidden_s()};
+    for (int c = 0; c < kCategories; ++c) {
+      const auto category = static_cast<TrafficCategory>(c);
+      step_sums.push_back(
+          static_cast<double>(comm.traffic().sent(category) - traffic_before.sent(category)));
+    }
+    comm.all_reduce_sum(std::span<double>(step_sums), TrafficCategory::Setup);
+    const double k = comm.size();
+    record.loss = step_sums[0] * static_cast<double>(loss_scale);
+    record.comm_s = step_sums[1] / k;
+    record.comm_hidden_s = step_sums[2] / k;
+    for (int c = 0; c < kCategories; ++c) {
+      record.bytes[c] = static_cast<std::uint64_t>(step_sums[3 + c]);
+      bytes_total[c] += step_sums[3 + c];
+    }
     TESSERA_CHECK(std::isfinite(record.loss), InvalidInput, "training diverged: loss is ",
                   record.loss, " at epoch ", epoch, " (try a smaller --lr)");
     result.epoch_seconds.push_back(record.epoch_s);
+    result.comm_seconds.push_back(record.comm_s);
+    result.hidden_seconds.push_back(record.comm_hidden_s);
     result.final_loss = record.loss;
 
     if (epoch % config_.eval_every == 0 || epoch == config_.epochs) {
       Stopwatch eval;
-      model.forward(s.logits, *s.features, s.context, /*training=*/false, epoch);
+      model.forward(s.logits, part.features, s.context, /*training=*/false, epoch);
       if (multiclass) {
-        record.train_metric = split_accuracy(s.logits, data.labels, s.train_rows);
-        record.valid_metric = split_accuracy(s.logits, data.labels, s.valid_rows);
-        record.test_metric = split_accuracy(s.logits, data.labels, s.test_rows);
+        const AccuracyCounts splits[3] = {split_counts(s.logits, part.labels, part.train_rows),
+                                          split_counts(s.logits, part.labels, part.valid_rows),
+                                          split_counts(s.logits, part.labels, part.test_rows)};
+        std::vector<double> counts;
+        for (const AccuracyCounts& c : splits) {
+          counts.push_back(static_cast<double>(c.labelled));
+          counts.push_back(static_cast<double>(c.correct));
+        }
+        comm.all_reduce_sum(std::span<double>(counts), TrafficCategory::Setup);
+        auto acc = [&](int i) { return counts[2 * i] > 0 ? counts[2 * i + 1] / counts[2 * i] : 0.0; };
+        record.train_metric = acc(0);
+        record.valid_metric = acc(1);
+        record.test_metric = acc(2);
       } else {
-        record.train_metric = split_rocauc(s.logits, data.targets, s.train_rows);
-        record.valid_metric = split_rocauc(s.logits, data.targets, s.valid_rows);
-        record.test_metric = split_rocauc(s.logits, data.targets, s.test_rows);
+        record.train_metric = split_rocauc(comm, s.logits, part.targets, part.train_rows);
+        record.valid_metric = split_rocauc(comm, s.logits, part.targets, part.valid_rows);
+        record.test_metric = split_rocauc(comm, s.logits, part.targets, part.test_rows);
       }
       record.evaluated = true;
       record.eval_s = eval.seconds();
@@ -215,6 +337,9 @@ RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
       result.final_test = record.test_metric;
     }
     if (on_epoch) on_epoch(record);
+  }
+  for (int c = 0; c < kCategories; ++c) {
+    result.bytes_per_epoch[c] = static_cast<std::uint64_t>(bytes_total[c] / config_.epochs);
   }
   return result;
 }

@@ -1,30 +1,43 @@
-// Trainer: the full-graph training loop of one process — loads nothing itself; it takes a
-// Dataset, builds the normalised graph operators once, then per run: initialise the model from
-// seed + run, train for the configured epochs (Adam), evaluate with OGB's metric, keep the
-// best-validation result. Epoch records go to a callback (metrics file, progress lines).
+// Trainer: the full-graph training loop of one rank. It takes this rank's GraphPart and the
+// communicator spanning all ranks (a SelfCommunicator, and the whole graph as the only part,
+// on one process — the same code path), builds the normalised operator once, then per run:
+// initialise the model from seed + run, train for the configured epochs (Adam, gradients
+// all-reduced), evaluate with OGB's metric over all ranks, keep the best-validation result.
+// Epoch records go to a callback (metrics file, progress lines); every rank gets the same ones.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "datasets/dataset.h"
 #include "engine/train_config.h"
 #include "layers/model.h"
+#include "partition/graph_part.h"
 
 namespace tessera {
+
+// Bytes sent by all ranks together, per category, in one training step.
+using TrafficBytes = std::array<std::uint64_t, static_cast<int>(TrafficCategory::Count)>;
 
 struct EpochRecord {
   int run = 0;
   int epoch = 0;           // 1-based
-  double loss = 0.0;       // mean training loss of this epoch's step
+  double loss = 0.0;       // mean training loss of this epoch's step (over all ranks)
   bool evaluated = false;  // train/valid/test metrics are set only on evaluated epochs
   double train_metric = 0.0;
   double valid_metric = 0.0;
   double test_metric = 0.0;
-  double epoch_s = 0.0;    // training step: forward, backward, optimizer
+  double epoch_s = 0.0;    // training step: forward, backward, all-reduce, optimizer
   double eval_s = 0.0;     // evaluation forward and metrics (0 when not evaluated)
+  // Communication of the training step, mean over ranks: halo exchanges (start to completion)
+  // plus all-reduces (blocking); the part of the halo time hidden behind aggregation.
+  double comm_s = 0.0;
+  double comm_hidden_s = 0.0;
+  TrafficBytes bytes{};    // sent by all ranks in the training step, by category
 };
 
 struct RunResult {
@@ -39,33 +52,51 @@ struct RunResult {
   double final_test = 0.0;
   double final_loss = 0.0;
   std::vector<double> epoch_seconds;  // every epoch's training step
+  std::vector<double> comm_seconds;   // every epoch's comm_s
+  std::vector<double> hidden_seconds; // every epoch's comm_hidden_s
+  TrafficBytes bytes_per_epoch{};     // mean over epochs of EpochRecord::bytes
+};
+
+// Sizes of the whole graph, summed over ranks at set-up.
+struct GraphTotals {
+  std::int64_t train_nodes = 0;
+  std::int64_t valid_nodes = 0;
+  std::int64_t test_nodes = 0;
+  std::int64_t operator_nnz = 0;  // entries of the normalised operator (with self loops for GCN)
+  std::int64_t halo_nodes = 0;
+  std::int64_t boundary_rows = 0;
 };
 
 using EpochCallback = std::function<void(const EpochRecord&)>;
 
 class Trainer {
  public:
-  // Keeps a reference to `dataset`; it must outlive the trainer. Builds the graph operators
-  // (symmetrised graph, GCN or mean normalisation) once.
+  // One rank of a distributed (or single-process) job. Collective: every rank of `comm`
+  // constructs its Trainer and calls train_run the same number of times. `comm` must outlive
+  // the trainer.
+  Trainer(const TrainConfig& config, GraphPart part, Communicator& comm);
+  // Single process on a dataset held by the caller (it is copied into the one part).
   Trainer(const TrainConfig& config, const Dataset& dataset);
   ~Trainer();
 
   // Trains run `run` (seed = config.seed + run) from a fresh model.
   RunResult train_run(int run, const EpochCallback& on_epoch = {});
 
-  // The model of the last run (its weights, embeddings of the last forward).
+  // The model of the last run (its weights, embeddings of the last forward, owned rows).
   const Model& model() const;
+  const GraphPart& part() const;
+  const GraphTotals& totals() const;
+  Communicator& comm();
   // Seconds spent building the graph operators.
   double setup_seconds() const { return setup_s_; }
-  std::int64_t num_graph_edges() const { return num_graph_edges_; }
 
  private:
+  void setup();
+
   const TrainConfig config_;
-  const Dataset& dataset_;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   double setup_s_ = 0.0;
-  std::int64_t num_graph_edges_ = 0;
 };
 
 }  // namespace tessera

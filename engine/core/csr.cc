@@ -336,7 +336,10 @@ Csr Csr::symmetrize() const {
 }
 
 Csr Csr::with_self_loops() const {
-  check_square(*this, "with_self_loops");
+  // Rows may be fewer than columns (a part's owned rows over owned + halo columns): the
+  // diagonal is then (r, r) for every row r.
+  TESSERA_CHECK(num_rows_ <= num_cols_, InvalidArgument, "with_self_loops: matrix is (",
+                num_rows_, ", ", num_cols_, "), needs at least as many columns as rows");
   const EdgeOffset* indptr = indptr_.data();
   const NodeId* idx = indices_.data();
   const float* val = has_values() ? values_.data() : nullptr;

@@ -51,7 +51,8 @@ class Csr {
   Csr transpose() const;
   // A + A^T pattern (square only), duplicates merged, no values.
   Csr symmetrize() const;
-  // Same pattern with the diagonal entries present (added where missing; square only).
+  // Same pattern with the diagonal entries (r, r) present (added where missing); needs
+  // num_rows <= num_cols.
   Csr with_self_loops() const;
   // Pattern without diagonal entries.
   Csr without_self_loops() const;

@@ -48,12 +48,12 @@ std::string read_file(const fs::path& path) {
   return text.str();
 }
 
-// Summary without measured values (keys ending in _s, peak_rss_bytes).
+// Summary without measured values (keys ending in _s, peak_rss_bytes*, the partitioner's seconds).
 nlohmann::json strip_timings(nlohmann::json j) {
   if (j.is_object()) {
     nlohmann::json out = nlohmann::json::object();
     for (auto& [key, value] : j.items()) {
-      bool timing = key == "peak_rss_bytes" ||
+      bool timing = key.rfind("peak_rss_bytes", 0) == 0 || key == "seconds" ||
                     (key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0) ||
                     key.find("_s_") != std::string::npos;
       if (!timing) out[key] = strip_timings(value);

@@ -22,8 +22,12 @@ fs::path temp_dir(const char* name) {
 
 TEST(RunReport, SummaryHasStableKeys) {
   TrainConfig config;
-  Dataset dataset;
+  DatasetInfo dataset;
   dataset.name = "tiny";
+  GraphTotals totals;
+  PartitionStats partition;
+  partition.edge_cut = 12;
+  partition.halo_nodes_total = 5;
   RunResult a;
   a.best_valid = 0.5;
   a.test_at_best_valid = 0.4;
@@ -32,12 +36,27 @@ TEST(RunReport, SummaryHasStableKeys) {
   RunResult b = a;
   b.run = 1;
   b.test_at_best_valid = 0.6;
-  RunInfo info{&config, &dataset, 0, 0.0, 0.0, 0.0};
+  RunInfo info;
+  info.config = &config;
+  info.dataset = &dataset;
+  info.totals = &totals;
+  info.ranks = 2;
+  info.partition_method = "metis";
+  info.partition = &partition;
   auto s = nlohmann::json::parse(summary_json(info, {a, b}));
   for (const char* key : {"dataset", "nodes", "edges", "model", "num_layers", "hidden_channels",
                           "epochs", "best_valid_acc", "test_acc_at_best_valid", "final_test_acc",
-                          "epoch_s_median", "peak_rss_bytes"})
+                          "epoch_s_median", "peak_rss_bytes", "ranks", "partition",
+                          "comm_bytes_per_epoch", "comm_s", "comm_hidden_s",
+                          "peak_rss_bytes_max", "peak_rss_bytes_sum"})
     EXPECT_TRUE(s.contains(key)) << key;
+  EXPECT_EQ(s["ranks"].get<int>(), 2);
+  EXPECT_EQ(s["parallel"].get<std::string>(), "graph");
+  EXPECT_EQ(s["partition"]["method"].get<std::string>(), "metis");
+  EXPECT_EQ(s["partition"]["edge_cut"].get<std::int64_t>(), 12);
+  EXPECT_EQ(s["partition"]["halo_nodes"].get<std::int64_t>(), 5);
+  for (const char* key : {"halo_forward", "halo_backward", "all_reduce"})
+    EXPECT_TRUE(s["comm_bytes_per_epoch"].contains(key)) << key;
   EXPECT_DOUBLE_EQ(s["test_acc_at_best_valid"].get<double>(), 0.5);
   EXPECT_NEAR(s["test_acc_at_best_valid_std"].get<double>(), std::sqrt(0.02), 1e-12);
   EXPECT_DOUBLE_EQ(s["epoch_s_median"].get<double>(), 0.2);

@@ -1,0 +1,110 @@
+// HaloPropagator: column split of the local operator at construction, then the overlapped
+// forward and backward described in the header. Relies on the spmm/gather/scatter kernels.
+#include "engine/halo_propagator.h"
+
+#include <algorithm>
+#include <numeric>
+#include <span>
+
+#include "engine/core/error.h"
+#include "engine/core/kernels.h"
+
+namespace tessera {
+namespace {
+
+// Chunks of the overlapped SpMM: the exchange is polled this many times per aggregation.
+constexpr std::int64_t kPollChunks = 16;
+
+}  // namespace
+
+HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry,
+                               HaloExchange& exchange)
+    : symmetric_(owned_symmetry == MatrixSymmetry::Symmetric), exchange_(exchange) {
+  const std::int64_t n = a.num_rows();
+  const std::int64_t h = a.num_cols() - n;
+  TESSERA_CHECK(h >= 0, InvalidArgument, "HaloPropagator: operator is (", n, ", ", a.num_cols(),
+                "), expected (N, N + H)");
+  const EdgeOffset* indptr = a.indptr().data();
+  const NodeId* indices = a.indices().data();
+  const float* values = a.has_values() ? a.values().data() : nullptr;
+  // Columns are sorted within a row, so the owned columns (< N) come first.
+  std::vector<EdgeOffset> own_ptr(static_cast<std::size_t>(n) + 1, 0);
+  std::vector<EdgeOffset> halo_ptr(1, 0);
+  std::vector<NodeId> own_idx, halo_idx;
+  std::vector<float> own_val, halo_val;
+  own_idx.reserve(static_cast<std::size_t>(a.nnz()));
+  if (values) own_val.reserve(static_cast<std::size_t>(a.nnz()));
+  for (std::int64_t r = 0; r < n; ++r) {
+    bool boundary = false;
+    for (EdgeOffset j = indptr[r]; j < indptr[r + 1]; ++j) {
+      if (indices[j] < n) {
+        own_idx.push_back(indices[j]);
+        if (values) own_val.push_back(values[j]);
+      } else {
+        boundary = true;
+        halo_idx.push_back(static_cast<NodeId>(indices[j] - n));
+        if (values) halo_val.push_back(values[j]);
+      }
+    }
+    own_ptr[r + 1] = static_cast<EdgeOffset>(own_idx.size());
+    if (boundary) {
+      boundary_rows_.push_back(static_cast<NodeId>(r));
+      halo_ptr.push_back(static_cast<EdgeOffset>(halo_idx.size()));
+    }
+  }
+  const auto b = static_cast<std::int64_t>(boundary_rows_.size());
+  owned_ = Csr(n, n, std::move(own_ptr), std::move(own_idx), std::move(own_val));
+  halo_ = Csr(b, h, std::move(halo_ptr), std::move(halo_idx), std::move(halo_val));
+  if (!symmetric_) owned_t_ = owned_.transpose();
+  halo_t_ = halo_.transpose();
+  all_rows_.resize(static_cast<std::size_t>(n));
+  std::iota(all_rows_.begin(), all_rows_.end(), NodeId{0});
+}
+
+void HaloPropagator::overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x) {
+  if (!exchange_.active()) {
+    spmm(out, a.view(), x);
+    return;
+  }
+  const auto n = static_cast<std::int64_t>(all_rows_.size());
+  const std::int64_t chunk = std::max<std::int64_t>(1, (n + kPollChunks - 1) / kPollChunks);
+  for (std::int64_t begin = 0; begin < n; begin += chunk) {
+    const std::int64_t count = std::min(chunk, n - begin);
+    spmm_rows(out, a.view(), x,
+              std::span<const NodeId>(all_rows_).subspan(static_cast<std::size_t>(begin),
+                                                         static_cast<std::size_t>(count)));
+    exchange_.poll();
+  }
+}
+
+void HaloPropagator::forward(Tensor& out, const Tensor& x, int layer) {
+  check_shape(x, owned_.num_rows(), x.cols(), "HaloPropagator::forward x");
+  out.resize(owned_.num_rows(), x.cols());  // (N, F)
+  const bool exchanging = exchange_.has_traffic();
+  if (exchanging) exchange_.start_forward(x, halo_x_, layer);
+  overlapped_spmm(out, owned_, x);
+  if (!exchanging) return;
+  exchange_.finish_forward();
+  if (boundary_rows_.empty()) return;
+  boundary_.resize(halo_.num_rows(), x.cols());  // (B, F)
+  spmm(boundary_, halo_.view(), halo_x_);
+  scatter_add_rows(out, boundary_, boundary_rows_);
+}
+
+void HaloPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
+  check_shape(d_out, owned_.num_rows(), d_out.cols(), "HaloPropagator::backward d_out");
+  const std::int64_t f = d_out.cols();
+  d_x.resize(owned_.num_rows(), f);  // (N, F)
+  const bool exchanging = exchange_.has_traffic();
+  if (exchanging) {
+    boundary_.resize(halo_.num_rows(), f);  // (B, F)
+    gather_rows(boundary_, d_out, boundary_rows_);
+    d_halo_.resize(halo_.num_cols(), f);  // (H, F)
+    spmm(d_halo_, halo_t_.view(), boundary_);
+    exchange_.start_backward(d_halo_, layer);
+  }
+  overlapped_spmm(d_x, symmetric_ ? owned_ : owned_t_, d_out);
+  if (exchanging) exchange_.finish_backward(d_x);
+}
+
+}  // namespace tessera

@@ -1,0 +1,50 @@
+// HaloPropagator: the aggregation A·X of one rank's part, with the halo exchange overlapped.
+// A (N, N + H) is split by columns into the owned block A_own (N, N) and the halo block of the
+// boundary rows A_halo (B, H). Forward: start sending owned rows, aggregate A_own·X for all
+// rows in chunks while polling the exchange, then add A_halo·halo into the boundary rows.
+// Backward: d_halo = A_halo^T·d_out[boundary] goes back to the owners first, then
+// d_x = A_own^T·d_out in chunks while polling, then the owners' contributions are added.
+// With one part there is no halo and this is exactly the single-process SpMM.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/halo_exchange.h"
+#include "engine/core/csr.h"
+#include "layers/propagator.h"
+
+namespace tessera {
+
+class HaloPropagator final : public Propagator {
+ public:
+  // `a`: (N, N + H) weighted operator in local ids. owned_symmetry: whether A_own equals its
+  // transpose (true for GCN weights on a symmetric graph), so backward reuses it.
+  HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry, HaloExchange& exchange);
+  void forward(Tensor& out, const Tensor& x, int layer) override;
+  void backward(Tensor& d_x, const Tensor& d_out, int layer) override;
+  std::int64_t num_rows() const override { return owned_.num_rows(); }
+
+  std::int64_t num_boundary_rows() const {
+    return static_cast<std::int64_t>(boundary_rows_.size());
+  }
+  std::int64_t nnz() const { return owned_.nnz() + halo_.nnz(); }
+
+ private:
+  // spmm of `a` over all its rows in chunks, polling the exchange between chunks.
+  void overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x);
+
+  Csr owned_;    // (N, N)
+  Csr owned_t_;  // (N, N) transpose; empty when owned_ is symmetric
+  Csr halo_;     // (B, H) halo columns of the boundary rows
+  Csr halo_t_;   // (H, B)
+  bool symmetric_ = false;
+  std::vector<NodeId> boundary_rows_;  // (B) local rows with a halo column
+  std::vector<NodeId> all_rows_;       // (N) 0..N-1, sliced into chunks
+  HaloExchange& exchange_;
+  Tensor halo_x_;     // (H, F) received halo rows
+  Tensor boundary_;   // (B, F) A_halo·halo (forward) / d_out of boundary rows (backward)
+  Tensor d_halo_;     // (H, F) gradients for the owners of halo rows
+};
+
+}  // namespace tessera

@@ -1,0 +1,139 @@
+// The three ways to a rank's part (store, in process, single process) behind load_part, each
+// phase agreed across ranks. In-process parts travel as size (8 bytes) then the HDF5 image.
+#include "engine/part_loader.h"
+
+#include <filesystem>
+
+#include "comm/agreement.h"
+#include "datasets/loaders.h"
+#include "engine/core/error.h"
+#include "engine/system.h"
+#include "partition/partition_store.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kPartSizeTag = 7001;
+constexpr int kPartImageTag = 7002;
+
+void check_parts_flag(const PartSource& source, const Communicator& comm) {
+  TESSERA_CHECK(source.parts == 0 || source.parts == comm.size(), InvalidArgument, "--parts ",
+                source.parts, " does not match the number of ranks (", comm.size(),
+                "): start one rank per part, e.g. mpiexec -n ", source.parts, " train_gcn ...");
+}
+
+std::string canonical_spec(const std::string& spec) {
+  if (spec.rfind("synth:", 0) == 0) return spec;
+  std::error_code ec;
+  const std::filesystem::path path = std::filesystem::weakly_canonical(spec, ec);
+  return ec ? spec : path.string();
+}
+
+LoadedPart from_store(const PartSource& source, Communicator& comm) {
+  LoadedPart out;
+  Stopwatch watch;
+  const StoreMeta meta = run_agreed(comm, "reading the partition store", [&] {
+    StoreMeta m = read_store_meta(source.partitions_dir);
+    TESSERA_CHECK(m.num_parts == comm.size(), InvalidArgument, "--partitions ",
+                  source.partitions_dir, " holds ", m.num_parts, " parts but the job has ",
+                  comm.size(), " ranks (run with mpiexec -n ", m.num_parts, ")");
+    TESSERA_CHECK(!source.dataset_given ||
+                      canonical_spec(source.dataset) == canonical_spec(m.dataset_spec),
+                  InvalidArgument, "--dataset ", source.dataset, " does not match --partitions ",
+                  source.partitions_dir, ", which was made from ", m.dataset_spec, " ('",
+                  m.dataset.name, "')");
+    return m;
+  });
+  out.part = run_agreed(comm, "reading the part files", [&] {
+    GraphPart part = read_part(source.partitions_dir, meta, comm.rank());
+    TESSERA_CHECK(!part.train_rows.empty(), InvalidInput, source.partitions_dir, "/",
+                  part_file_name(comm.rank()), ": part has no training node");
+    return part;
+  });
+  out.method = to_string(meta.method);
+  out.stats = meta.stats;
+  out.load_s = watch.seconds();
+  return out;
+}
+
+LoadedPart single_process(const PartSource& source) {
+  LoadedPart out;
+  Stopwatch watch;
+  Dataset dataset = load_dataset(source.dataset, LoadOptions{.progress = source.progress});
+  out.load_s = watch.seconds();
+  out.part = whole_graph_part(std::move(dataset));
+  return out;
+}
+
+LoadedPart in_process(const PartSource& source, Communicator& comm) {
+  LoadedPart out;
+  const int k = comm.size();
+  const bool root = comm.rank() == 0;
+  Stopwatch watch;
+  // Only rank 0 ever holds the whole graph; it is released when this scope ends.
+  Dataset dataset;
+  Csr graph;
+  PartitionPlan plan;
+  DatasetInfo info;
+  run_agreed(comm, "loading the dataset", [&] {
+    if (!root) return;
+    dataset = load_dataset(source.dataset, LoadOptions{.progress = source.progress});
+    TESSERA_CHECK(dataset.num_nodes() >= k, InvalidArgument, "--parts ", k, ": more parts than ",
+                  "the ", dataset.num_nodes(), " nodes of ", source.dataset);
+  });
+  out.load_s = watch.seconds();
+  run_agreed(comm, "partitioning", [&] {
+    if (!root) return;
+    graph = training_graph(dataset);
+    info = dataset_info(dataset);
+    Stopwatch partition_watch;
+    plan = make_partition(source.method, graph, dataset.train_idx, k, source.seed);
+    PartitionStats stats = partition_stats(graph, plan, dataset.train_idx);
+    stats.seconds = partition_watch.seconds();
+    check_parts_usable(stats, to_string(source.method));
+    out.stats = std::move(stats);
+  });
+  out.method = to_string(source.method);
+  std::optional<PartBuilder> builder;
+  if (root) builder.emplace(dataset, graph, plan, info);
+  for (int r = 1; r < k; ++r) {
+    std::vector<std::byte> image;
+    std::uint64_t size = 0;
+    run_agreed(comm, "building part " + std::to_string(r), [&] {
+      if (!root) return;
+      GraphPart part = builder->build(r);
+      validate(part, "part " + std::to_string(r));
+      image = part_image(part);
+      size = image.size();
+    });
+    if (root) {
+      comm.isend({reinterpret_cast<const std::byte*>(&size), sizeof size}, r, kPartSizeTag,
+                 TrafficCategory::Setup)
+          ->wait();
+      comm.isend(image, r, kPartImageTag, TrafficCategory::Setup)->wait();
+    } else if (comm.rank() == r) {
+      comm.irecv({reinterpret_cast<std::byte*>(&size), sizeof size}, 0, kPartSizeTag)->wait();
+      image.resize(static_cast<std::size_t>(size));
+      comm.irecv(image, 0, kPartImageTag)->wait();
+    }
+    run_agreed(comm, "receiving part " + std::to_string(r), [&] {
+      if (comm.rank() != r) return;
+      out.part = part_from_image(image, "part " + std::to_string(r) + " from rank 0");
+    });
+  }
+  run_agreed(comm, "building part 0", [&] {
+    if (root) out.part = builder->build(0);
+  });
+  return out;
+}
+
+}  // namespace
+
+LoadedPart load_part(const PartSource& source, Communicator& comm) {
+  run_agreed(comm, "checking flags", [&] { check_parts_flag(source, comm); });
+  if (!source.partitions_dir.empty()) return from_store(source, comm);
+  if (comm.size() == 1) return run_agreed(comm, "loading the dataset", [&] { return single_process(source); });
+  return in_process(source, comm);
+}
+
+}  // namespace tessera

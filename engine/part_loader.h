@@ -1,0 +1,38 @@
+// Getting each rank its GraphPart, collectively: from a partition store (every rank opens only
+// its own part file), or in process (rank 0 loads the dataset, partitions it and sends each
+// rank its part as an in-memory part file; rank 0 then drops the whole graph), or — on one
+// rank — the whole dataset as the only part. Every phase ends in an agreement, so a failure on
+// any rank (a missing file, a bad flag) ends every rank with the same message.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "comm/communicator.h"
+#include "partition/graph_part.h"
+#include "partition/partition_plan.h"
+
+namespace tessera {
+
+struct PartSource {
+  std::string dataset;             // load_dataset spec (in-process partitioning)
+  bool dataset_given = false;      // --dataset was set explicitly (checked against a store)
+  std::string partitions_dir;      // a partition store; empty: partition in process
+  int parts = 0;                   // --parts: must equal the number of ranks; 0: not given
+  PartitionMethod method = PartitionMethod::Metis;
+  std::uint64_t seed = 0;          // partitioner seed
+  bool progress = false;
+};
+
+struct LoadedPart {
+  GraphPart part;
+  std::string method = "none";           // metis | random | block | none (one rank, no store)
+  std::optional<PartitionStats> stats;   // on rank 0 (and on every rank with a store)
+  double load_s = 0.0;                   // reading the dataset or the part
+};
+
+// Collective over `comm`. Throws AgreedError (the same on every rank) when any rank fails.
+LoadedPart load_part(const PartSource& source, Communicator& comm);
+
+}  // namespace tessera
