@@ -204,7 +204,10 @@ int main(int argc, char** argv) {
     return run(flags, *comm, app.count("--dataset") > 0);
   } catch (const AgreedError& e) {
     // Every rank threw this same error: rank 0 reports it, all exit normally.
-    if (root) std::fprintf(stderr, "train_gcn: error: %s\n", e.what());
+    if (root) {
+      std::fprintf(stderr, "train_gcn: error: [%s] %s\n", std::string(to_string(e.category())).c_str(),
+                   e.message().c_str());
+    }
     return 1;
   } catch (const Error& e) {
     // A failure of this rank alone (inside the training loop): the others may be waiting on

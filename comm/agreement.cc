@@ -3,6 +3,7 @@
 // same AgreedError. All traffic is counted as Setup.
 #include "comm/agreement.h"
 
+#include <cstring>
 #include <string>
 
 namespace tessera {
@@ -19,7 +20,10 @@ LocalFailure describe(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
-    return {e.category(), e.message()};
+    // The origin's file:line travels in the text (the AgreedError itself is raised here).
+    const char* slash = std::strrchr(e.file(), '/');
+    return {e.category(), detail::concat(e.message(), " (", slash ? slash + 1 : e.file(), ":",
+                                         e.line(), ")")};
   } catch (const std::exception& e) {
     return {ErrorCategory::Internal, e.what()};
   } catch (...) {

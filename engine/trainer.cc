@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 
 #include "datasets/evaluator.h"
@@ -102,6 +104,22 @@ double split_rocauc(Communicator& comm, const Tensor& logits, const Tensor& targ
   return value;
 }
 
+// TESSERA_FAULT_INJECT=RANK:EPOCH makes that rank throw at the start of that epoch of every
+// run: how the tests check that one rank failing inside the training loop ends the whole job.
+struct FaultInjection {
+  int rank = -1;
+  int epoch = -1;
+};
+
+FaultInjection fault_injection_from_env() {
+  FaultInjection f;
+  const char* text = std::getenv("TESSERA_FAULT_INJECT");
+  if (text == nullptr || *text == '\0') return f;
+  TESSERA_CHECK(std::sscanf(text, "%d:%d", &f.rank, &f.epoch) == 2 && f.rank >= 0 && f.epoch >= 1,
+                InvalidArgument, "TESSERA_FAULT_INJECT='", text, "', expected RANK:EPOCH");
+  return f;
+}
+
 }  // namespace
 
 struct Trainer::Impl {
@@ -115,6 +133,7 @@ struct Trainer::Impl {
   std::vector<NodeId> train_loss_rows;  // labelled training rows
   std::int64_t train_loss_terms = 0;    // over all ranks
   double all_reduce_s = 0.0;            // blocking all-reduce time since the last reset
+  FaultInjection fault;
   std::unique_ptr<Model> model;
   Tensor logits, logp, d_logits;        // (N, C)
 };
@@ -152,6 +171,7 @@ void Trainer::setup() {
   TESSERA_CHECK(data.num_outputs() > 0, InvalidInput, "dataset '", data.name,
                 "' has no classes or tasks");
   if (config_.threads > 0) set_num_threads(config_.threads);
+  s.fault = fault_injection_from_env();
   Stopwatch watch;
   if (config_.normalize_features) row_normalize(part.features);
 
@@ -254,6 +274,8 @@ RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
     s.exchange->reset_times();
     s.all_reduce_s = 0.0;
     const TrafficCounter traffic_before = comm.traffic();
+    TESSERA_CHECK(!(s.fault.rank == comm.rank() && s.fault.epoch == epoch), Internal,
+                  "fault injected at epoch ", epoch, " (TESSERA_FAULT_INJECT)");
     Stopwatch step;
     model.zero_grad();
     model.forward(s.logits, part.features, s.context, /*training=*/true, epoch);
