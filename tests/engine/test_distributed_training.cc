@@ -1,0 +1,184 @@
+// K ranks equal 1 rank (under mpiexec at 2 and 4 ranks): GCN and GraphSAGE on Cora (skipped
+// when ../shared/datasets is absent) and on a synthetic graph, with batch norm, METIS and random
+// parts, and a multi-label task (ROC-AUC gathered on rank 0). Every rank also trains the whole
+// graph alone (the 1-rank reference); per-epoch losses must agree to 1e-5 relative and the
+// accuracies exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "datasets/loaders.h"
+#include "datasets/synthetic.h"
+#include "engine/core/kernels.h"
+#include "engine/halo_propagator.h"
+#include "engine/trainer.h"
+#include "partition/graph_part.h"
+
+namespace tessera {
+namespace {
+
+// Float sums run in another order on K ranks (owned columns before halo columns, per-rank
+// partial weight gradients); at these settings that stays far below 1e-5 relative.
+constexpr double kLossTolerance = 1e-5;
+
+struct Case {
+  const char* name;
+  ModelKind model;
+  PartitionMethod method;
+  bool batch_norm;
+};
+
+std::vector<EpochRecord> train_records(Trainer& trainer) {
+  std::vector<EpochRecord> records;
+  trainer.train_run(0, [&](const EpochRecord& r) { records.push_back(r); });
+  return records;
+}
+
+void expect_same_training(const std::vector<EpochRecord>& one, const std::vector<EpochRecord>& k,
+                          int rank) {
+  ASSERT_EQ(one.size(), k.size());
+  double worst = 0.0;
+  std::size_t worst_epoch = 0;
+  for (std::size_t e = 0; e < one.size(); ++e) {
+    const double rel = std::abs(one[e].loss - k[e].loss) / std::abs(one[e].loss);
+    if (rel > worst) worst = rel, worst_epoch = e + 1;
+  }
+  EXPECT_LE(worst, kLossTolerance) << "rank " << rank << ": largest relative loss difference at "
+                                   << "epoch " << worst_epoch;
+  EXPECT_EQ(one.back().train_metric, k.back().train_metric) << "rank " << rank;
+  EXPECT_EQ(one.back().valid_metric, k.back().valid_metric) << "rank " << rank;
+  EXPECT_EQ(one.back().test_metric, k.back().test_metric) << "rank " << rank;
+}
+
+class DistributedTraining : public ::testing::Test {
+ protected:
+  // Trains `dataset` alone and as this rank's part of `c.method` over all ranks; compares.
+  void check(const Dataset& dataset, TrainConfig config, const Case& c) {
+    config.model = c.model;
+    config.batch_norm = c.batch_norm;
+    Trainer single(config, dataset);
+    const std::vector<EpochRecord> reference = train_records(single);
+
+    const Csr graph = training_graph(dataset);
+    const PartitionPlan plan =
+        make_partition(c.method, graph, dataset.train_idx, comm.size(), /*seed=*/3);
+    const DatasetInfo info = dataset_info(dataset);
+    Trainer distributed(config, PartBuilder(dataset, graph, plan, info).build(comm.rank()), comm);
+    const std::vector<EpochRecord> records = train_records(distributed);
+    SCOPED_TRACE(c.name);
+    expect_same_training(reference, records, comm.rank());
+    // Halo traffic flows on every epoch (the partition cuts edges) and is counted.
+    EXPECT_GT(records.back().bytes[static_cast<int>(TrafficCategory::HaloForward)], 0u);
+    EXPECT_GT(records.back().bytes[static_cast<int>(TrafficCategory::AllReduce)], 0u);
+  }
+
+  MpiCommunicator comm{MPI_COMM_WORLD, 120.0};
+};
+
+TrainConfig small_config(int epochs) {
+  TrainConfig c;
+  c.num_layers = 2;
+  c.hidden_channels = 32;
+  c.dropout = 0.5f;
+  c.lr = 0.01f;
+  c.epochs = epochs;
+  c.seed = 1;
+  return c;
+}
+
+Dataset synthetic_graph() {
+  SyntheticConfig c = synthetic_preset("default");
+  c.num_nodes = 1200;
+  c.num_edges = 6000;
+  return generate_synthetic(c);
+}
+
+// The overlapped propagator on this rank's part against the whole-graph SpMM (A x and A^T y).
+TEST_F(DistributedTraining, HaloPropagatorMatchesWholeGraphSpmm) {
+  const Dataset dataset = synthetic_graph();
+  const Csr graph = training_graph(dataset);
+  const PartitionPlan plan =
+      make_partition(PartitionMethod::Metis, graph, dataset.train_idx, comm.size(), 3);
+  const DatasetInfo info = dataset_info(dataset);
+  const GraphPart part = PartBuilder(dataset, graph, plan, info).build(comm.rank());
+  const LocalGraph& g = part.graph;
+  const Csr whole_gcn = gcn_normalized(graph.with_self_loops());
+  const Csr local_gcn = gcn_normalized(
+      g.adjacency.with_self_loops(),
+      std::span<const float>(g.degrees).first(static_cast<std::size_t>(g.num_owned())), g.degrees);
+  for (const bool gcn : {true, false}) {
+    const Csr whole = gcn ? whole_gcn.transpose() : mean_normalized(graph);
+    const Csr whole_t = whole.transpose();
+    HaloExchange exchange(comm, g.halo);
+    HaloPropagator local(gcn ? local_gcn : mean_normalized(g.adjacency),
+                         gcn ? MatrixSymmetry::Symmetric : MatrixSymmetry::General, exchange);
+    const std::int64_t f = 9;
+    Tensor x(graph.num_rows(), f), y_whole(graph.num_rows(), f), dx_whole(graph.num_rows(), f);
+    for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+    spmm(y_whole, whole.view(), x);
+    spmm(dx_whole, whole_t.view(), x);  // A^T applied to the same values as d_out
+    Tensor x_own(g.num_owned(), f), y, dx;
+    gather_rows(x_own, x, std::vector<NodeId>(g.owned_ids.begin(), g.owned_ids.end()));
+    local.forward(y, x_own, 0);
+    local.backward(dx, x_own, 0);
+    double worst = 0.0;
+    for (std::int64_t i = 0; i < g.num_owned(); ++i) {
+      for (std::int64_t c = 0; c < f; ++c) {
+        const GlobalId v = g.owned_ids[i];
+        worst = std::max(worst, double(std::abs(y.row<float>(i)[c] - y_whole.row<float>(v)[c])));
+        worst = std::max(worst, double(std::abs(dx.row<float>(i)[c] - dx_whole.row<float>(v)[c])));
+      }
+    }
+    // Entries are O(1) sums of O(10) terms in another order: float rounding only.
+    EXPECT_LE(worst, 1e-5) << (gcn ? "gcn" : "mean") << " rank " << comm.rank();
+  }
+}
+
+TEST_F(DistributedTraining, SyntheticGcnSageBatchNormAndPartitioners) {
+  const Dataset dataset = synthetic_graph();
+  for (const Case& c : {Case{"gcn metis", ModelKind::Gcn, PartitionMethod::Metis, false},
+                        Case{"sage metis", ModelKind::Sage, PartitionMethod::Metis, false},
+                        Case{"gcn random batch-norm", ModelKind::Gcn, PartitionMethod::Random, true},
+                        Case{"sage block batch-norm", ModelKind::Sage, PartitionMethod::Block, true}}) {
+    check(dataset, small_config(15), c);
+  }
+}
+
+TEST_F(DistributedTraining, CoraGcnAndSageKipfWellingSetup) {
+  const std::filesystem::path dir = std::filesystem::path(TESSERA_SHARED_DATASETS) / "cora";
+  if (!std::filesystem::exists(dir / "raw" / "edge.csv.gz"))
+    GTEST_SKIP() << "Cora not found at " << dir << " (the shared datasets folder is absent)";
+  const Dataset cora = read_ogb_raw(dir);
+  TrainConfig config = small_config(30);
+  config.hidden_channels = 16;
+  config.input_dropout = 0.5f;
+  config.weight_decay = 5e-4f;
+  config.normalize_features = true;
+  for (const Case& c : {Case{"cora gcn", ModelKind::Gcn, PartitionMethod::Metis, false},
+                        Case{"cora sage", ModelKind::Sage, PartitionMethod::Metis, false}}) {
+    check(cora, config, c);
+  }
+}
+
+TEST_F(DistributedTraining, MultiLabelRocAucGatheredOnRankZero) {
+  Dataset dataset = synthetic_graph();
+  // One binary task per class (one-hot), a few targets missing.
+  const std::int64_t t = dataset.num_classes;
+  dataset.task = TaskType::MultiLabel;
+  dataset.eval_metric = "rocauc";
+  dataset.num_tasks = t;
+  dataset.targets = Tensor(dataset.num_nodes(), t);
+  for (std::int64_t v = 0; v < dataset.num_nodes(); ++v)
+    for (std::int64_t j = 0; j < t; ++j)
+      dataset.targets.row<float>(v)[j] = (v * 7 + j) % 23 == 0 ? std::numeric_limits<float>::quiet_NaN()
+                                         : static_cast<float>(dataset.labels[v] == j);
+  dataset.labels.clear();
+  check(dataset, small_config(10), Case{"multi-label gcn", ModelKind::Gcn, PartitionMethod::Metis, false});
+}
+
+}  // namespace
+}  // namespace tessera
