@@ -94,6 +94,8 @@ void check_config(const SyntheticConfig& c) {
                 "synthetic: num_classes must be in [1, num_nodes], got ", c.num_classes);
   TESSERA_CHECK(c.homophily >= 0 && c.homophily <= 1, InvalidArgument,
                 "synthetic: homophily must be in [0, 1], got ", c.homophily);
+  TESSERA_CHECK(c.class_locality >= 0 && c.class_locality <= 1, InvalidArgument,
+                "synthetic: class_locality must be in [0, 1], got ", c.class_locality);
   TESSERA_CHECK(c.degree_exponent > 1, InvalidArgument,
                 "synthetic: degree_exponent must be > 1, got ", c.degree_exponent);
   TESSERA_CHECK(c.feature_noise >= 0 && std::isfinite(c.feature_noise), InvalidArgument,
@@ -215,12 +217,17 @@ class EdgeSampler {
                        blocks.class_nodes[blocks.class_begin[k] + alias[i]]};
       }
     }
-    // Row k: classes other than k, weighted by their total weight.
+    // Row k: classes other than k, weighted by their total weight and, with class locality,
+    // by their distance from k on the ring of classes.
     other_threshold_.resize(c * c);
     other_alias_.resize(c * c);
     for (std::int64_t k = 0; k < c; ++k) {
       std::vector<double> others(blocks.class_weight);
       others[k] = 0;
+      for (std::int64_t j = 0; config.class_locality > 0 && j < c; ++j) {
+        const std::int64_t d = std::min((j - k + c) % c, (k - j + c) % c);
+        if (d > 0) others[j] *= std::pow(1.0 - config.class_locality, static_cast<double>(d - 1));
+      }
       build_alias(others, std::span(other_threshold_).subspan(k * c, c),
                   std::span(other_alias_).subspan(k * c, c));
     }
@@ -398,7 +405,7 @@ void make_split(const SyntheticConfig& config, Dataset& dataset) {
 
 SyntheticConfig make_config(const char* name, std::int64_t nodes, std::int64_t edges,
                             std::int64_t features, std::int64_t classes, double homophily,
-                            double noise, double train, double valid) {
+                            double noise, double train, double valid, double locality) {
   SyntheticConfig c;
   c.name = name;
   c.num_nodes = nodes;
@@ -409,6 +416,7 @@ SyntheticConfig make_config(const char* name, std::int64_t nodes, std::int64_t e
   c.feature_noise = noise;
   c.train_fraction = train;
   c.valid_fraction = valid;
+  c.class_locality = locality;
   return c;
 }
 
@@ -424,9 +432,9 @@ SyntheticConfig make_config(const char* name, std::int64_t nodes, std::int64_t e
 //     centroid gives 0.49 on raw features and 0.81 on 2-hop averaged ones.
 const std::vector<SyntheticConfig>& presets() {
   static const std::vector<SyntheticConfig> table = {
-      make_config("default", 3000, 16000, 64, 6, 0.6, 6.0, 0.5, 0.2),
-      make_config("arxiv-like", 169343, 590000, 128, 40, 0.5, 5.5, 0.537, 0.176),
-      make_config("products-like", 2449029, 62100000, 100, 47, 0.2, 4.5, 0.0803, 0.0161),
+      make_config("default", 3000, 16000, 64, 6, 0.6, 6.0, 0.5, 0.2, 0.0),
+      make_config("arxiv-like", 169343, 590000, 128, 40, 0.5, 5.5, 0.537, 0.176, 0.5),
+      make_config("products-like", 2449029, 62100000, 100, 47, 0.2, 4.5, 0.0803, 0.0161, 0.5),
   };
   return table;
 }

@@ -150,6 +150,37 @@ TEST(Synthetic, BadConfigIsInvalidArgument) {
   c = small_config(0.5);
   c.num_classes = 0;
   EXPECT_EQ(category(c), ErrorCategory::InvalidArgument);
+  c = small_config(0.5);
+  c.class_locality = 1.5;
+  EXPECT_EQ(category(c), ErrorCategory::InvalidArgument);
+}
+
+// Share of cross-class entries whose classes are neighbours on the ring of classes.
+double ring_neighbour_share(const Dataset& d) {
+  const std::int64_t c = d.num_classes;
+  std::int64_t cross = 0, near = 0;
+  for (std::int64_t v = 0; v < d.num_nodes(); ++v) {
+    for (EdgeOffset e = d.graph.indptr()[v]; e < d.graph.indptr()[v + 1]; ++e) {
+      const std::int64_t a = d.labels[v], b = d.labels[d.graph.indices()[e]];
+      if (a == b) continue;
+      ++cross;
+      near += (a - b + c) % c == 1 || (b - a + c) % c == 1;
+    }
+  }
+  return static_cast<double>(near) / static_cast<double>(cross);
+}
+
+TEST(Synthetic, ClassLocalityKeepsCrossClassEdgesNearOnTheRing) {
+  SyntheticConfig c = small_config(0.5);
+  c.num_classes = 12;
+  const double uniform = ring_neighbour_share(generate_synthetic(c));
+  c.class_locality = 0.5;
+  const Dataset local = generate_synthetic(c);
+  // Uniform: 2 of 11 other classes are ring neighbours (~0.18). Locality 0.5: the weights
+  // 1, 1, 1/2, 1/2, ..., 1/16, 1/16, 1/32 put 2 / (2 (1 + 1/2 + ... + 1/16) + 1/32) ~ 0.51 there.
+  EXPECT_NEAR(uniform, 2.0 / 11.0, 0.03);
+  EXPECT_NEAR(ring_neighbour_share(local), 0.51, 0.03);
+  EXPECT_NEAR(measured_homophily(local), 0.5, 0.03);  // homophily itself is unchanged
 }
 
 TEST(Synthetic, SameSeedSameDatasetDifferentSeedDiffers) {
