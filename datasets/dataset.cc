@@ -4,6 +4,7 @@
 #include "datasets/dataset.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <span>
@@ -138,6 +139,16 @@ void validate(const Dataset& dataset, const std::string& source) {
   validate_split(dataset.train_idx, num_nodes, "train", source);
   validate_split(dataset.valid_idx, num_nodes, "valid", source);
   validate_split(dataset.test_idx, num_nodes, "test", source);
+}
+
+const char* to_string(TaskType task) {
+  return task == TaskType::MultiClass ? "multiclass" : "multilabel";
+}
+
+std::string fingerprint_hex(std::uint64_t fingerprint) {
+  char text[20];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(fingerprint));
+  return text;
 }
 
 std::uint64_t fingerprint(const Dataset& dataset) {

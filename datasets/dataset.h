@@ -53,6 +53,11 @@ void validate(const Dataset& dataset, const std::string& source);
 // machines); partitions and checkpoints record it to refuse mismatched data.
 std::uint64_t fingerprint(const Dataset& dataset);
 
+// "multiclass" | "multilabel": how files name the task.
+const char* to_string(TaskType task);
+// The 16 hex digits files and messages show for a fingerprint.
+std::string fingerprint_hex(std::uint64_t fingerprint);
+
 // Divides each feature row by its sum (rows summing to 0 stay 0), as Kipf & Welling do.
 void row_normalize_features(Dataset& dataset);
 // The same on a (N, F) f32 tensor.

@@ -27,16 +27,6 @@ using hdf5::kInt64;
 constexpr const char* kFormatName = "tessera-dataset";
 constexpr std::int64_t kFormatVersion = 1;
 
-std::string hex(std::uint64_t value) {
-  char text[20];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-const char* task_name(TaskType task) {
-  return task == TaskType::MultiClass ? "multiclass" : "multilabel";
-}
-
 void check_writable(const Dataset& d) {
   const std::int64_t n = d.num_nodes();
   const bool no_features = d.features.rows() == 0 && d.features.cols() == 0;
@@ -63,7 +53,7 @@ void write_contents(const Dataset& d, hdf5::Writer& out) {
   out.attribute("format", std::string(kFormatName));
   out.attribute("format_version", kFormatVersion);
   out.attribute("name", d.name);
-  out.attribute("task", std::string(task_name(d.task)));
+  out.attribute("task", std::string(to_string(d.task)));
   out.attribute("eval_metric", d.eval_metric);
   out.attribute("num_classes", d.num_classes);
   out.attribute("num_tasks", d.num_tasks);
@@ -178,7 +168,7 @@ Dataset read_hdf5(const std::filesystem::path& file, const LoadOptions& options)
     const auto stored = in.uint64_attribute("fingerprint");
     const std::uint64_t computed = fingerprint(d);
     TESSERA_CHECK(stored == computed, InvalidInput, label, ": fingerprint mismatch (attribute ",
-                  hex(stored), ", contents give ", hex(computed),
+                  fingerprint_hex(stored), ", contents give ", fingerprint_hex(computed),
                   "): the file is corrupt or was modified after writing");
   }
   return d;

@@ -29,6 +29,16 @@ std::vector<NodeId> local_split(const std::vector<GlobalId>& ids, const Partitio
   return rows;
 }
 
+// Every id in [0, limit), else InvalidInput "<where>: <what> <id> is outside [0, limit) (<of>)".
+template <class Id>
+void check_ids_below(const std::vector<Id>& ids, std::int64_t limit, const std::string& where,
+                     const char* what, const char* of) {
+  for (Id v : ids) {
+    TESSERA_CHECK(v >= 0 && v < limit, InvalidInput, where, ": ", what, " ", v,
+                  " is outside [0, ", limit, ") (", of, ")");
+  }
+}
+
 void gather_owned_rows(Tensor& out, const Tensor& in, const std::vector<GlobalId>& ids) {
   const auto n = static_cast<std::int64_t>(ids.size());
   out = Tensor(n, in.cols());
@@ -222,14 +232,8 @@ void validate(const GraphPart& p, const std::string& where) {
                   " (expected >= 1: every node has its self loop)");
   }
   const std::int64_t global_n = p.dataset.num_nodes;
-  auto check_ids = [&](const std::vector<GlobalId>& ids, const char* what) {
-    for (GlobalId v : ids) {
-      TESSERA_CHECK(v >= 0 && v < global_n, InvalidInput, where, ": ", what, " id ", v,
-                    " is outside [0, ", global_n, ")");
-    }
-  };
-  check_ids(g.owned_ids, "owned");
-  check_ids(g.halo_ids, "halo");
+  check_ids_below(g.owned_ids, global_n, where, "owned id", "the global node count");
+  check_ids_below(g.halo_ids, global_n, where, "halo id", "the global node count");
   g.halo.validate(n, g.part, where);
   TESSERA_CHECK(g.halo.num_halo() == h, InvalidInput, where, ": halo plan receives ",
                 g.halo.num_halo(), " rows, the part has ", h, " halo nodes");
@@ -250,15 +254,9 @@ void validate(const GraphPart& p, const std::string& where) {
                   where, ": targets are ", p.targets.shape_string(), ", expected (", n, ", ",
                   p.dataset.num_tasks, ")");
   }
-  auto check_rows = [&](const std::vector<NodeId>& rows, const char* what) {
-    for (NodeId r : rows) {
-      TESSERA_CHECK(r >= 0 && r < n, InvalidInput, where, ": ", what, " row ", r,
-                    " is not an owned row (", n, " owned)");
-    }
-  };
-  check_rows(p.train_rows, "train");
-  check_rows(p.valid_rows, "valid");
-  check_rows(p.test_rows, "test");
+  check_ids_below(p.train_rows, n, where, "train row", "the owned rows");
+  check_ids_below(p.valid_rows, n, where, "valid row", "the owned rows");
+  check_ids_below(p.test_rows, n, where, "test row", "the owned rows");
 }
 
 }  // namespace tessera

@@ -28,16 +28,6 @@ constexpr const char* kPartFormat = "tessera-part";
 constexpr const char* kStoreFormat = "tessera-partitions";
 constexpr std::int64_t kFormatVersion = 1;
 
-std::string hex(std::uint64_t value) {
-  char text[20];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-const char* task_name(TaskType task) {
-  return task == TaskType::MultiClass ? "multiclass" : "multilabel";
-}
-
 TaskType parse_task(const std::string& text, const std::string& where) {
   TESSERA_CHECK(text == "multiclass" || text == "multilabel", InvalidInput, where, ": task '",
                 text, "', expected 'multiclass' or 'multilabel'");
@@ -59,7 +49,7 @@ void write_part(hdf5::Writer& out, const GraphPart& p) {
   out.attribute("part", std::int64_t{g.part});
   out.attribute("num_parts", std::int64_t{g.num_parts});
   out.attribute("dataset_name", d.name);
-  out.attribute("task", std::string(task_name(d.task)));
+  out.attribute("task", std::string(to_string(d.task)));
   out.attribute("eval_metric", d.eval_metric);
   out.attribute("num_classes", d.num_classes);
   out.attribute("num_tasks", d.num_tasks);
@@ -173,8 +163,8 @@ std::string meta_text(const StoreMeta& m) {
                       {"format_version", kFormatVersion},
                       {"dataset", m.dataset_spec},
                       {"dataset_name", d.name},
-                      {"fingerprint", hex(d.fingerprint)},
-                      {"task", task_name(d.task)},
+                      {"fingerprint", fingerprint_hex(d.fingerprint)},
+                      {"task", to_string(d.task)},
                       {"eval_metric", d.eval_metric},
                       {"num_classes", d.num_classes},
                       {"num_tasks", d.num_tasks},
@@ -199,8 +189,8 @@ void check_part_matches(const GraphPart& p, const StoreMeta& meta, int part,
                 ", expected part ", part);
   TESSERA_CHECK(p.dataset.fingerprint == meta.dataset.fingerprint, InvalidInput, label,
                 ": made from another dataset ('", p.dataset.name, "', fingerprint ",
-                hex(p.dataset.fingerprint), "; meta.json has '", meta.dataset.name, "', ",
-                hex(meta.dataset.fingerprint), ")");
+                fingerprint_hex(p.dataset.fingerprint), "; meta.json has '", meta.dataset.name,
+                "', ", fingerprint_hex(meta.dataset.fingerprint), ")");
   TESSERA_CHECK(p.dataset.num_nodes == meta.dataset.num_nodes &&
                     p.dataset.num_features == meta.dataset.num_features,
                 InvalidInput, label, ": dataset sizes disagree with meta.json");
