@@ -303,6 +303,12 @@ void MpiCommunicator::barrier() {
 }
 
 void MpiCommunicator::abort(int code) {
+  // The launcher forwards this rank's stderr asynchronously; MPI_Abort right after the last
+  // write sometimes loses it (seen with MPICH's Hydra in a few percent of runs). A short pause
+  // lets the message that names the failing rank get out first.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);  // MPI_Abort should not return; make sure this process ends regardless
 }

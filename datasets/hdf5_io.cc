@@ -65,7 +65,19 @@ void transfer_rows(hid_t dataset, const ElementType& type, void* buffer, std::in
   }
 }
 
-// File-access properties of an in-memory file (core driver, nothing written to disk).
+// File-access properties for writing: the HDF5 1.10 file format, whose superblock and object
+// headers carry checksums, so corrupted metadata fails to open instead of reading as other
+// attributes or an unallocated (zero) array. Files need HDF5 >= 1.10 to be read.
+Handle write_access(const std::string& label) {
+  Handle access(TESSERA_H5(H5Pcreate(H5P_FILE_ACCESS), Io, label, ": H5Pcreate"), H5Pclose);
+  TESSERA_H5(H5Pset_libver_bounds(access.get(), H5F_LIBVER_V110, H5F_LIBVER_LATEST), Io, label,
+             ": cannot select the HDF5 1.10 file format");
+  return access;
+}
+
+// File-access properties of an in-memory file (core driver, nothing written to disk). Images
+// keep HDF5's default format: a 1.10-format image taken before the file is closed does not
+// pass its own superblock checksum, and an image only travels between ranks of one job.
 Handle memory_access(const std::string& label) {
   Handle access(TESSERA_H5(H5Pcreate(H5P_FILE_ACCESS), Io, label, ": H5Pcreate"), H5Pclose);
   TESSERA_H5(H5Pset_fapl_core(access.get(), kImageIncrement, /*backing_store=*/0), Io, label,
@@ -117,7 +129,8 @@ std::string describe_type(hid_t type) {
 
 Writer::Writer(const std::filesystem::path& path, const std::string& label) : label_(label) {
   silence();
-  file_ = Handle(TESSERA_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), Io,
+  Handle access = write_access(path.string());
+  file_ = Handle(TESSERA_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), Io,
                             path.string(), ": cannot create HDF5 file"),
                  H5Fclose);
 }
@@ -318,6 +331,8 @@ Tensor Reader::matrix(const char* path, std::int64_t expected_rows) {
   auto [rows, cols] = shape(path, kFloat32, 2);
   TESSERA_CHECK(rows == expected_rows || (rows == 0 && cols == 0), InvalidInput, where(path),
                 ": expected ", expected_rows, " rows, found ", rows);
+  TESSERA_CHECK(cols >= 0 && cols <= (std::int64_t{1} << 24), InvalidInput, where(path),
+                ": ", cols, " columns is not a plausible width (corrupt file?)");
   Tensor values(rows, cols);
   read(path, kFloat32, values.empty() ? nullptr : values.raw(), rows, cols);
   return values;

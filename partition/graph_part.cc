@@ -79,6 +79,11 @@ PartBuilder::PartBuilder(const Dataset& dataset, const Csr& graph, const Partiti
   TESSERA_CHECK(static_cast<std::int64_t>(plan.owner.size()) == dataset.num_nodes(),
                 InvalidArgument, "PartBuilder: plan covers ", plan.owner.size(), " nodes, dataset has ",
                 dataset.num_nodes());
+  for (std::size_t v = 0; v < plan.owner.size(); ++v) {
+    TESSERA_CHECK(plan.owner[v] >= 0 && plan.owner[v] < plan.num_parts, InvalidArgument,
+                  "PartBuilder: node ", v, " is owned by part ", plan.owner[v], ", outside [0, ",
+                  plan.num_parts, ")");
+  }
 }
 
 GraphPart PartBuilder::build(int part) const {

@@ -191,9 +191,14 @@ void check_part_matches(const GraphPart& p, const StoreMeta& meta, int part,
                 ": made from another dataset ('", p.dataset.name, "', fingerprint ",
                 fingerprint_hex(p.dataset.fingerprint), "; meta.json has '", meta.dataset.name,
                 "', ", fingerprint_hex(meta.dataset.fingerprint), ")");
-  TESSERA_CHECK(p.dataset.num_nodes == meta.dataset.num_nodes &&
-                    p.dataset.num_features == meta.dataset.num_features,
-                InvalidInput, label, ": dataset sizes disagree with meta.json");
+  const DatasetInfo& a = p.dataset;
+  const DatasetInfo& b = meta.dataset;
+  TESSERA_CHECK(a.name == b.name && a.task == b.task && a.eval_metric == b.eval_metric &&
+                    a.num_classes == b.num_classes && a.num_tasks == b.num_tasks &&
+                    a.num_nodes == b.num_nodes && a.num_edges == b.num_edges &&
+                    a.num_features == b.num_features,
+                InvalidInput, label, ": dataset description (name, task, metric, sizes) "
+                "disagrees with meta.json");
 }
 
 }  // namespace
@@ -295,7 +300,12 @@ GraphPart read_part(const std::filesystem::path& dir, const StoreMeta& meta, int
   const std::filesystem::path file = dir / part_file_name(part);
   const std::string label = file.string();
   hdf5::Reader in(file, label);
-  GraphPart p = read_part_contents(in, label);
+  GraphPart p;
+  try {
+    p = read_part_contents(in, label);
+  } catch (const std::bad_alloc&) {
+    TESSERA_FAIL(InvalidInput, label, ": sizes in the file do not fit in memory (corrupt file?)");
+  }
   check_part_matches(p, meta, part, label);
   return p;
 }

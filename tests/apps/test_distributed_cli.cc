@@ -1,0 +1,344 @@
+// partition_graph and `mpiexec -n K train_gcn` from the outside: a partition store trains on its
+// K ranks with the same losses as in-process partitioning and as one rank; each kind of bad
+// distributed input (flags, foreign or broken stores, unusable partitions) and an injected fault
+// end the whole job within seconds, naming the problem and leaving no output files behind.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "datasets/loaders.h"
+#include "datasets/synthetic.h"
+#include "partition/partition_store.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+  double seconds = 0;
+};
+
+fs::path work_dir() {
+  static const fs::path dir = [] {
+    fs::path d =
+        fs::temp_directory_path() / ("tessera_distributed_cli_" + std::to_string(getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// Removes the work directory once every test has run.
+class WorkDirCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override { fs::remove_all(work_dir()); }
+};
+const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new WorkDirCleanup);
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs `command` (one OpenMP/BLAS thread per process: up to 4 ranks share 2 cores) under a
+// 120 s guard, so that a hang fails the test instead of CTest's timeout.
+Result run(const std::string& command, const std::string& env = "") {
+  const fs::path log = work_dir() / "out.log";
+  const std::string line = "env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 " + env + " timeout 120 " +
+                           command + " > " + log.string() + " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(line.c_str());
+  Result r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.output = "$ " + command + "\n" + read_text(log);
+  return r;
+}
+
+std::string train_gcn(int ranks, const std::string& args) {
+  return std::string(MPIEXEC_PATH) + " -n " + std::to_string(ranks) + " " + TRAIN_GCN_PATH + " " +
+         args;
+}
+
+std::string partition_graph(const std::string& args) {
+  return std::string(PARTITION_GRAPH_PATH) + " --quiet " + args;
+}
+
+// Stores of synth:default made once: K = 2 with METIS, K = 4 with random (seed 0, which is
+// also what train_gcn's default --seed 0 gives its in-process partitioner).
+struct Store {
+  fs::path dir;
+  Result made;
+};
+const Store& store(int k) {
+  static std::map<int, Store> stores;
+  if (!stores.count(k)) {
+    const fs::path dir = work_dir() / ("store" + std::to_string(k));
+    const std::string method = k == 2 ? "metis" : "random";
+    stores[k] = {
+        dir, run(partition_graph("--dataset synth:default --seed 0 --parts " + std::to_string(k) +
+                                 " --partition " + method + " --out " + dir.string()))};
+  }
+  return stores[k];
+}
+
+// A small synthetic dataset written as HDF5, changed by `edit` first.
+template <class Edit>
+fs::path write_dataset(const std::string& name, std::int64_t nodes, Edit edit) {
+  tessera::SyntheticConfig c;
+  c.name = name;
+  c.num_nodes = nodes;
+  c.num_edges = 4 * nodes;
+  c.num_features = 8;
+  c.num_classes = 2;
+  tessera::Dataset d = tessera::generate_synthetic(c);
+  edit(d);
+  const fs::path file = work_dir() / (name + ".h5");
+  tessera::write_hdf5(d, file);
+  return file;
+}
+
+// 200 nodes whose training nodes all lie in the first half: block partitioning into two parts
+// leaves part 1 without one.
+fs::path first_half_train_dataset() {
+  return write_dataset("first_half_train", 200, [](tessera::Dataset& d) {
+    d.train_idx.clear();
+    d.valid_idx.clear();
+    d.test_idx.clear();
+    for (tessera::GlobalId v = 0; v < 200; ++v) (v < 100 ? d.train_idx : d.test_idx).push_back(v);
+  });
+}
+
+// The names of the entries of `dir`.
+std::set<std::string> names_in(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    names.insert(e.path().filename().string());
+  return names;
+}
+
+fs::path copy_of_store(int k, const std::string& name) {
+  const fs::path dir = work_dir() / name;
+  fs::remove_all(dir);
+  fs::copy(store(k).dir, dir);
+  return dir;
+}
+
+std::vector<double> losses(const fs::path& metrics) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);)
+    out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  return out;
+}
+
+// Per-epoch losses equal up to `rel_tol` (0: bit for bit); else the first differing epoch and
+// the largest relative difference.
+::testing::AssertionResult same_losses(const std::vector<double>& a, const std::vector<double>& b,
+                                       double rel_tol) {
+  if (a.size() != b.size() || a.empty())
+    return ::testing::AssertionFailure() << a.size() << " vs " << b.size() << " epochs";
+  std::ptrdiff_t first = -1;
+  double largest = 0;
+  for (std::size_t e = 0; e < a.size(); ++e) {
+    const double rel = std::abs(a[e] - b[e]) / std::max(std::abs(b[e]), 1e-30);
+    largest = std::max(largest, rel);
+    if (rel > rel_tol && first < 0) first = static_cast<std::ptrdiff_t>(e);
+  }
+  if (first < 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "epoch " << first + 1 << ": loss " << a[first] << " vs " << b[first]
+         << "; largest relative difference " << largest << " (tolerance " << rel_tol << ")";
+}
+
+// One line of the output (the error message) holds every piece.
+void expect_output_has(const Result& r, const std::vector<std::string>& pieces) {
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (std::all_of(pieces.begin(), pieces.end(),
+                    [&](const std::string& piece) { return line.find(piece) != line.npos; }))
+      return;
+  }
+  std::string wanted;
+  for (const std::string& piece : pieces) wanted += " '" + piece + "'";
+  ADD_FAILURE() << "no line holds all of" << wanted << " in:\n" << r.output;
+}
+
+// Runs train_gcn on `ranks` ranks with a summary and a metrics file and expects it to fail
+// within `limit_s` with a message holding every piece, leaving neither file behind.
+void expect_train_refused(int ranks, const std::string& args,
+                          const std::vector<std::string>& pieces, const std::string& env = "",
+                          double limit_s = 30.0) {
+  const fs::path summary = work_dir() / "refused.json", metrics = work_dir() / "refused.jsonl";
+  fs::remove(summary);
+  fs::remove(metrics);
+  const Result r = run(train_gcn(ranks, args + " --quiet --summary " + summary.string() +
+                                            " --metrics " + metrics.string()),
+                       env);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.seconds, limit_s) << r.output;
+  expect_output_has(r, pieces);
+  EXPECT_FALSE(fs::exists(summary)) << "a failed run left its summary behind";
+  EXPECT_FALSE(fs::exists(metrics)) << "a failed run left its metrics behind";
+}
+
+class StoreRuns : public ::testing::TestWithParam<int> {};
+
+TEST_P(StoreRuns, StoreTrainsOnOneRankPerPart) {
+  const int k = GetParam();
+  const Store& s = store(k);
+  ASSERT_EQ(s.made.exit_code, 0) << s.made.output;
+  std::set<std::string> files = {"meta.json"};
+  for (int p = 0; p < k; ++p) files.insert(tessera::part_file_name(p));
+  EXPECT_EQ(names_in(s.dir), files);
+  const nlohmann::json meta = nlohmann::json::parse(read_text(s.dir / "meta.json"));
+  const fs::path summary = work_dir() / ("store_summary_" + std::to_string(k) + ".json");
+  const Result r = run(train_gcn(
+      k, "--partitions " + s.dir.string() + " --epochs 5 --quiet --summary " + summary.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(read_text(summary));
+  EXPECT_EQ(j["ranks"], k);
+  EXPECT_EQ(j["partition"]["method"], k == 2 ? "metis" : "random");
+  EXPECT_GT(j["partition"]["edge_cut"].get<std::int64_t>(), 0);
+  EXPECT_EQ(j["partition"]["edge_cut"], meta["stats"]["edge_cut"]);
+  EXPECT_GT(j["comm_bytes_per_epoch"]["halo_forward"].get<std::uint64_t>(), 0u);
+  const auto rss_max = j["peak_rss_bytes_max"].get<std::uint64_t>();
+  const auto rss_sum = j["peak_rss_bytes_sum"].get<std::uint64_t>();
+  EXPECT_GT(rss_max, 0u);
+  EXPECT_GE(rss_sum, rss_max);
+  EXPECT_LE(rss_sum, static_cast<std::uint64_t>(k) * rss_max);
+}
+
+INSTANTIATE_TEST_SUITE_P(Parts, StoreRuns, ::testing::Values(2, 4));
+
+TEST(DistributedCli, StoreInProcessAndOneRankGiveTheSameLosses) {
+  ASSERT_EQ(store(2).made.exit_code, 0) << store(2).made.output;
+  const std::string model = " --num-layers 2 --hidden-channels 32 --epochs 10 --quiet --metrics ";
+  const std::map<std::string, std::string> runs = {
+      {"store", train_gcn(2, "--partitions " + store(2).dir.string())},
+      {"in_process", train_gcn(2, "--dataset synth:default --partition metis")},
+      {"one_rank", train_gcn(1, "--dataset synth:default")}};
+  std::map<std::string, std::vector<double>> loss;
+  for (const auto& [name, command] : runs) {
+    const fs::path metrics = work_dir() / ("losses_" + name + ".jsonl");
+    const Result r = run(command + model + metrics.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    loss[name] = losses(metrics);
+  }
+  // The same partition gives the same numbers; k ranks differ from one only in summation order.
+  EXPECT_TRUE(same_losses(loss["store"], loss["in_process"], 0.0)) << "store vs in-process";
+  EXPECT_TRUE(same_losses(loss["store"], loss["one_rank"], 1e-5)) << "2 ranks vs 1";
+  EXPECT_TRUE(same_losses(loss["in_process"], loss["one_rank"], 1e-5)) << "2 ranks vs 1";
+}
+
+TEST(DistributedCli, PartsFlagMustMatchRanks) {
+  expect_train_refused(2, "--parts 3 --epochs 2", {"--parts 3", "number of ranks (2)"});
+}
+
+TEST(DistributedCli, StoreMustHaveOnePartPerRank) {
+  ASSERT_EQ(store(2).made.exit_code, 0) << store(2).made.output;
+  expect_train_refused(4, "--partitions " + store(2).dir.string() + " --epochs 2",
+                       {store(2).dir.string(), "holds 2 parts", "4 ranks"});
+}
+
+TEST(DistributedCli, StoreOfAnotherDatasetIsRefused) {
+  ASSERT_EQ(store(2).made.exit_code, 0) << store(2).made.output;
+  expect_train_refused(
+      2, "--partitions " + store(2).dir.string() + " --dataset synth:default:7 --epochs 2",
+      {"synth:default:7", "does not match", "made from synth:default"});
+}
+
+// Only rank 1 reads part-00001.h5: one byte flipped inside its feature rows (found by their
+// exact bytes) must fail the whole job through the checksum, naming the file and the rank.
+TEST(DistributedCli, CorruptPartFileIsNamedWithItsRank) {
+  const fs::path dir = copy_of_store(2, "corrupt_store");
+  const fs::path file = dir / tessera::part_file_name(1);
+  const tessera::GraphPart part = tessera::read_part(dir, tessera::read_store_meta(dir), 1);
+  std::string bytes = read_text(file);
+  const std::size_t at =
+      bytes.find(std::string(static_cast<const char*>(part.features.raw()), part.features.bytes()));
+  ASSERT_NE(at, std::string::npos) << "feature rows not found verbatim in " << file;
+  char& byte = bytes[at + part.features.bytes() / 2];
+  byte = static_cast<char>(byte ^ 0x10);
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  expect_train_refused(2, "--partitions " + dir.string() + " --epochs 2",
+                       {file.string(), "rank 1", "checksum"});
+}
+
+TEST(DistributedCli, MissingPartFileIsNamedWithItsRank) {
+  const fs::path dir = copy_of_store(2, "incomplete_store");
+  const fs::path file = dir / tessera::part_file_name(1);
+  fs::remove(file);
+  expect_train_refused(2, "--partitions " + dir.string() + " --epochs 2",
+                       {file.string(), "rank 1", "no such file"});
+}
+
+TEST(DistributedCli, MorePartsThanNodesIsRefused) {
+  const fs::path tiny = write_dataset("three_nodes", 3, [](tessera::Dataset&) {});
+  expect_train_refused(4, "--dataset " + tiny.string() + " --epochs 2",
+                       {"--parts 4", "more parts than the 3 nodes", tiny.string()});
+  const fs::path out = work_dir() / "too_many_parts";
+  const Result r = run(partition_graph("--parts 5000 --out " + out.string()));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  expect_output_has(r, {"--parts 5000", "more parts than the 3000 nodes"});
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(DistributedCli, PartWithoutTrainingNodesIsNamed) {
+  const fs::path dataset = first_half_train_dataset();
+  const std::vector<std::string> pieces = {"block", "part 1", "no training node"};
+  const fs::path out = work_dir() / "no_train_store";
+  const Result r = run(partition_graph("--dataset " + dataset.string() +
+                                       " --partition block --parts 2 --out " + out.string()));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  expect_output_has(r, pieces);
+  EXPECT_FALSE(fs::exists(out));
+  expect_train_refused(2, "--dataset " + dataset.string() + " --partition block --epochs 2",
+                       pieces);
+}
+
+TEST(DistributedCli, PartitionGraphRefusesNonEmptyOutput) {
+  const fs::path out = work_dir() / "taken";
+  fs::create_directories(out);
+  std::ofstream(out / "notes.txt") << "keep me\n";
+  std::set<std::string> parent_before = names_in(work_dir());
+  const Result r = run(partition_graph("--parts 2 --out " + out.string()));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  expect_output_has(r, {out.string(), "not an empty directory"});
+  EXPECT_EQ(names_in(out), std::set<std::string>{"notes.txt"});
+  EXPECT_EQ(read_text(out / "notes.txt"), "keep me\n");
+  std::set<std::string> parent_after = names_in(work_dir());
+  parent_after.erase("out.log");  // written by run() itself
+  parent_before.erase("out.log");
+  EXPECT_EQ(parent_after, parent_before) << "a temporary directory was left behind";
+}
+
+// A rank that fails inside the training loop ends the whole job: no rank waits for it.
+class FaultInjection : public ::testing::TestWithParam<int> {};
+
+TEST_P(FaultInjection, FailingRankEndsTheJobQuickly) {
+  expect_train_refused(GetParam(), "--epochs 50", {"rank 1", "fault injected"},
+                       "TESSERA_FAULT_INJECT=1:3", 20.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, FaultInjection, ::testing::Values(2, 4));
+
+}  // namespace
