@@ -33,13 +33,17 @@ class AgreedError : public Error {
 // `local_error` is null when this rank succeeded.
 void agree_on_status(Communicator& comm, std::string_view phase, std::exception_ptr local_error);
 
-// Runs fn() and agrees on the outcome: fn's result when every rank succeeded.
+// Runs fn() and agrees on the outcome: fn's result when every rank succeeded. fn must not call
+// collectives that a failure could make some ranks skip, unless they are themselves agreed
+// phases: an AgreedError from inside fn is passed on as it is (all ranks hold it already).
 template <class F>
 auto run_agreed(Communicator& comm, std::string_view phase, F&& fn) {
   std::exception_ptr error;
   if constexpr (std::is_void_v<decltype(fn())>) {
     try {
       fn();
+    } catch (const AgreedError&) {
+      throw;  // agreed inside fn: every rank already holds this same error
     } catch (...) {
       error = std::current_exception();
     }
@@ -48,6 +52,8 @@ auto run_agreed(Communicator& comm, std::string_view phase, F&& fn) {
     decltype(fn()) result{};
     try {
       result = fn();
+    } catch (const AgreedError&) {
+      throw;  // agreed inside fn: every rank already holds this same error
     } catch (...) {
       error = std::current_exception();
     }

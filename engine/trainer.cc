@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "comm/agreement.h"
 #include "datasets/evaluator.h"
 #include "engine/core/device.h"
 #include "engine/core/error.h"
@@ -158,12 +159,14 @@ Trainer::Trainer(const TrainConfig& config, const Dataset& dataset)
   setup();
 }
 
-void Trainer::setup() {
-  validate(config_);
+// Local set-up of this rank: checks, the normalised operator behind the overlapping
+// propagator, the training rows. Returns this rank's number of loss terms.
+std::int64_t Trainer::build_local() {
   Impl& s = *impl_;
   Communicator& comm = *s.comm;
   GraphPart& part = s.part;
   const DatasetInfo& data = part.dataset;
+  validate(config_);
   TESSERA_CHECK(part.graph.num_parts == comm.size() && part.graph.part == comm.rank(),
                 InvalidArgument, "part ", part.graph.part, " of ", part.graph.num_parts,
                 " given to rank ", comm.rank(), " of ", comm.size());
@@ -172,7 +175,6 @@ void Trainer::setup() {
                 "' has no classes or tasks");
   if (config_.threads > 0) set_num_threads(config_.threads);
   s.fault = fault_injection_from_env();
-  Stopwatch watch;
   if (config_.normalize_features) row_normalize(part.features);
 
   LocalGraph& g = part.graph;
@@ -200,31 +202,42 @@ void Trainer::setup() {
     s.all_reduce_s += reduce.seconds();
   };
 
-  std::int64_t local_terms = 0;
+  std::int64_t terms = 0;
   if (data.task == TaskType::MultiClass) {
     for (NodeId v : part.train_rows)
       if (part.labels[v] >= 0) s.train_loss_rows.push_back(v);
-    local_terms = static_cast<std::int64_t>(s.train_loss_rows.size());
+    terms = static_cast<std::int64_t>(s.train_loss_rows.size());
   } else {
     s.train_loss_rows = part.train_rows;
     const std::int64_t t = part.targets.cols();
     for (NodeId v : part.train_rows)
       for (std::int64_t j = 0; j < t; ++j)
-        if (!std::isnan(part.targets.row<float>(v)[j])) ++local_terms;
+        if (!std::isnan(part.targets.row<float>(v)[j])) ++terms;
   }
+  return terms;
+}
+
+void Trainer::setup() {
+  Impl& s = *impl_;
+  Communicator& comm = *s.comm;
+  const GraphPart& part = s.part;
+  Stopwatch watch;
+  // The local work is agreed first, so that no rank enters the all-reduce below alone.
+  const std::int64_t local_terms =
+      run_agreed(comm, "building the graph operator", [&] { return build_local(); });
   std::vector<double> sums = {static_cast<double>(local_terms),
                               static_cast<double>(part.train_rows.size()),
                               static_cast<double>(part.valid_rows.size()),
                               static_cast<double>(part.test_rows.size()),
                               static_cast<double>(s.propagator->nnz()),
-                              static_cast<double>(g.num_halo()),
+                              static_cast<double>(part.graph.num_halo()),
                               static_cast<double>(s.propagator->num_boundary_rows())};
   comm.all_reduce_sum(std::span<double>(sums), TrafficCategory::Setup);
   s.train_loss_terms = static_cast<std::int64_t>(sums[0]);
   s.totals = {static_cast<std::int64_t>(sums[1]), static_cast<std::int64_t>(sums[2]),
               static_cast<std::int64_t>(sums[3]), static_cast<std::int64_t>(sums[4]),
               static_cast<std::int64_t>(sums[5]), static_cast<std::int64_t>(sums[6])};
-  TESSERA_CHECK(s.train_loss_terms > 0, InvalidInput, "dataset '", data.name,
+  TESSERA_CHECK(s.train_loss_terms > 0, InvalidInput, "dataset '", part.dataset.name,
                 "' has no labelled training node");
   setup_s_ = watch.seconds();
 }

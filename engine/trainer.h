@@ -92,6 +92,7 @@ class Trainer {
 
  private:
   void setup();
+  std::int64_t build_local();
 
   const TrainConfig config_;
   struct Impl;

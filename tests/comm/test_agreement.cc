@@ -109,6 +109,17 @@ TEST_F(AgreementTest, LowestOfSeveralFailingRanksIsReported) {
   EXPECT_EQ(ranks_differing_from_rank0(e.message()), 0);
 }
 
+TEST_F(AgreementTest, AgreedErrorFromANestedPhasePassesThroughUnchanged) {
+  if (ranks < 2) GTEST_SKIP() << "needs rank 1";
+  const AgreedError e = expect_agreed_error([&] {
+    run_agreed(comm, "inner", [&] {
+      if (rank == 1) TESSERA_FAIL(Io, "missing part");
+    });
+  });
+  EXPECT_TRUE(starts_with(e.message(), "rank 1 failed during inner: missing part")) << e.message();
+  EXPECT_EQ(e.category(), ErrorCategory::Io);
+}
+
 TEST_F(AgreementTest, OtherExceptionsAreReportedAsInternal) {
   const AgreedError standard = expect_agreed_error([&] {
     if (rank == ranks - 1) throw std::out_of_range("index 12 past the end");
