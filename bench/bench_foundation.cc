@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
 #include "engine/core/csr.h"
@@ -657,19 +658,9 @@ void add_flags(CLI::App& app, Flags& f) {
 }  // namespace tessera
 
 int main(int argc, char** argv) {
-  CLI::App app{"bench_foundation: copy bandwidth, SpMM, GEMM, training epoch and loading "
-               "on a synthetic preset (one JSON line per measurement, then tables)"};
-  tessera::Flags flags;
-  tessera::add_flags(app, flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
-    return tessera::run(flags);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_foundation: error: %s\n", e.what());
-  }
-  return 1;
+  return tessera::bench_main<tessera::Flags>(
+      argc, argv, "bench_foundation",
+      "copy bandwidth, SpMM, GEMM, training epoch and loading "
+      "on a synthetic preset (one JSON line per measurement, then tables)",
+      tessera::add_flags, tessera::run);
 }

@@ -3,6 +3,7 @@
 # table, one JSON line per kind of measurement, and write the same lines to --json.
 # Usage: bench_foundation_smoke.sh BENCH_FOUNDATION WORK_DIR
 set -u
+. "$(dirname "$0")/smoke_checks.sh"
 bench=$1
 work=$2
 out=$work/bench_foundation_smoke.out
@@ -12,24 +13,13 @@ rm -f "$out" "$lines"
   --json "$lines" --tmpdir "$work" >"$out"
 status=$?
 cat "$out"
-if [ "$status" -ne 0 ]; then
-  echo "FAIL: bench_foundation exited with status $status" >&2
-  exit 1
-fi
-for header in '^# bench_foundation: preset default | threads 2 ' '^| kernel | F | median ms' \
-    '^| SpMM | 256 |' '^| product, layers |' '^| warm-up | timed epochs |' '^| format | file MB' \
-    '^| ogb_raw |' '^| hdf5 |'; do
-  grep -q "$header" "$out" || { echo "FAIL: no line matching '$header'" >&2; exit 1; }
-done
+check_status "$status" bench_foundation
+check_lines "$out" '^# bench_foundation: preset default | threads 2 ' '^| kernel | F | median ms' \
+  '^| SpMM | 256 |' '^| product, layers |' '^| warm-up | timed epochs |' '^| format | file MB' \
+  '^| ogb_raw |' '^| hdf5 |'
 for kind in dataset train copy spmm gemm load machine; do
-  grep -q "^{\"bench\":\"$kind\"" "$out" || { echo "FAIL: no JSON line for $kind" >&2; exit 1; }
+  check_lines "$out" "^{\"bench\":\"$kind\""
 done
-if [ "$(grep -c '^{' "$out")" -ne "$(grep -c '^{' "$lines")" ]; then
-  echo "FAIL: --json file does not hold the JSON lines printed on stdout" >&2
-  exit 1
-fi
-if ls "$work" | grep -q '^tessera_bench_'; then
-  echo "FAIL: the scratch directory was left behind in $work" >&2
-  exit 1
-fi
+check_json_copy "$out" "$lines"
+check_no_scratch "$work"
 echo "bench_foundation smoke: OK"
