@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_main.h"
+#include "bench/bench_common.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
 #include "engine/core/csr.h"
@@ -298,26 +298,6 @@ TrainResult measure_training(const Dataset& data, const Flags& flags) {
 
 // ---- 5. loading: OGB raw layout vs HDF5 ----
 
-// A directory made with mkdtemp under `parent`, removed with everything in it on destruction.
-class ScratchDir {
- public:
-  explicit ScratchDir(const fs::path& parent) {
-    std::string pattern = (parent / "tessera_bench_XXXXXX").string();
-    TESSERA_CHECK(::mkdtemp(pattern.data()) != nullptr, Io, "cannot create a directory in ",
-                  parent.string(), ": ", std::strerror(errno));
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // Inflated size of a gzip file (all members), by decompressing it.
 std::uint64_t gunzip_size(const fs::path& file) {

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_main.h"
+#include "bench/bench_common.h"
 #include "engine/core/error.h"
 #include "engine/system.h"
 #include "layers/conv_common.h"
@@ -74,26 +74,6 @@ class JsonLines {
   std::string all_;
 };
 
-// A directory made with mkdtemp under `parent`, removed with everything in it on destruction.
-class ScratchDir {
- public:
-  explicit ScratchDir(const fs::path& parent) {
-    std::string pattern = (parent / "tessera_bench_XXXXXX").string();
-    TESSERA_CHECK(::mkdtemp(pattern.data()) != nullptr, Io, "cannot create a directory in ",
-                  parent.string(), ": ", std::strerror(errno));
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // ---- child processes ----
 
