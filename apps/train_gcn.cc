@@ -5,10 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "comm/agreement.h"
 #include "comm/mpi_communicator.h"
@@ -200,6 +202,13 @@ int main(int argc, char** argv) {
     return app.exit(e, quiet, quiet);
   }
   comm->set_timeout(flags.comm_timeout);
+  // Ranks on one node share its cores: unless told otherwise (--threads, OMP_NUM_THREADS),
+  // each takes its share, so that K busy OpenMP teams do not fight over the same cores.
+  if (flags.config.threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr &&
+      comm->ranks_on_node() > 1) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    flags.config.threads = std::max(1, cores / comm->ranks_on_node());
+  }
   try {
     return run(flags, *comm, app.count("--dataset") > 0);
   } catch (const AgreedError& e) {

@@ -284,6 +284,13 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, double timeout_s) : timeout_s_(t
     TESSERA_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     TESSERA_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     TESSERA_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    // Ranks sharing this node's memory (and cores), for choosing threads per rank.
+    MPI_Comm local = MPI_COMM_NULL;
+    TESSERA_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
+                                          &local));
+    const int local_rc = MPI_Comm_size(local, &local_size_);
+    MPI_Comm_free(&local);
+    TESSERA_MPI_CHECK(local_rc);
   } catch (...) {
     MPI_Comm_free(&comm_);
     throw;

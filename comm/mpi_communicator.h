@@ -39,6 +39,8 @@ class MpiCommunicator final : public Communicator {
   void set_timeout(double seconds) override { timeout_s_ = seconds; }
   double timeout() const override { return timeout_s_; }
   MPI_Comm handle() const { return comm_; }
+  // Ranks of this communicator on this node (MPI_COMM_TYPE_SHARED), this one included.
+  int ranks_on_node() const { return local_size_; }
 
  protected:
   void do_all_reduce_sum(std::span<float> values) override;
@@ -53,6 +55,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
+  int local_size_ = 1;
   double timeout_s_ = 900.0;
 };
 
