@@ -76,6 +76,24 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--device", c.device, "cpu (cuda where built with a GPU backend)")
       ->capture_default_str();
+  app.add_option("--codec", c.codec,
+                 "encoding of halo embeddings: none, bf16, fp16, int8, int4, int2 (integer "
+                 "codecs: per-row scale and offset, stochastic rounding) or adaptive (2/4/8 bits "
+                 "per message in both directions under --bit-budget)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16", "int8", "int4", "int2", "adaptive"}))
+      ->capture_default_str();
+  app.add_option("--bit-budget", c.bit_budget,
+                 "adaptive codec: average bits per value, in [2, 8]")
+      ->capture_default_str();
+  app.add_option("--replan-every", c.replan_every,
+                 "adaptive codec: re-plan the bits every N epochs from the observed ranges")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--codec-backward", c.codec_backward,
+                 "encoding of halo gradients (default: the same as --codec)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16", "int8", "int4", "int2"}));
+  app.add_flag("--error-feedback", c.error_feedback,
+               "add each row's quantisation residual to its next message");
   app.add_option("--parts", f.parts,
                  "number of graph parts; must equal the number of MPI ranks (default: the ranks)")
       ->check(CLI::PositiveNumber);
@@ -139,6 +157,9 @@ int run(const Flags& flags, Communicator& comm, bool dataset_given) {
     results.push_back(trainer->train_run(run, [&](const EpochRecord& record) {
       if (!root) return;
       metrics->write(record);
+      if (config.progress && !record.bit_plan.empty())
+        std::fprintf(stderr, "Bit plan (rank 0), epoch %d: %s\n", record.epoch,
+                     record.bit_plan.c_str());
       if (config.progress && record.evaluated)
         std::fprintf(stderr, "%s\n", progress_line(record, info.eval_metric).c_str());
     }));

@@ -4,10 +4,12 @@
 // another layer can never be taken for this one.
 #include "comm/halo_exchange.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
 
+#include "comm/bit_plan.h"
 #include "engine/core/error.h"
 #include "engine/core/kernels.h"
 
@@ -62,22 +64,276 @@ void HaloPlan::validate(std::int64_t num_owned, int self, const std::string& whe
                 ": part ", self, " exchanges rows with itself");
 }
 
-HaloExchange::HaloExchange(Communicator& comm, const HaloPlan& plan) : comm_(comm), plan_(plan) {
+HaloExchange::HaloExchange(Communicator& comm, const HaloPlan& plan,
+                           std::span<const GlobalId> owned_ids,
+                           std::span<const GlobalId> halo_ids, const ExchangeCodecs& codecs)
+    : comm_(comm), plan_(plan), owned_ids_(owned_ids), halo_ids_(halo_ids), codecs_(codecs) {
   TESSERA_CHECK(plan.num_peers() == comm.size(), InvalidArgument, "halo plan for ",
                 plan.num_peers(), " parts used on ", comm.size(), " ranks");
+  TESSERA_CHECK(static_cast<std::int64_t>(halo_ids.size()) == plan.num_halo(), InvalidArgument,
+                "halo exchange: ", halo_ids.size(), " halo ids for a plan with ", plan.num_halo(),
+                " halo rows");
+  send_ids_.reserve(plan.send_rows.size());
+  for (NodeId row : plan.send_rows) {
+    TESSERA_CHECK(row >= 0 && static_cast<std::size_t>(row) < owned_ids.size(), InvalidArgument,
+                  "halo exchange: send row ", row, " has no global id");
+    send_ids_.push_back(owned_ids[row]);
+  }
+  identity_.resize(static_cast<std::size_t>(std::max(plan.num_send(), plan.num_halo())));
+  for (std::size_t i = 0; i < identity_.size(); ++i) identity_[i] = static_cast<NodeId>(i);
+  TESSERA_CHECK(codecs.num_layers >= 1, InvalidArgument, "halo exchange: num_layers ",
+                codecs.num_layers);
+  // Before the first plan, adaptive messages use the widest width the budget affords.
+  CodecKind start = CodecKind::Int2;
+  if (codecs.bit_budget >= 4.0) start = CodecKind::Int4;
+  if (codecs.bit_budget >= 8.0) start = CodecKind::Int8;
+  const std::size_t cells = static_cast<std::size_t>(codecs.num_layers) * plan.num_peers();
+  for (int d = 0; d < 2; ++d) {
+    const CodecKind fixed = d == 0 ? codecs.forward : codecs.backward;
+    out_codecs_[d].assign(cells, codecs.adaptive ? start : fixed);
+    in_codecs_[d] = out_codecs_[d];
+    out_weight_[d].assign(cells, 0.0);
+    out_values_[d].assign(cells, 0.0);
+  }
 }
 
 HaloExchange::~HaloExchange() = default;
+
+void HaloExchange::begin(double start) {
+  active_ = true;
+  complete_ = requests_.empty();
+  start_time_ = start;
+  done_time_ = now_s();
+  times_.exposed_s += done_time_ - start;
+}
+
+const Tensor& HaloExchange::with_residual(int direction, int layer, const Tensor& source,
+                                          std::span<const NodeId> rows) {
+  std::vector<Tensor>& residuals = residuals_[direction];
+  if (static_cast<int>(residuals.size()) <= layer) residuals.resize(layer + 1);
+  Tensor& residual = residuals[layer];
+  const auto n = static_cast<std::int64_t>(rows.size());
+  if (residual.rows() != n || residual.cols() != source.cols()) {
+    residual = Tensor::zeros(n, source.cols());  // first use, or the width changed
+  }
+  ef_input_.resize(n, source.cols());
+  gather_rows(ef_input_, source, rows);
+  axpy(ef_input_, 1.0f, residual);
+  return ef_input_;
+}
+
+HaloExchange::Route HaloExchange::forward_route(int layer) const {
+  TESSERA_CHECK(layer >= 0 && layer < codecs_.num_layers, Internal, "halo exchange: layer ",
+                layer, " of ", codecs_.num_layers);
+  const std::size_t k = static_cast<std::size_t>(plan_.num_peers()), at = layer * k;
+  return Route{std::span<const CodecKind>(out_codecs_[0]).subspan(at, k),
+               std::span<const CodecKind>(in_codecs_[0]).subspan(at, k),
+               RngPurpose::CodecForward,
+               TrafficCategory::HaloForward,
+               forward_tag(layer),
+               layer,
+               plan_.send_offsets,
+               plan_.send_rows,
+               send_ids_,
+               plan_.recv_offsets};
+}
+
+HaloExchange::Route HaloExchange::backward_route(int layer) const {
+  TESSERA_CHECK(layer >= 0 && layer < codecs_.num_layers, Internal, "halo exchange: layer ",
+                layer, " of ", codecs_.num_layers);
+  const std::size_t k = static_cast<std::size_t>(plan_.num_peers()), at = layer * k;
+  return Route{std::span<const CodecKind>(out_codecs_[1]).subspan(at, k),
+               std::span<const CodecKind>(in_codecs_[1]).subspan(at, k),
+               RngPurpose::CodecBackward,
+               TrafficCategory::HaloBackward,
+               backward_tag(layer),
+               layer,
+               plan_.recv_offsets,
+               std::span<const NodeId>(identity_).first(static_cast<std::size_t>(plan_.num_halo())),
+               halo_ids_,
+               plan_.send_offsets};
+}
+
+// Error feedback: encodes source rows + residual (already gathered in message order), then
+// keeps what the encoding lost as the next residual.
+void HaloExchange::post_with_feedback(const Route& route, int direction, const Tensor& source) {
+  with_residual(direction, route.layer, source, route.rows);
+  Route gathered = route;
+  gathered.rows = std::span<const NodeId>(identity_).first(route.rows.size());
+  post_encoded(gathered, ef_input_);
+  update_residual(direction, route.layer, gathered);
+}
+
+void HaloExchange::update_residual(int direction, int layer, const Route& route) {
+  // residual = what was meant (ef_input_) - what the peers will decode.
+  Tensor& residual = residuals_[direction][layer];
+  if (residual.empty()) return;
+  ef_decoded_.resize(ef_input_.rows(), ef_input_.cols());
+  for (int p = 0; p < plan_.num_peers(); ++p) {
+    const std::int64_t begin = route.out_offsets[p], count = route.out_offsets[p + 1] - begin;
+    if (count == 0) continue;
+    const std::size_t row_bytes = encoded_row_bytes(route.out_codecs[p], ef_input_.cols());
+    decode_rows(route.out_codecs[p], ef_decoded_, begin, count,
+                std::span<const std::byte>(out_bytes_).subspan(out_at_[p] + kMessageHeaderBytes,
+                                                               count * row_bytes));
+  }
+  std::copy_n(ef_input_.f32(), ef_input_.numel(), residual.f32());
+  axpy(residual, -1.0f, ef_decoded_);
+}
+
+void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
+  const std::int64_t f = source.cols();
+  const int k = plan_.num_peers();
+  auto layout = [&](const std::vector<std::int64_t>& offsets, std::span<const CodecKind> codecs,
+                    std::vector<std::size_t>& at, std::vector<std::byte>& bytes) {
+    at.assign(static_cast<std::size_t>(k) + 1, 0);
+    for (int p = 0; p < k; ++p) {
+      const std::int64_t count = offsets[p + 1] - offsets[p];
+      at[p + 1] = at[p] + (count > 0 ? kMessageHeaderBytes +
+                                           count * encoded_row_bytes(codecs[p], f)
+                                     : 0);
+    }
+    bytes.resize(at[k]);
+  };
+  layout(route.in_offsets, route.in_codecs, in_at_, in_bytes_);
+  layout(route.out_offsets, route.out_codecs, out_at_, out_bytes_);
+  const CodecNoise noise{codecs_.seed, epoch_, static_cast<std::uint64_t>(route.layer),
+                         route.purpose};
+  for (int p = 0; p < k; ++p) {
+    if (in_at_[p + 1] > in_at_[p]) {
+      requests_.push_back(comm_.irecv(
+          std::span<std::byte>(in_bytes_).subspan(in_at_[p], in_at_[p + 1] - in_at_[p]), p,
+          route.tag));
+    }
+  }
+  const double encode_start = now_s();
+  const int direction = route.purpose == RngPurpose::CodecForward ? 0 : 1;
+  for (int p = 0; p < k; ++p) {
+    const std::int64_t begin = route.out_offsets[p], count = route.out_offsets[p + 1] - begin;
+    if (count == 0) continue;
+    std::span<std::byte> message =
+        std::span<std::byte>(out_bytes_).subspan(out_at_[p], out_at_[p + 1] - out_at_[p]);
+    write_message_header(message, route.out_codecs[p], count, f);
+    std::span<float> ranges;
+    if (codecs_.adaptive) {
+      ranges_.resize(static_cast<std::size_t>(count));
+      ranges = ranges_;
+    }
+    encode_rows(route.out_codecs[p], message.subspan(kMessageHeaderBytes), source,
+                route.rows.subspan(begin, count), route.ids.subspan(begin, count), noise, ranges);
+    if (codecs_.adaptive) {
+      const std::size_t cell = static_cast<std::size_t>(route.layer) * k + p;
+      double squares = 0.0;
+      for (float r : ranges_) squares += static_cast<double>(r) * r;
+      out_weight_[direction][cell] += static_cast<double>(f) * squares;
+      out_values_[direction][cell] += static_cast<double>(count * f);
+    }
+  }
+  times_.encode_s += now_s() - encode_start;
+  for (int p = 0; p < k; ++p) {
+    const std::int64_t count = route.out_offsets[p + 1] - route.out_offsets[p];
+    if (count == 0) continue;
+    requests_.push_back(comm_.isend(
+        std::span<const std::byte>(out_bytes_).subspan(out_at_[p], out_at_[p + 1] - out_at_[p]),
+        p, route.tag, route.category, static_cast<std::uint64_t>(count * f) * sizeof(float)));
+  }
+}
+
+std::string HaloExchange::replan() {
+  const int k = plan_.num_peers(), layers = codecs_.num_layers;
+  if (!codecs_.adaptive) return {};
+  // Every outgoing message seen since the last plan is an item.
+  std::vector<BitPlanItem> items;
+  std::vector<std::pair<int, std::size_t>> where;  // (direction, cell) of each item
+  for (int d = 0; d < 2; ++d) {
+    for (std::size_t cell = 0; cell < out_values_[d].size(); ++cell) {
+      if (out_values_[d][cell] == 0.0) continue;
+      items.push_back({static_cast<std::int64_t>(out_values_[d][cell]), out_weight_[d][cell]});
+      where.emplace_back(d, cell);
+    }
+  }
+  const std::vector<int> bits = plan_bits(items, codecs_.bit_budget);
+  std::string text;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto [d, cell] = where[i];
+    out_codecs_[d][cell] = bits[i] == 8 ? CodecKind::Int8 : bits[i] == 4 ? CodecKind::Int4
+                                                                        : CodecKind::Int2;
+    text += detail::concat(text.empty() ? "" : ", ", "layer ", cell / k, d == 0 ? " fwd" : " bwd",
+                           " -> rank ", cell % k, ": ", bits[i], " bits");
+  }
+  for (int d = 0; d < 2; ++d) {
+    std::fill(out_weight_[d].begin(), out_weight_[d].end(), 0.0);
+    std::fill(out_values_[d].begin(), out_values_[d].end(), 0.0);
+  }
+  // Tell each neighbour the codecs of the messages it will receive from this rank: (2, L) ids.
+  constexpr int kPlanTag = 9001;
+  std::vector<std::vector<std::uint8_t>> out(k), in(k);
+  std::vector<std::unique_ptr<Request>> requests;
+  for (int p = 0; p < k; ++p) {
+    if (plan_.send_count(p) == 0 && plan_.recv_count(p) == 0) continue;
+    in[p].resize(2 * static_cast<std::size_t>(layers));
+    requests.push_back(comm_.irecv(std::as_writable_bytes(std::span(in[p])), p, kPlanTag));
+    for (int d = 0; d < 2; ++d)
+      for (int l = 0; l < layers; ++l)
+        out[p].push_back(static_cast<std::uint8_t>(out_codecs_[d][l * k + p]));
+    requests.push_back(
+        comm_.isend(std::as_bytes(std::span(out[p])), p, kPlanTag, TrafficCategory::Setup));
+  }
+  wait_all(requests);
+  for (int p = 0; p < k; ++p) {
+    if (in[p].empty()) continue;
+    for (int d = 0; d < 2; ++d) {
+      for (int l = 0; l < layers; ++l) {
+        const std::uint8_t id = in[p][d * layers + l];
+        TESSERA_CHECK(id == static_cast<std::uint8_t>(CodecKind::Int8) ||
+                          id == static_cast<std::uint8_t>(CodecKind::Int4) ||
+                          id == static_cast<std::uint8_t>(CodecKind::Int2),
+                      InvalidInput, "bit plan from rank ", p, ": codec id ", int{id},
+                      " is not an integer codec");
+        in_codecs_[d][l * k + p] = static_cast<CodecKind>(id);
+      }
+    }
+  }
+  return text;
+}
+
+void HaloExchange::decode_received(const Route& route, Tensor& dest, const char* what) {
+  const double start = now_s();
+  const std::int64_t f = dest.cols();
+  for (int p = 0; p < plan_.num_peers(); ++p) {
+    const std::int64_t begin = route.in_offsets[p], count = route.in_offsets[p + 1] - begin;
+    if (count == 0) continue;
+    std::span<const std::byte> message =
+        std::span<const std::byte>(in_bytes_).subspan(in_at_[p], in_at_[p + 1] - in_at_[p]);
+    const std::string where = detail::concat(what, " from rank ", p, ", layer ", route.layer);
+    const CodecKind codec =
+        read_message_header(message, count, f, false, route.in_codecs[p], where);
+    decode_rows(codec, dest, begin, count, message.subspan(kMessageHeaderBytes));
+  }
+  const double spent = now_s() - start;
+  times_.decode_s += spent;
+  times_.exposed_s += spent;
+}
 
 void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {
   TESSERA_CHECK(!active_, Internal, "halo exchange started while another is in flight");
   const double start = now_s();
   const std::int64_t f = x.cols();
   halo.resize(plan_.num_halo(), f);
+  requests_.clear();
+  forward_layer_ = layer;
+  const int tag = forward_tag(layer);
+  if (codecs_.adaptive || codecs_.forward != CodecKind::None) {
+    if (codecs_.error_feedback) {
+      post_with_feedback(forward_route(layer), 0, x);
+    } else {
+      post_encoded(forward_route(layer), x);
+    }
+    begin(start);
+    return;
+  }
   send_buffer_.resize(plan_.num_send(), f);
   gather_rows(send_buffer_, x, plan_.send_rows);
-  requests_.clear();
-  const int tag = forward_tag(layer);
   for (int p = 0; p < plan_.num_peers(); ++p) {
     if (plan_.recv_count(p) > 0) {
       requests_.push_back(
@@ -91,13 +347,8 @@ void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {
           p, tag, TrafficCategory::HaloForward));
     }
   }
-  active_ = true;
-  complete_ = requests_.empty();
-  start_time_ = start;
-  done_time_ = now_s();
-  times_.exposed_s += done_time_ - start;
+  begin(start);
 }
-
 void HaloExchange::start_backward(const Tensor& d_halo, int layer) {
   TESSERA_CHECK(!active_, Internal, "halo exchange started while another is in flight");
   check_shape(d_halo, plan_.num_halo(), d_halo.cols(), "HaloExchange::start_backward d_halo");
@@ -105,6 +356,16 @@ void HaloExchange::start_backward(const Tensor& d_halo, int layer) {
   const std::int64_t f = d_halo.cols();
   send_buffer_.resize(plan_.num_send(), f);  // receives the gradients of the rows we sent
   requests_.clear();
+  backward_layer_ = layer;
+  if (codecs_.adaptive || codecs_.backward != CodecKind::None) {
+    if (codecs_.error_feedback) {
+      post_with_feedback(backward_route(layer), 1, d_halo);
+    } else {
+      post_encoded(backward_route(layer), d_halo);
+    }
+    begin(start);
+    return;
+  }
   const int tag = backward_tag(layer);
   for (int p = 0; p < plan_.num_peers(); ++p) {
     if (plan_.send_count(p) > 0) {
@@ -119,11 +380,7 @@ void HaloExchange::start_backward(const Tensor& d_halo, int layer) {
                       TrafficCategory::HaloBackward));
     }
   }
-  active_ = true;
-  complete_ = requests_.empty();
-  start_time_ = start;
-  done_time_ = now_s();
-  times_.exposed_s += done_time_ - start;
+  begin(start);
 }
 
 bool HaloExchange::poll() {
@@ -149,10 +406,20 @@ void HaloExchange::wait_all_timed() {
   active_ = false;
 }
 
-void HaloExchange::finish_forward() { wait_all_timed(); }
+void HaloExchange::finish_forward(Tensor& halo) {
+  const int layer = forward_layer_;
+  wait_all_timed();
+  if (codecs_.adaptive || codecs_.forward != CodecKind::None) {
+    decode_received(forward_route(layer), halo, "halo forward");
+  }
+}
 
 void HaloExchange::finish_backward(Tensor& d_x) {
+  const int layer = backward_layer_;
   wait_all_timed();
+  if (codecs_.adaptive || codecs_.backward != CodecKind::None) {
+    decode_received(backward_route(layer), send_buffer_, "halo backward");
+  }
   const double start = now_s();
   scatter_add_rows(d_x, send_buffer_, plan_.send_rows);
   times_.exposed_s += now_s() - start;

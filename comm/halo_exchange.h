@@ -2,14 +2,18 @@
 // per peer, which owned rows this rank sends and which contiguous block of its halo rows comes
 // from that peer (both in increasing global id, so sender and receiver agree on the order).
 // Forward sends owned rows and receives them into the halo block; backward sends halo gradients
-// back to their owners, who *add* them into their rows. Relies on Communicator and kernels.
+// back to their owners, who *add* them into their rows. Messages go raw (f32, straight from and
+// into the tensors) or through a codec (codec.h), optionally with error feedback. Relies on
+// Communicator, codecs and kernels.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "comm/codec.h"
 #include "comm/communicator.h"
 #include "engine/core/csr.h"
 #include "engine/core/tensor.h"
@@ -36,22 +40,56 @@ struct HaloPlan {
 // exchange to the moment its last message is seen complete (by a poll during overlapped work
 // or by the final wait); exposed_s is the part of it on the critical path: packing, posting,
 // blocking in the final wait and unpacking. hidden = comm_s - exposed_s.
+// encode_s / decode_s: the codec's share of exposed_s.
 struct ExchangeTimes {
   double comm_s = 0.0;
   double exposed_s = 0.0;
+  double encode_s = 0.0;
+  double decode_s = 0.0;
   double hidden_s() const { return comm_s > exposed_s ? comm_s - exposed_s : 0.0; }
+};
+
+// How messages are encoded. With error feedback, what a row's quantisation lost is kept (per
+// layer and direction) and added to that row's next message. With `adaptive`, every message
+// (direction, layer, peer) gets 2, 4 or 8 bits from bit_plan.h under `bit_budget` bits per value,
+// re-planned by replan() from the ranges seen since the last plan (forward and backward codecs
+// are then ignored).
+struct ExchangeCodecs {
+  CodecKind forward = CodecKind::None;
+  CodecKind backward = CodecKind::None;
+  bool error_feedback = false;
+  bool adaptive = false;
+  double bit_budget = 4.0;
+  int num_layers = 1;      // layers whose messages are planned (adaptive)
+  std::uint64_t seed = 0;  // rounding noise stream (see set_noise)
 };
 
 class HaloExchange {
  public:
-  // Keeps references to both; the plan must match comm.size() peers and comm.rank() as self.
-  HaloExchange(Communicator& comm, const HaloPlan& plan);
+  // Keeps references to comm, plan and the id arrays; the plan must match comm.size() peers and
+  // comm.rank() as self. owned_ids (N) and halo_ids (H) key the codecs' rounding noise.
+  HaloExchange(Communicator& comm, const HaloPlan& plan, std::span<const GlobalId> owned_ids,
+               std::span<const GlobalId> halo_ids, const ExchangeCodecs& codecs = {});
   ~HaloExchange();
+
+  // The seed and epoch keying the rounding noise of the next messages.
+  void set_noise(std::uint64_t seed, std::uint64_t epoch) {
+    codecs_.seed = seed;
+    epoch_ = epoch;
+  }
+  // Forgets the error-feedback residuals (a new run starts from a new model).
+  void reset_residuals() { residuals_[0].clear(), residuals_[1].clear(); }
+  const ExchangeCodecs& codecs() const { return codecs_; }
+  // Adaptive: plans the bits of this rank's messages from the ranges seen since the last plan
+  // and tells every peer the bits of the messages it will receive. Collective over the peers
+  // this rank exchanges with (call it on every rank at the same point). Returns the plan as text,
+  // "layer L fwd|bwd -> rank P: B bits" entries.
+  std::string replan();
 
   // Forward: x (N, F) owned rows; halo (H, F) is resized and filled by finish_forward().
   // x must stay unchanged and halo untouched until then.
   void start_forward(const Tensor& x, Tensor& halo, int layer);
-  void finish_forward();
+  void finish_forward(Tensor& halo);
   // Backward: d_halo (H, F) goes to the owners (keep it alive until finish_backward);
   // finish_backward adds what the peers sent into d_x (N, F) rows, in peer order.
   void start_backward(const Tensor& d_halo, int layer);
@@ -67,11 +105,53 @@ class HaloExchange {
   void reset_times() { times_ = {}; }
 
  private:
+  // One direction's encoded messages: rows `source[rows[i]]` for i in [out_offsets[p],
+  // out_offsets[p+1]) go to peer p keyed by ids[i]; in_offsets[p+1] - in_offsets[p] rows
+  // come back from p.
+  struct Route {
+    std::span<const CodecKind> out_codecs;  // (K) codec of the message to each peer
+    std::span<const CodecKind> in_codecs;   // (K) codec of the message from each peer
+    RngPurpose purpose;
+    TrafficCategory category;
+    int tag;
+    int layer;
+    const std::vector<std::int64_t>& out_offsets;
+    std::span<const NodeId> rows;
+    std::span<const GlobalId> ids;
+    const std::vector<std::int64_t>& in_offsets;
+  };
+  Route forward_route(int layer) const;
+  Route backward_route(int layer) const;
+  void post_encoded(const Route& route, const Tensor& source);
+  void post_with_feedback(const Route& route, int direction, const Tensor& source);
+  void decode_received(const Route& route, Tensor& dest, const char* what);
+  // source + residual of (direction, layer) into ef_input_; the residual is updated after.
+  const Tensor& with_residual(int direction, int layer, const Tensor& source,
+                              std::span<const NodeId> rows);
+  void update_residual(int direction, int layer, const Route& route);
+  void begin(double start);
   void wait_all_timed();
 
   Communicator& comm_;
   const HaloPlan& plan_;
+  std::span<const GlobalId> owned_ids_;
+  std::vector<GlobalId> send_ids_;   // (num_send) global id of every sent row
+  std::span<const GlobalId> halo_ids_;
+  std::vector<NodeId> identity_;     // 0, 1, 2, ... (rows of a tensor already in message order)
+  ExchangeCodecs codecs_;
+  std::uint64_t epoch_ = 0;
+  int forward_layer_ = 0;   // layer of the exchange in flight
+  int backward_layer_ = 0;
   Tensor send_buffer_;  // (num_send, F) gathered owned rows (forward) / received grads (backward)
+  std::vector<std::byte> out_bytes_, in_bytes_;  // encoded messages, all peers back to back
+  std::vector<std::size_t> out_at_, in_at_;      // (K + 1) byte offsets per peer
+  std::vector<Tensor> residuals_[2];             // [direction][layer] error-feedback residuals
+  // [direction] (L, K) codecs of outgoing / incoming messages, and (adaptive) the statistics of
+  // the outgoing ones since the last plan: Σ width·range² and rows·width.
+  std::vector<CodecKind> out_codecs_[2], in_codecs_[2];
+  std::vector<double> out_weight_[2], out_values_[2];
+  std::vector<float> ranges_;
+  Tensor ef_input_, ef_decoded_;                 // message rows + residual, and their decoding
   std::vector<std::unique_ptr<Request>> requests_;
   bool active_ = false;
   bool complete_ = false;

@@ -84,7 +84,7 @@ void HaloPropagator::forward(Tensor& out, const Tensor& x, int layer) {
   if (exchanging) exchange_.start_forward(x, halo_x_, layer);
   overlapped_spmm(out, owned_, x);
   if (!exchanging) return;
-  exchange_.finish_forward();
+  exchange_.finish_forward(halo_x_);
   if (boundary_rows_.empty()) return;
   boundary_.resize(halo_.num_rows(), x.cols());  // (B, F)
   spmm(boundary_, halo_.view(), halo_x_);

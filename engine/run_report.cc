@@ -77,6 +77,10 @@ void MetricsWriter::write(const EpochRecord& r) {
   line["comm_s"] = r.comm_s;
   line["comm_hidden_s"] = r.comm_hidden_s;
   line["comm_bytes"] = bytes_json(r.bytes);
+  line["comm_bytes_raw"] = bytes_json(r.raw_bytes);
+  line["encode_s"] = r.encode_s;
+  line["decode_s"] = r.decode_s;
+  if (!r.bit_plan.empty()) line["bit_plan"] = r.bit_plan;
   out_ << line.dump() << '\n';
   out_.flush();
   TESSERA_CHECK(out_.good(), Io, "--metrics: writing '", path_, ".tmp' failed");
@@ -122,6 +126,13 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["runs"] = c.runs;
   s["seed"] = c.seed;
   s["device"] = c.device;
+  s["codec"] = c.codec;
+  s["codec_backward"] = c.codec_backward.empty() ? c.codec : c.codec_backward;
+  s["error_feedback"] = c.error_feedback;
+  if (c.codec == "adaptive") {
+    s["bit_budget"] = c.bit_budget;
+    s["replan_every"] = c.replan_every;
+  }
   s["parallel"] = info.ranks > 1 ? "graph" : "single";
   s["ranks"] = info.ranks;
   Json partition;
@@ -166,6 +177,7 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
     one["comm_s_median"] = median(r.comm_seconds);
     one["comm_hidden_s_median"] = median(r.hidden_seconds);
     one["comm_bytes_per_epoch"] = bytes_json(r.bytes_per_epoch);
+    one["comm_bytes_per_epoch_raw"] = bytes_json(r.raw_bytes_per_epoch);
     per_run.push_back(std::move(one));
     all_epochs.insert(all_epochs.end(), r.epoch_seconds.begin(), r.epoch_seconds.end());
   }
@@ -178,7 +190,17 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   }
   s["comm_s"] = median(all_comm);
   s["comm_hidden_s"] = median(all_hidden);
-  s["comm_bytes_per_epoch"] = bytes_json(results.empty() ? TrafficBytes{} : results.back().bytes_per_epoch);
+  s["comm_bytes_per_epoch"] =
+      bytes_json(results.empty() ? TrafficBytes{} : results.back().bytes_per_epoch);
+  s["comm_bytes_per_epoch_raw"] =
+      bytes_json(results.empty() ? TrafficBytes{} : results.back().raw_bytes_per_epoch);
+  std::vector<double> all_encode, all_decode;
+  for (const RunResult& r : results) {
+    all_encode.insert(all_encode.end(), r.encode_seconds.begin(), r.encode_seconds.end());
+    all_decode.insert(all_decode.end(), r.decode_seconds.begin(), r.decode_seconds.end());
+  }
+  s["encode_s"] = median(all_encode);
+  s["decode_s"] = median(all_decode);
   s["load_s"] = info.load_s;
   s["setup_s"] = info.setup_s;
   s["total_s"] = info.total_s;

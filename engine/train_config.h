@@ -27,6 +27,13 @@ struct TrainConfig {
   bool batch_norm = false;
   int threads = 0;                // 0: keep OpenMP's default
   std::string device = "cpu";
+  // Halo embeddings (forward): none|bf16|fp16|int8|int4|int2, or adaptive (2/4/8 bits per
+  // message, both directions, under bit_budget bits per value, re-planned every replan_every).
+  std::string codec = "none";
+  std::string codec_backward;     // halo gradients; empty: the same as codec
+  bool error_feedback = false;    // carry each row's quantisation residual to its next message
+  double bit_budget = 4.0;
+  int replan_every = 10;
   std::string metrics_file;       // one JSON object per evaluated epoch; empty: none
   std::string summary_file;       // one JSON object at the end; empty: none
   bool progress = true;           // per-epoch lines and load progress on stderr

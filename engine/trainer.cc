@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "comm/agreement.h"
+#include "comm/codec.h"
 #include "datasets/evaluator.h"
 #include "engine/core/device.h"
 #include "engine/core/error.h"
@@ -37,6 +38,17 @@ void validate(const TrainConfig& c) {
   TESSERA_CHECK(c.eval_every >= 1, InvalidArgument, "--eval-every must be >= 1, got ", c.eval_every);
   TESSERA_CHECK(c.runs >= 1, InvalidArgument, "--runs must be >= 1, got ", c.runs);
   TESSERA_CHECK(c.threads >= 0, InvalidArgument, "--threads must be >= 0, got ", c.threads);
+  if (c.codec == "adaptive") {
+    TESSERA_CHECK(c.codec_backward.empty(), InvalidArgument,
+                  "--codec adaptive plans both directions; --codec-backward does not apply");
+    TESSERA_CHECK(c.bit_budget >= 2.0 && c.bit_budget <= 8.0, InvalidArgument,
+                  "--bit-budget must be in [2, 8] bits per value, got ", c.bit_budget);
+    TESSERA_CHECK(c.replan_every >= 1, InvalidArgument, "--replan-every must be >= 1, got ",
+                  c.replan_every);
+  } else {
+    parse_codec(c.codec);
+  }
+  if (!c.codec_backward.empty()) parse_codec(c.codec_backward);
   Device device = parse_device(c.device);
   TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument, "--device ", c.device,
                 ": only the CPU backend is available in this build");
@@ -178,7 +190,15 @@ std::int64_t Trainer::build_local() {
   if (config_.normalize_features) row_normalize(part.features);
 
   LocalGraph& g = part.graph;
-  s.exchange = std::make_unique<HaloExchange>(comm, g.halo);
+  ExchangeCodecs codecs;
+  codecs.adaptive = config_.codec == "adaptive";
+  codecs.forward = codecs.adaptive ? CodecKind::None : parse_codec(config_.codec);
+  codecs.backward =
+      config_.codec_backward.empty() ? codecs.forward : parse_codec(config_.codec_backward);
+  codecs.error_feedback = config_.error_feedback;
+  codecs.bit_budget = config_.bit_budget;
+  codecs.num_layers = config_.num_layers;
+  s.exchange = std::make_unique<HaloExchange>(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
   if (config_.model == ModelKind::Gcn) {
     // D^-1/2 (A + I) D^-1/2 with global degrees: the owned block is symmetric.
     const Csr normalized = gcn_normalized(
@@ -279,12 +299,17 @@ RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
   result.run = run;
   result.seed = model_config.seed;
   result.best_valid = -1.0;
-  std::array<double, kCategories> bytes_total{};
+  std::array<double, kCategories> bytes_total{}, raw_total{};
+  s.exchange->reset_residuals();
   for (int epoch = 1; epoch <= config_.epochs; ++epoch) {
     EpochRecord record;
     record.run = run;
     record.epoch = epoch;
     s.exchange->reset_times();
+    s.exchange->set_noise(model_config.seed, static_cast<std::uint64_t>(epoch));
+    if (s.exchange->codecs().adaptive && epoch > 1 && (epoch - 1) % config_.replan_every == 0) {
+      record.bit_plan = s.exchange->replan();
+    }
     s.all_reduce_s = 0.0;
     const TrafficCounter traffic_before = comm.traffic();
     TESSERA_CHECK(!(s.fault.rank == comm.rank() && s.fault.epoch == epoch), Internal,
@@ -314,27 +339,37 @@ RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
     record.epoch_s = step.seconds();
 
     // One all-reduce for the loss and the step's communication figures (means over ranks).
-    std::vector<double> step_sums = {loss_sum, s.exchange->times().comm_s + s.all_reduce_s,
-                                     s.exchange->times().hidden_s()};
+    const ExchangeTimes& times = s.exchange->times();
+    std::vector<double> step_sums = {loss_sum, times.comm_s + s.all_reduce_s, times.hidden_s(),
+                                     times.encode_s, times.decode_s};
+    constexpr int kFirstBytes = 5;
     for (int c = 0; c < kCategories; ++c) {
       const auto category = static_cast<TrafficCategory>(c);
       step_sums.push_back(
           static_cast<double>(comm.traffic().sent(category) - traffic_before.sent(category)));
+      step_sums.push_back(
+          static_cast<double>(comm.traffic().raw(category) - traffic_before.raw(category)));
     }
     comm.all_reduce_sum(std::span<double>(step_sums), TrafficCategory::Setup);
     const double k = comm.size();
     record.loss = step_sums[0] * static_cast<double>(loss_scale);
     record.comm_s = step_sums[1] / k;
     record.comm_hidden_s = step_sums[2] / k;
+    record.encode_s = step_sums[3] / k;
+    record.decode_s = step_sums[4] / k;
     for (int c = 0; c < kCategories; ++c) {
-      record.bytes[c] = static_cast<std::uint64_t>(step_sums[3 + c]);
-      bytes_total[c] += step_sums[3 + c];
+      record.bytes[c] = static_cast<std::uint64_t>(step_sums[kFirstBytes + 2 * c]);
+      record.raw_bytes[c] = static_cast<std::uint64_t>(step_sums[kFirstBytes + 2 * c + 1]);
+      bytes_total[c] += step_sums[kFirstBytes + 2 * c];
+      raw_total[c] += step_sums[kFirstBytes + 2 * c + 1];
     }
     TESSERA_CHECK(std::isfinite(record.loss), InvalidInput, "training diverged: loss is ",
                   record.loss, " at epoch ", epoch, " (try a smaller --lr)");
     result.epoch_seconds.push_back(record.epoch_s);
     result.comm_seconds.push_back(record.comm_s);
     result.hidden_seconds.push_back(record.comm_hidden_s);
+    result.encode_seconds.push_back(record.encode_s);
+    result.decode_seconds.push_back(record.decode_s);
     result.final_loss = record.loss;
 
     if (epoch % config_.eval_every == 0 || epoch == config_.epochs) {
@@ -375,6 +410,7 @@ RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
   }
   for (int c = 0; c < kCategories; ++c) {
     result.bytes_per_epoch[c] = static_cast<std::uint64_t>(bytes_total[c] / config_.epochs);
+    result.raw_bytes_per_epoch[c] = static_cast<std::uint64_t>(raw_total[c] / config_.epochs);
   }
   return result;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -37,7 +38,11 @@ struct EpochRecord {
   // plus all-reduces (blocking); the part of the halo time hidden behind aggregation.
   double comm_s = 0.0;
   double comm_hidden_s = 0.0;
-  TrafficBytes bytes{};    // sent by all ranks in the training step, by category
+  TrafficBytes bytes{};      // sent by all ranks in the training step, by category
+  TrafficBytes raw_bytes{};  // the same before message encoding
+  double encode_s = 0.0;     // codec time of the step, mean over ranks
+  double decode_s = 0.0;
+  std::string bit_plan;      // adaptive codec: this rank's new plan (on re-planning epochs)
 };
 
 struct RunResult {
@@ -54,7 +59,10 @@ struct RunResult {
   std::vector<double> epoch_seconds;  // every epoch's training step
   std::vector<double> comm_seconds;   // every epoch's comm_s
   std::vector<double> hidden_seconds; // every epoch's comm_hidden_s
+  std::vector<double> encode_seconds; // every epoch's encode_s
+  std::vector<double> decode_seconds; // every epoch's decode_s
   TrafficBytes bytes_per_epoch{};     // mean over epochs of EpochRecord::bytes
+  TrafficBytes raw_bytes_per_epoch{}; // the same before message encoding
 };
 
 // Sizes of the whole graph, summed over ranks at set-up.

@@ -3,7 +3,9 @@
 // category, and an empty plan sends nothing. Inputs are small integers, so every check is exact.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "comm/halo_exchange.h"
@@ -52,10 +54,10 @@ TEST_F(HaloExchangeTest, ForwardFillsHaloBlocksWithOwnersRows) {
   Tensor x(g.num_owned(), kWidth);
   for (std::int64_t i = 0; i < g.num_owned(); ++i)
     for (std::int64_t f = 0; f < kWidth; ++f) x.row<float>(i)[f] = forward_value(g.owned_ids[i], f);
-  HaloExchange exchange(comm, g.halo);
+  HaloExchange exchange(comm, g.halo, g.owned_ids, g.halo_ids);
   Tensor halo;
   exchange.start_forward(x, halo, /*layer=*/2);
-  exchange.finish_forward();
+  exchange.finish_forward(halo);
   ASSERT_EQ(halo.rows(), g.num_halo());
   std::int64_t wrong = 0;
   for (std::int64_t j = 0; j < g.num_halo(); ++j)
@@ -76,7 +78,7 @@ TEST_F(HaloExchangeTest, BackwardAddsEveryPeersGradientIntoTheOwner) {
       d_halo.row<float>(j)[f] = backward_value(g.halo_ids[j], comm.rank(), f);
   Tensor d_x(g.num_owned(), kWidth);
   for (std::int64_t i = 0; i < d_x.numel(); ++i) d_x.f32()[i] = 0.5f;
-  HaloExchange exchange(comm, g.halo);
+  HaloExchange exchange(comm, g.halo, g.owned_ids, g.halo_ids);
   exchange.start_backward(d_halo, /*layer=*/1);
   exchange.finish_backward(d_x);
 
@@ -101,7 +103,7 @@ TEST_F(HaloExchangeTest, BackwardAddsEveryPeersGradientIntoTheOwner) {
 
 TEST_F(HaloExchangeTest, RepeatedExchangesOfSeveralLayersStayExact) {
   const LocalGraph& g = mine().graph;
-  HaloExchange exchange(comm, g.halo);
+  HaloExchange exchange(comm, g.halo, g.owned_ids, g.halo_ids);
   for (int layer = 0; layer < 3; ++layer) {
     const std::int64_t width = 1 + 16 * layer;  // 1, 17, 33
     Tensor x(g.num_owned(), width), halo;
@@ -111,12 +113,121 @@ TEST_F(HaloExchangeTest, RepeatedExchangesOfSeveralLayersStayExact) {
     exchange.start_forward(x, halo, layer);
     while (!exchange.poll()) {
     }
-    exchange.finish_forward();
+    exchange.finish_forward(halo);
     std::int64_t wrong = 0;
     for (std::int64_t j = 0; j < g.num_halo(); ++j)
       for (std::int64_t f = 0; f < width; ++f)
         wrong += halo.row<float>(j)[f] != forward_value(g.halo_ids[j], f) + layer;
     EXPECT_EQ(wrong, 0) << "layer " << layer << " rank " << comm.rank();
+  }
+}
+
+// Forward through a codec: every halo value within the codec's error of the owner's value
+// (int8: one quantisation step of the row's range; bf16: relative 2^-8), and traffic counted
+// raw (f32) and sent (encoded, headers included).
+TEST_F(HaloExchangeTest, EncodedForwardStaysWithinTheCodecError) {
+  const LocalGraph& g = mine().graph;
+  Tensor x(g.num_owned(), kWidth);
+  for (std::int64_t i = 0; i < g.num_owned(); ++i)
+    for (std::int64_t f = 0; f < kWidth; ++f) x.row<float>(i)[f] = forward_value(g.owned_ids[i], f);
+  for (const CodecKind codec : {CodecKind::Bf16, CodecKind::Int8, CodecKind::Int2}) {
+    ExchangeCodecs codecs;
+    codecs.forward = codec;
+    HaloExchange exchange(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
+    exchange.set_noise(3, 1);
+    const std::uint64_t sent_before = comm.traffic().sent(TrafficCategory::HaloForward);
+    const std::uint64_t raw_before = comm.traffic().raw(TrafficCategory::HaloForward);
+    Tensor halo;
+    exchange.start_forward(x, halo, 0);
+    exchange.finish_forward(halo);
+    double worst = 0.0;
+    for (std::int64_t j = 0; j < g.num_halo(); ++j) {
+      // Row values v*10 + f, f in [0, 7): range 6 over the row.
+      for (std::int64_t f = 0; f < kWidth; ++f) {
+        const double want = forward_value(g.halo_ids[j], f);
+        const double error = std::abs(halo.row<float>(j)[f] - want);
+        const double bound = codec == CodecKind::Bf16 ? std::abs(want) / 256.0 + 1e-6
+                                                      : 6.0 / ((1 << value_bits(codec)) - 1) + 1e-3;
+        worst = std::max(worst, error / bound);
+      }
+    }
+    EXPECT_LE(worst, 1.0) << to_string(codec) << " rank " << comm.rank();
+    const std::int64_t messages = [&] {
+      std::int64_t m = 0;
+      for (int p = 0; p < comm.size(); ++p) m += g.halo.send_count(p) > 0;
+      return m;
+    }();
+    EXPECT_EQ(comm.traffic().raw(TrafficCategory::HaloForward) - raw_before,
+              static_cast<std::uint64_t>(g.halo.num_send() * kWidth * 4));
+    EXPECT_EQ(comm.traffic().sent(TrafficCategory::HaloForward) - sent_before,
+              static_cast<std::uint64_t>(g.halo.num_send()) * encoded_row_bytes(codec, kWidth) +
+                  static_cast<std::uint64_t>(messages) * kMessageHeaderBytes);
+  }
+}
+
+// Adaptive: after a re-plan, sender and receiver agree on every message's bits (a mismatch
+// would fail the receiver's header check), and the plan names this rank's messages.
+TEST_F(HaloExchangeTest, AdaptivePlansAgreeAcrossRanks) {
+  const LocalGraph& g = mine().graph;
+  ExchangeCodecs codecs;
+  codecs.adaptive = true;
+  codecs.bit_budget = 4.0;
+  codecs.num_layers = 2;
+  HaloExchange exchange(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
+  Tensor x(g.num_owned(), kWidth), halo, d_x(g.num_owned(), kWidth);
+  for (int epoch = 1; epoch <= 3; ++epoch) {
+    exchange.set_noise(5, epoch);
+    if (epoch > 1) {
+      const std::string plan = exchange.replan();
+      if (g.halo.num_send() > 0) {
+        EXPECT_NE(plan.find("bits"), std::string::npos) << plan;
+      }
+    }
+    for (int layer = 0; layer < 2; ++layer) {
+      // Layer 1's rows have a 1000x wider range than layer 0's: they should get more bits.
+      for (std::int64_t i = 0; i < x.numel(); ++i)
+        x.f32()[i] = static_cast<float>((i % 13) * (layer == 0 ? 0.001 : 1.0));
+      exchange.start_forward(x, halo, layer);
+      exchange.finish_forward(halo);
+      Tensor d_halo = halo.clone();
+      d_x.zero();
+      exchange.start_backward(d_halo, layer);
+      exchange.finish_backward(d_x);
+    }
+  }
+}
+
+// A message whose header does not match what the receiver expects (here: rank 0 sends a raw
+// f32 block where rank 1 expects an int8 message) is refused on the receiving rank with a
+// message naming the sender and the layer; nothing is decoded from it.
+TEST_F(HaloExchangeTest, MismatchedMessageIsRefusedByTheReceiver) {
+  if (comm.size() != 2) GTEST_SKIP() << "written for 2 ranks";
+  const LocalGraph& g = mine().graph;
+  if (g.halo.recv_count(1 - comm.rank()) == 0) GTEST_SKIP() << "no halo between the two parts";
+  ExchangeCodecs codecs;
+  codecs.forward = CodecKind::Int8;
+  HaloExchange exchange(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
+  Tensor x = Tensor::zeros(g.num_owned(), kWidth), halo;
+  if (comm.rank() == 0) {
+    // Rank 0 plays a broken peer: the right tag, the right size, garbage for a header.
+    const std::size_t bytes = kMessageHeaderBytes +
+        static_cast<std::size_t>(g.halo.send_count(1)) * encoded_row_bytes(CodecKind::Int8, kWidth);
+    std::vector<std::byte> garbage(bytes, std::byte{0x5A}), incoming(
+        kMessageHeaderBytes + static_cast<std::size_t>(g.halo.recv_count(1)) *
+                                  encoded_row_bytes(CodecKind::Int8, kWidth));
+    auto receive = comm.irecv(incoming, 1, /*tag of layer 0 forward=*/0);
+    comm.isend(garbage, 1, 0, TrafficCategory::HaloForward)->wait();
+    receive->wait();
+  } else {
+    exchange.start_forward(x, halo, 0);
+    try {
+      exchange.finish_forward(halo);
+      ADD_FAILURE() << "a garbage message was decoded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::InvalidInput);
+      EXPECT_NE(e.message().find("halo forward from rank 0, layer 0"), std::string::npos)
+          << e.message();
+    }
   }
 }
 

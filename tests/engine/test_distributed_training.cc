@@ -113,7 +113,7 @@ TEST_F(DistributedTraining, HaloPropagatorMatchesWholeGraphSpmm) {
   for (const bool gcn : {true, false}) {
     const Csr whole = gcn ? whole_gcn.transpose() : mean_normalized(graph);
     const Csr whole_t = whole.transpose();
-    HaloExchange exchange(comm, g.halo);
+    HaloExchange exchange(comm, g.halo, g.owned_ids, g.halo_ids);
     HaloPropagator local(gcn ? local_gcn : mean_normalized(g.adjacency),
                          gcn ? MatrixSymmetry::Symmetric : MatrixSymmetry::General, exchange);
     const std::int64_t f = 9;

@@ -1,0 +1,65 @@
+// Message codecs for rows that cross ranks (halo embeddings forward, halo gradients backward):
+// none (f32), bf16 and fp16 (round to nearest even), and 8-, 4- and 2-bit integer codecs with a
+// per-row offset and scale (f32) and stochastic rounding, so that a decoded value equals the
+// original in expectation. Values are packed densely, row by row; the noise is drawn from the
+// counter RNG keyed by (seed, epoch, layer, direction) for (global node id, feature), so it does
+// not depend on the partitioning or the thread count. Every message starts with a header that
+// the receiver checks (codec id, rows, width, size) before decoding a single value.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "engine/core/csr.h"
+#include "engine/core/rng.h"
+#include "engine/core/tensor.h"
+
+namespace tessera {
+
+enum class CodecKind : std::uint8_t { None = 0, Bf16 = 1, Fp16 = 2, Int8 = 3, Int4 = 4, Int2 = 5 };
+
+// "none" | "bf16" | "fp16" | "int8" | "int4" | "int2"; anything else: InvalidArgument listing them.
+CodecKind parse_codec(const std::string& name);
+std::string_view to_string(CodecKind kind);
+int value_bits(CodecKind kind);      // 32, 16, 16, 8, 4, 2
+bool is_stochastic(CodecKind kind);  // the integer codecs
+// Bytes of one encoded row of width f: the packed values, rounded up to whole bytes, plus for
+// the integer codecs the row's offset and scale (two f32, 8 bytes).
+std::size_t encoded_row_bytes(CodecKind kind, std::int64_t f);
+
+// The stream a message's rounding noise comes from (purpose CodecForward / CodecBackward).
+struct CodecNoise {
+  std::uint64_t seed = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t layer = 0;
+  RngPurpose purpose = RngPurpose::CodecForward;
+};
+
+// Encodes rows x[src_rows[i]], i in [0, R), into out (exactly R * encoded_row_bytes(kind, F)
+// bytes, else InvalidArgument). row_ids[i] is the global node id of row i (the noise key).
+// Parallel over rows; the bytes do not depend on the thread count. When `ranges` is not empty
+// it receives max - min of every encoded row (R), the statistic adaptive bit planning uses.
+void encode_rows(CodecKind kind, std::span<std::byte> out, const Tensor& x,
+                 std::span<const NodeId> src_rows, std::span<const GlobalId> row_ids,
+                 const CodecNoise& noise, std::span<float> ranges = {});
+// Decodes num_rows rows from `in` (exactly num_rows * encoded_row_bytes bytes, else
+// InvalidInput) into rows [first_row, first_row + num_rows) of out (F = out.cols()).
+void decode_rows(CodecKind kind, Tensor& out, std::int64_t first_row, std::int64_t num_rows,
+                 std::span<const std::byte> in);
+
+// The 16-byte header in front of every encoded message: magic, codec id, rows, width.
+inline constexpr std::size_t kMessageHeaderBytes = 16;
+void write_message_header(std::span<std::byte> out, CodecKind kind, std::int64_t rows,
+                          std::int64_t cols);
+// Checks a received message (header and total size) against what the receiver expects and
+// returns its codec; InvalidInput naming `where` (e.g. "halo forward from rank 2, layer 1") for
+// a short buffer, a bad magic, an unknown codec id, other rows or width, or a size mismatch.
+// With `adaptive` any integer codec is accepted (the sender picks the bits per message);
+// otherwise the codec must be `expected`.
+CodecKind read_message_header(std::span<const std::byte> in, std::int64_t rows, std::int64_t cols,
+                              bool adaptive, CodecKind expected, const std::string& where);
+
+}  // namespace tessera
