@@ -11,6 +11,7 @@
 #include "comm/halo_exchange.h"
 #include "comm/mpi_communicator.h"
 #include "datasets/synthetic.h"
+#include "engine/core/kernels.h"
 #include "partition/graph_part.h"
 
 namespace tessera {
@@ -163,6 +164,35 @@ TEST_F(HaloExchangeTest, EncodedForwardStaysWithinTheCodecError) {
               static_cast<std::uint64_t>(g.halo.num_send()) * encoded_row_bytes(codec, kWidth) +
                   static_cast<std::uint64_t>(messages) * kMessageHeaderBytes);
   }
+}
+
+// Error feedback: what a message loses is carried into the next one, so the sum of T decoded
+// messages of the same rows stays within one residual (at most a quantisation step, here with
+// a margin for the residual widening the row's range) of T times the rows, instead of drifting
+// like sqrt(T) steps.
+TEST_F(HaloExchangeTest, ErrorFeedbackKeepsTheSumOfMessagesExact) {
+  const LocalGraph& g = mine().graph;
+  ExchangeCodecs codecs;
+  codecs.forward = CodecKind::Int2;
+  codecs.error_feedback = true;
+  HaloExchange exchange(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
+  Tensor x(g.num_owned(), kWidth), halo;
+  for (std::int64_t i = 0; i < g.num_owned(); ++i)
+    for (std::int64_t f = 0; f < kWidth; ++f) x.row<float>(i)[f] = static_cast<float>(f % 3) * 0.37f;
+  constexpr int kEpochs = 20;
+  Tensor sum = Tensor::zeros(g.num_halo(), kWidth);
+  for (int epoch = 1; epoch <= kEpochs; ++epoch) {
+    exchange.set_noise(1, epoch);
+    exchange.start_forward(x, halo, 0);
+    exchange.finish_forward(halo);
+    axpy(sum, 1.0f, halo);
+  }
+  // Rows span [0, 0.74]: a 2-bit step is 0.25; the residual can widen the range to ~2x.
+  double worst = 0.0;
+  for (std::int64_t j = 0; j < g.num_halo(); ++j)
+    for (std::int64_t f = 0; f < kWidth; ++f)
+      worst = std::max(worst, std::abs(sum.row<float>(j)[f] - kEpochs * (f % 3) * 0.37));
+  EXPECT_LE(worst, 0.5) << "rank " << comm.rank();
 }
 
 // Adaptive: after a re-plan, sender and receiver agree on every message's bits (a mismatch
