@@ -242,24 +242,28 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
 std::string HaloExchange::replan() {
   const int k = plan_.num_peers(), layers = codecs_.num_layers;
   if (!codecs_.adaptive) return {};
-  // Every outgoing message seen since the last plan is an item.
-  std::vector<BitPlanItem> items;
-  std::vector<std::pair<int, std::size_t>> where;  // (direction, cell) of each item
+  // Every outgoing message seen since the last plan is an item. The two directions are planned
+  // separately, each under the budget: embeddings and gradients differ in scale by orders of
+  // magnitude, so one absolute-variance objective would starve the gradients of bits.
+  std::string text;
   for (int d = 0; d < 2; ++d) {
+    std::vector<BitPlanItem> items;
+    std::vector<std::size_t> cells;
     for (std::size_t cell = 0; cell < out_values_[d].size(); ++cell) {
       if (out_values_[d][cell] == 0.0) continue;
       items.push_back({static_cast<std::int64_t>(out_values_[d][cell]), out_weight_[d][cell]});
-      where.emplace_back(d, cell);
+      cells.push_back(cell);
     }
-  }
-  const std::vector<int> bits = plan_bits(items, codecs_.bit_budget);
-  std::string text;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    const auto [d, cell] = where[i];
-    out_codecs_[d][cell] = bits[i] == 8 ? CodecKind::Int8 : bits[i] == 4 ? CodecKind::Int4
-                                                                        : CodecKind::Int2;
-    text += detail::concat(text.empty() ? "" : ", ", "layer ", cell / k, d == 0 ? " fwd" : " bwd",
-                           " -> rank ", cell % k, ": ", bits[i], " bits");
+    const std::vector<int> bits = plan_bits(items, codecs_.bit_budget);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const std::size_t cell = cells[i];
+      out_codecs_[d][cell] = bits[i] == 8   ? CodecKind::Int8
+                             : bits[i] == 4 ? CodecKind::Int4
+                                            : CodecKind::Int2;
+      text += detail::concat(text.empty() ? "" : ", ", "layer ", cell / k,
+                             d == 0 ? " fwd" : " bwd", " -> rank ", cell % k, ": ", bits[i],
+                             " bits");
+    }
   }
   for (int d = 0; d < 2; ++d) {
     std::fill(out_weight_[d].begin(), out_weight_[d].end(), 0.0);

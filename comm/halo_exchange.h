@@ -51,9 +51,9 @@ struct ExchangeTimes {
 
 // How messages are encoded. With error feedback, what a row's quantisation lost is kept (per
 // layer and direction) and added to that row's next message. With `adaptive`, every message
-// (direction, layer, peer) gets 2, 4 or 8 bits from bit_plan.h under `bit_budget` bits per value,
-// re-planned by replan() from the ranges seen since the last plan (forward and backward codecs
-// are then ignored).
+// (direction, layer, peer) gets 2, 4 or 8 bits from bit_plan.h under `bit_budget` bits per value
+// (each direction planned on its own), re-planned by replan() from the ranges seen since the
+// last plan (forward and backward codecs are then ignored).
 struct ExchangeCodecs {
   CodecKind forward = CodecKind::None;
   CodecKind backward = CodecKind::None;
