@@ -6,9 +6,7 @@
 // final test accuracy (mean ± std over the runs) against none's. --csv writes the points of the
 // accuracy-vs-bytes figure (scripts/plot_codecs.py).
 #include <CLI/CLI.hpp>
-#include <fcntl.h>
 #include <omp.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,31 +64,7 @@ struct Flags {
   std::string tmpdir;
 };
 
-// One JSON object per line on stdout as each measurement finishes; also kept for --json.
-class JsonLines {
- public:
-  void emit(const char* bench, const Json& fields) {
-    Json line = {{"bench", bench}};
-    line.update(fields);
-    const std::string text = line.dump();
-    std::printf("%s\n", text.c_str());
-    std::fflush(stdout);
-    all_ += text + '\n';
-  }
-  const std::string& all() const { return all_; }
-
- private:
-  std::string all_;
-};
-
 double ratio(double a, double b) { return b > 0 ? a / b : kNaN; }
-
-std::string fixed(double value, int digits) {
-  if (std::isnan(value)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, value);
-  return buf;
-}
 
 Json number(double v) { return std::isnan(v) ? Json(nullptr) : Json(v); }
 
@@ -198,65 +172,6 @@ void print_kernel_table(const Flags& flags, const std::vector<KernelRow>& rows) 
   }
 }
 
-// ---- child processes (as in bench_graph_parallel) ----
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string join(const std::vector<std::string>& words) {
-  std::string line;
-  for (const std::string& w : words) line += (line.empty() ? "" : " ") + w;
-  return line;
-}
-
-[[noreturn]] void exec_child(const std::vector<std::string>& argv,
-                             const std::vector<std::string>& env, const std::string& out_file,
-                             const std::string& err_file) {
-  for (const std::string& entry : env) ::putenv(const_cast<char*>(entry.c_str()));
-  const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (out >= 0) ::dup2(out, STDOUT_FILENO);
-  if (err >= 0) ::dup2(err, STDERR_FILENO);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execv(args[0], args.data());
-  std::fprintf(stderr, "cannot execute %s: %s\n", args[0], std::strerror(errno));
-  ::_exit(127);
-}
-
-// Runs argv with env added, output in log + ".out" / ".err"; returns wall seconds; throws (after
-// printing the command and its output) when it does not exit 0.
-double run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                 const fs::path& log) {
-  const std::string out_file = log.string() + ".out", err_file = log.string() + ".err";
-  std::fflush(stdout);
-  std::fflush(stderr);
-  Stopwatch watch;
-  const pid_t pid = ::fork();
-  TESSERA_CHECK(pid >= 0, Io, "fork failed: ", std::strerror(errno));
-  if (pid == 0) exec_child(argv, env, out_file, err_file);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    TESSERA_CHECK(errno == EINTR, Io, "waitpid failed: ", std::strerror(errno));
-  }
-  const double seconds = watch.seconds();
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return seconds;
-  const std::string how = WIFEXITED(status)
-                              ? "exited with status " + std::to_string(WEXITSTATUS(status))
-                              : "was killed by signal " + std::to_string(WTERMSIG(status));
-  std::fprintf(stderr, "bench_codec: this command %s after %.1f s:\n  %s %s\n"
-               "---- its stderr ----\n%s---- its stdout ----\n%s--------\n",
-               how.c_str(), seconds, join(env).c_str(), join(argv).c_str(),
-               read_text(err_file).c_str(), read_text(out_file).c_str());
-  throw std::runtime_error(fs::path(argv[0]).filename().string() + " " + how +
-                           " (its output is above)");
-}
-
 // ---- 2. training ----
 
 struct TrainRow {
@@ -298,7 +213,7 @@ TrainRow train_one(const Flags& flags, const std::string& codec, const fs::path&
                codec.c_str(), flags.ranks, threads_per_rank(flags));
   TrainRow row;
   row.codec = codec;
-  row.wall_s = run_child(argv, child_env(flags), scratch / ("train-" + codec));
+  row.wall_s = run_child("bench_codec", argv, child_env(flags), scratch / ("train-" + codec));
   const Json s = Json::parse(read_text(summary));
   const Json& bytes = s.at("comm_bytes_per_epoch");
   const Json& raw = s.at("comm_bytes_per_epoch_raw");
@@ -311,7 +226,8 @@ TrainRow train_one(const Flags& flags, const std::string& codec, const fs::path&
   row.decode_s = s.at("decode_s").get<double>();
   row.acc = s.at("final_test_acc").get<double>();
   row.acc_std = s.at("final_test_acc_std").get<double>();
-  for (const Json& r : s.at("per_run")) row.per_run_acc.push_back(r.at("final_test_acc").get<double>());
+  for (const Json& r : s.at("per_run"))
+    row.per_run_acc.push_back(r.at("final_test_acc").get<double>());
   return row;
 }
 
@@ -388,12 +304,13 @@ int run(Flags flags) {
   std::fprintf(stderr, "[bench_codec] partitioning %s into %d parts (METIS)\n",
                flags.dataset.c_str(), flags.ranks);
   const double partition_s =
-      run_child({PARTITION_GRAPH_PATH, "--dataset", flags.dataset, "--parts",
+      run_child("bench_codec", {PARTITION_GRAPH_PATH, "--dataset", flags.dataset, "--parts",
                  std::to_string(flags.ranks), "--partition", "metis", "--out", store.string(),
                  "--quiet"},
                 child_env(flags), scratch.path() / "partition");
   std::vector<TrainRow> rows;
-  for (const std::string& codec : flags.codecs) rows.push_back(train_one(flags, codec, store, scratch.path()));
+  for (const std::string& codec : flags.codecs)
+    rows.push_back(train_one(flags, codec, store, scratch.path()));
   compare_to_none(rows);
   for (const TrainRow& r : rows) out.emit("codec_training", train_json(flags, r));
   out.emit("timing", {{"kernels_s", kernel_s}, {"partition_wall_s", partition_s},

@@ -1,44 +1,18 @@
-// What every benchmark program shares: its main() (CLI11 parsing, then the benchmark; any
-// exception becomes "NAME: error: ..." and exit status 1) and a scratch directory that is
-// removed with its contents when the benchmark ends.
+// Shared by the benchmark programs: their main() (CLI11 parsing, then the benchmark; any
+// exception becomes "NAME: error: ..." and exit status 1), a scratch directory removed with its
+// contents at the end, JSON lines on stdout, number formatting, and running a child process
+// (mpiexec, partition_graph) with its output captured.
 #pragma once
 
-#include <stdlib.h>
-
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <system_error>
-
-#include "engine/core/error.h"
+#include <vector>
 
 namespace tessera {
-
-// A directory made with mkdtemp under `parent`, removed with everything in it on destruction.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::filesystem::path& parent) {
-    std::string pattern = (parent / "tessera_bench_XXXXXX").string();
-    TESSERA_CHECK(::mkdtemp(pattern.data()) != nullptr, Io, "cannot create a directory in ",
-                  parent.string(), ": ", std::strerror(errno));
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 
 template <class Flags, class AddFlags, class Run>
 int bench_main(int argc, char** argv, const char* name, const std::string& description,
@@ -58,5 +32,39 @@ int bench_main(int argc, char** argv, const char* name, const std::string& descr
   }
   return 1;
 }
+
+// A directory made with mkdtemp under `parent`, removed with everything in it on destruction.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::filesystem::path& parent);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// One JSON object per line on stdout as each measurement finishes; also kept for --json.
+class JsonLines {
+ public:
+  void emit(const char* bench, const nlohmann::ordered_json& fields);
+  const std::string& all() const { return all_; }
+
+ private:
+  std::string all_;
+};
+
+// value with `digits` decimals, or "-" for NaN.
+std::string fixed(double value, int digits);
+std::string read_text(const std::filesystem::path& path);
+std::string join(const std::vector<std::string>& words);  // words separated by spaces
+
+// Runs `argv` (argv[0] a path) with `env` ("NAME=value") added to the environment, its stdout
+// and stderr in log + ".out" / ".err"; returns the wall seconds. When it does not exit 0, prints
+// "<program>: this command ..." with the command and its output, and throws.
+double run_child(const char* program, const std::vector<std::string>& argv,
+                 const std::vector<std::string>& env, const std::filesystem::path& log);
 
 }  // namespace tessera

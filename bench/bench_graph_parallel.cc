@@ -4,8 +4,6 @@
 // quality, halo and all-reduce bytes per epoch, median epoch, communication time and its hidden
 // share, peak RSS per rank, and the halo bytes against the traffic model of DESIGN.md.
 #include <CLI/CLI.hpp>
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,87 +52,6 @@ struct Flags {
   std::string json_file;
   std::string tmpdir;
 };
-
-// ---- output ----
-
-// One JSON object per line on stdout as each measurement finishes; also kept for --json.
-class JsonLines {
- public:
-  void emit(const char* bench, const Json& fields) {
-    Json line = {{"bench", bench}};
-    line.update(fields);
-    const std::string text = line.dump();
-    std::printf("%s\n", text.c_str());
-    std::fflush(stdout);
-    all_ += text + '\n';
-  }
-  const std::string& all() const { return all_; }
-
- private:
-  std::string all_;
-};
-
-
-// ---- child processes ----
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string join(const std::vector<std::string>& words) {
-  std::string line;
-  for (const std::string& w : words) line += (line.empty() ? "" : " ") + w;
-  return line;
-}
-
-// In the forked child: the extra environment, stdout/stderr into the log files, then exec.
-[[noreturn]] void exec_child(const std::vector<std::string>& argv,
-                             const std::vector<std::string>& env, const std::string& out_file,
-                             const std::string& err_file) {
-  for (const std::string& entry : env) ::putenv(const_cast<char*>(entry.c_str()));
-  const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (out >= 0) ::dup2(out, STDOUT_FILENO);
-  if (err >= 0) ::dup2(err, STDERR_FILENO);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execv(args[0], args.data());
-  std::fprintf(stderr, "cannot execute %s: %s\n", args[0], std::strerror(errno));
-  ::_exit(127);
-}
-
-// Runs `argv` (argv[0] a path) with `env` ("NAME=value") added to the environment, its stdout
-// and stderr in log + ".out" / ".err"; returns the wall seconds. When it does not exit 0, prints
-// the command and its stderr and throws.
-double run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                 const fs::path& log) {
-  const std::string out_file = log.string() + ".out", err_file = log.string() + ".err";
-  std::fflush(stdout);
-  std::fflush(stderr);
-  Stopwatch watch;
-  const pid_t pid = ::fork();
-  TESSERA_CHECK(pid >= 0, Io, "fork failed: ", std::strerror(errno));
-  if (pid == 0) exec_child(argv, env, out_file, err_file);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    TESSERA_CHECK(errno == EINTR, Io, "waitpid failed: ", std::strerror(errno));
-  }
-  const double seconds = watch.seconds();
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return seconds;
-  const std::string how = WIFEXITED(status)
-                              ? "exited with status " + std::to_string(WEXITSTATUS(status))
-                              : "was killed by signal " + std::to_string(WTERMSIG(status));
-  std::fprintf(stderr, "bench_graph_parallel: this command %s after %.1f s:\n  %s %s\n"
-               "---- its stderr ----\n%s---- its stdout ----\n%s--------\n",
-               how.c_str(), seconds, join(env).c_str(), join(argv).c_str(),
-               read_text(err_file).c_str(), read_text(out_file).c_str());
-  throw std::runtime_error(fs::path(argv[0]).filename().string() + " " + how +
-                           " (its output is above)");
-}
 
 // ---- one configuration: partition, train, read the results ----
 
@@ -202,10 +119,11 @@ PartitionResult partition(const Config& c, const fs::path& store, const fs::path
     return stats_of_store(store);
   }
   std::fprintf(stderr, "[bench_graph_parallel] %s: partitioning\n", slug(c).c_str());
-  const double wall = run_child({PARTITION_GRAPH_PATH, "--dataset", c.dataset, "--parts",
-                                 std::to_string(c.ranks), "--partition", c.method, "--out",
-                                 store.string(), "--quiet"},
-                                child_env(c), logs / (slug(c) + ".partition"));
+  const double wall =
+      run_child("bench_graph_parallel",
+                {PARTITION_GRAPH_PATH, "--dataset", c.dataset, "--parts", std::to_string(c.ranks),
+                 "--partition", c.method, "--out", store.string(), "--quiet"},
+                child_env(c), logs / (slug(c) + ".partition"));
   PartitionResult r = stats_of_store(store);
   r.wall_s = wall;
   return r;
@@ -302,8 +220,9 @@ Row measure(const Flags& flags, const Config& c, const fs::path& scratch) {
   const fs::path metrics = scratch / (slug(c) + ".metrics.jsonl");
   std::fprintf(stderr, "[bench_graph_parallel] %s: training (%d threads per rank)\n",
                slug(c).c_str(), c.threads);
-  row.train_wall_s = run_child(train_command(flags, c, store, summary, metrics), child_env(c),
-                               scratch / (slug(c) + ".train"));
+  row.train_wall_s =
+      run_child("bench_graph_parallel", train_command(flags, c, store, summary, metrics),
+                child_env(c), scratch / (slug(c) + ".train"));
   read_summary(row, summary);
   read_epochs(row, metrics);
   row.widths = exchanged_widths(row.f_in, flags.hidden, row.outputs, flags.layers);
@@ -316,12 +235,6 @@ Row measure(const Flags& flags, const Config& c, const fs::path& scratch) {
 double ratio(double a, double b) { return b > 0 ? a / b : kNaN; }
 
 // "%.*f" of a value, "-" for NaN.
-std::string fixed(double value, int digits) {
-  if (std::isnan(value)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, value);
-  return buf;
-}
 
 Json row_json(const Flags& flags, const Row& r) {
   auto number = [](double v) { return std::isnan(v) ? Json(nullptr) : Json(v); };

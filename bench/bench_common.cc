@@ -1,0 +1,110 @@
+// The shared benchmark helpers of bench_common.h: scratch directories, JSON lines, formatting,
+// and child processes by fork/exec with their output in log files.
+#include "bench/bench_common.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+
+#include "engine/core/error.h"
+#include "engine/system.h"
+
+namespace tessera {
+namespace {
+
+// In the forked child: the extra environment, stdout/stderr into the log files, then exec.
+[[noreturn]] void exec_child(const std::vector<std::string>& argv,
+                             const std::vector<std::string>& env, const std::string& out_file,
+                             const std::string& err_file) {
+  for (const std::string& entry : env) ::putenv(const_cast<char*>(entry.c_str()));
+  const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (out >= 0) ::dup2(out, STDOUT_FILENO);
+  if (err >= 0) ::dup2(err, STDERR_FILENO);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execv(args[0], args.data());
+  std::fprintf(stderr, "cannot execute %s: %s\n", args[0], std::strerror(errno));
+  ::_exit(127);
+}
+
+}  // namespace
+
+ScratchDir::ScratchDir(const std::filesystem::path& parent) {
+  std::string pattern = (parent / "tessera_bench_XXXXXX").string();
+  TESSERA_CHECK(::mkdtemp(pattern.data()) != nullptr, Io, "cannot create a directory in ",
+                parent.string(), ": ", std::strerror(errno));
+  path_ = pattern;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+void JsonLines::emit(const char* bench, const nlohmann::ordered_json& fields) {
+  nlohmann::ordered_json line = {{"bench", bench}};
+  line.update(fields);
+  const std::string text = line.dump();
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+  all_ += text + '\n';
+}
+
+std::string fixed(double value, int digits) {
+  if (std::isnan(value)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, value);
+  return buf;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string line;
+  for (const std::string& w : words) line += (line.empty() ? "" : " ") + w;
+  return line;
+}
+
+double run_child(const char* program, const std::vector<std::string>& argv,
+                 const std::vector<std::string>& env, const std::filesystem::path& log) {
+  const std::string out_file = log.string() + ".out", err_file = log.string() + ".err";
+  std::fflush(stdout);
+  std::fflush(stderr);
+  Stopwatch watch;
+  const pid_t pid = ::fork();
+  TESSERA_CHECK(pid >= 0, Io, "fork failed: ", std::strerror(errno));
+  if (pid == 0) exec_child(argv, env, out_file, err_file);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    TESSERA_CHECK(errno == EINTR, Io, "waitpid failed: ", std::strerror(errno));
+  }
+  const double seconds = watch.seconds();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return seconds;
+  const std::string how = WIFEXITED(status)
+                              ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                              : "was killed by signal " + std::to_string(WTERMSIG(status));
+  std::fprintf(stderr, "%s: this command %s after %.1f s:\n  %s %s\n"
+               "---- its stderr ----\n%s---- its stdout ----\n%s--------\n",
+               program, how.c_str(), seconds, join(env).c_str(), join(argv).c_str(),
+               read_text(err_file).c_str(), read_text(out_file).c_str());
+  throw std::runtime_error(std::filesystem::path(argv[0]).filename().string() + " " + how +
+                           " (its output is above)");
+}
+
+}  // namespace tessera
