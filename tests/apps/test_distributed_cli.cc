@@ -253,6 +253,14 @@ TEST(DistributedCli, PartsFlagMustMatchRanks) {
   expect_train_refused(2, "--parts 3 --epochs 2", {"--parts 3", "number of ranks (2)"});
 }
 
+TEST(DistributedCli, BadCodecFlagsAreRefused) {
+  expect_train_refused(2, "--codec adaptive --codec-backward int8 --epochs 2",
+                       {"--codec adaptive", "--codec-backward does not apply"});
+  expect_train_refused(2, "--codec adaptive --bit-budget 9 --epochs 2",
+                       {"--bit-budget", "[2, 8]", "got 9"});
+  expect_train_refused(2, "--codec int3 --epochs 2", {"--codec", "int3"});
+}
+
 TEST(DistributedCli, StoreMustHaveOnePartPerRank) {
   ASSERT_EQ(store(2).made.exit_code, 0) << store(2).made.output;
   expect_train_refused(4, "--partitions " + store(2).dir.string() + " --epochs 2",
