@@ -39,8 +39,6 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-constexpr double kMB = 1e6;  // decimal units throughout
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kKernelRepeats = 5;  // timed, after one warm-up
 
 struct Flags {
@@ -63,8 +61,6 @@ struct Flags {
   std::string csv_file;
   std::string tmpdir;
 };
-
-double ratio(double a, double b) { return b > 0 ? a / b : kNaN; }
 
 Json number(double v) { return std::isnan(v) ? Json(nullptr) : Json(v); }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -56,6 +57,10 @@ class JsonLines {
   std::string all_;
 };
 
+inline constexpr double kMB = 1e6;  // decimal units throughout, as STREAM reports them
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// a / b, or NaN when b is not positive.
+inline double ratio(double a, double b) { return b > 0 ? a / b : kNaN; }
 // value with `digits` decimals, or "-" for NaN.
 std::string fixed(double value, int digits);
 std::string read_text(const std::filesystem::path& path);

@@ -37,7 +37,6 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-constexpr double kMB = 1e6;  // decimal units throughout, as STREAM reports them
 constexpr double kGB = 1e9;
 constexpr std::int64_t kSpmmWidths[] = {16, 128, 256};
 
@@ -297,7 +296,6 @@ TrainResult measure_training(const Dataset& data, const Flags& flags) {
 }
 
 // ---- 5. loading: OGB raw layout vs HDF5 ----
-
 
 // Inflated size of a gzip file (all members), by decompressing it.
 std::uint64_t gunzip_size(const fs::path& file) {

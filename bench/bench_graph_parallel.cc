@@ -36,8 +36,6 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-constexpr double kMB = 1e6;  // decimal units throughout
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kWarmupEpochs = 1;  // run before the timed epochs; excluded from every median
 
 struct Flags {
@@ -231,8 +229,6 @@ Row measure(const Flags& flags, const Config& c, const fs::path& scratch) {
 }
 
 // ---- the report ----
-
-double ratio(double a, double b) { return b > 0 ? a / b : kNaN; }
 
 // "%.*f" of a value, "-" for NaN.
 

@@ -25,9 +25,6 @@ class HaloPropagator final : public Propagator {
   void backward(Tensor& d_x, const Tensor& d_out, int layer) override;
   std::int64_t num_rows() const override { return owned_.num_rows(); }
 
-  std::int64_t num_boundary_rows() const {
-    return static_cast<std::int64_t>(boundary_rows_.size());
-  }
   std::int64_t nnz() const { return owned_.nnz() + halo_.nnz(); }
 
  private:

@@ -20,6 +20,16 @@ std::vector<double> collect(const std::vector<RunResult>& results, double RunRes
   return values;
 }
 
+// One per-epoch series of every run, concatenated.
+std::vector<double> every_epoch(const std::vector<RunResult>& results,
+                                std::vector<double> RunResult::*series) {
+  std::vector<double> values;
+  for (const RunResult& r : results) {
+    values.insert(values.end(), (r.*series).begin(), (r.*series).end());
+  }
+  return values;
+}
+
 std::string percent(double value) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%6.2f%%", 100.0 * value);
@@ -161,7 +171,6 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["final_test_acc_std"] = stddev(final_test);
   s["final_loss"] = results.empty() ? 0.0 : results.back().final_loss;
   Json per_run = Json::array();
-  std::vector<double> all_epochs;
   for (const RunResult& r : results) {
     Json one;
     one["run"] = r.run;
@@ -179,28 +188,18 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
     one["comm_bytes_per_epoch"] = bytes_json(r.bytes_per_epoch);
     one["comm_bytes_per_epoch_raw"] = bytes_json(r.raw_bytes_per_epoch);
     per_run.push_back(std::move(one));
-    all_epochs.insert(all_epochs.end(), r.epoch_seconds.begin(), r.epoch_seconds.end());
   }
   s["per_run"] = std::move(per_run);
-  s["epoch_s_median"] = median(all_epochs);
-  std::vector<double> all_comm, all_hidden;
-  for (const RunResult& r : results) {
-    all_comm.insert(all_comm.end(), r.comm_seconds.begin(), r.comm_seconds.end());
-    all_hidden.insert(all_hidden.end(), r.hidden_seconds.begin(), r.hidden_seconds.end());
-  }
-  s["comm_s"] = median(all_comm);
-  s["comm_hidden_s"] = median(all_hidden);
+  // Medians over the epochs of all runs.
+  s["epoch_s_median"] = median(every_epoch(results, &RunResult::epoch_seconds));
+  s["comm_s"] = median(every_epoch(results, &RunResult::comm_seconds));
+  s["comm_hidden_s"] = median(every_epoch(results, &RunResult::hidden_seconds));
   s["comm_bytes_per_epoch"] =
       bytes_json(results.empty() ? TrafficBytes{} : results.back().bytes_per_epoch);
   s["comm_bytes_per_epoch_raw"] =
       bytes_json(results.empty() ? TrafficBytes{} : results.back().raw_bytes_per_epoch);
-  std::vector<double> all_encode, all_decode;
-  for (const RunResult& r : results) {
-    all_encode.insert(all_encode.end(), r.encode_seconds.begin(), r.encode_seconds.end());
-    all_decode.insert(all_decode.end(), r.decode_seconds.begin(), r.decode_seconds.end());
-  }
-  s["encode_s"] = median(all_encode);
-  s["decode_s"] = median(all_decode);
+  s["encode_s"] = median(every_epoch(results, &RunResult::encode_seconds));
+  s["decode_s"] = median(every_epoch(results, &RunResult::decode_seconds));
   s["load_s"] = info.load_s;
   s["setup_s"] = info.setup_s;
   s["total_s"] = info.total_s;

@@ -249,14 +249,11 @@ void Trainer::setup() {
                               static_cast<double>(part.train_rows.size()),
                               static_cast<double>(part.valid_rows.size()),
                               static_cast<double>(part.test_rows.size()),
-                              static_cast<double>(s.propagator->nnz()),
-                              static_cast<double>(part.graph.num_halo()),
-                              static_cast<double>(s.propagator->num_boundary_rows())};
+                              static_cast<double>(s.propagator->nnz())};
   comm.all_reduce_sum(std::span<double>(sums), TrafficCategory::Setup);
   s.train_loss_terms = static_cast<std::int64_t>(sums[0]);
   s.totals = {static_cast<std::int64_t>(sums[1]), static_cast<std::int64_t>(sums[2]),
-              static_cast<std::int64_t>(sums[3]), static_cast<std::int64_t>(sums[4]),
-              static_cast<std::int64_t>(sums[5]), static_cast<std::int64_t>(sums[6])};
+              static_cast<std::int64_t>(sums[3]), static_cast<std::int64_t>(sums[4])};
   TESSERA_CHECK(s.train_loss_terms > 0, InvalidInput, "dataset '", part.dataset.name,
                 "' has no labelled training node");
   setup_s_ = watch.seconds();
@@ -270,7 +267,6 @@ const Model& Trainer::model() const {
 }
 const GraphPart& Trainer::part() const { return impl_->part; }
 const GraphTotals& Trainer::totals() const { return impl_->totals; }
-Communicator& Trainer::comm() { return *impl_->comm; }
 
 RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
   Impl& s = *impl_;

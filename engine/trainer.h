@@ -71,8 +71,6 @@ struct GraphTotals {
   std::int64_t valid_nodes = 0;
   std::int64_t test_nodes = 0;
   std::int64_t operator_nnz = 0;  // entries of the normalised operator (with self loops for GCN)
-  std::int64_t halo_nodes = 0;
-  std::int64_t boundary_rows = 0;
 };
 
 using EpochCallback = std::function<void(const EpochRecord&)>;
@@ -94,7 +92,6 @@ class Trainer {
   const Model& model() const;
   const GraphPart& part() const;
   const GraphTotals& totals() const;
-  Communicator& comm();
   // Seconds spent building the graph operators.
   double setup_seconds() const { return setup_s_; }
 
