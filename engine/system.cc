@@ -1,11 +1,14 @@
-// Stopwatch helpers, peak RSS via getrusage, statistics, atomic file writes.
+// Stopwatch helpers, peak RSS via getrusage, statistics, atomic file writes, stop signals.
 #include "engine/system.h"
 
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -13,6 +16,27 @@
 #include "engine/core/error.h"
 
 namespace tessera {
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void record_stop_signal(int signal_number) { g_stop_signal = signal_number; }
+
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = record_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int signal_number : {SIGUSR1, SIGTERM}) {
+    TESSERA_CHECK(sigaction(signal_number, &action, nullptr) == 0, Internal,
+                  "sigaction(", signal_number, ") failed: ", std::strerror(errno));
+  }
+}
+
+int stop_signal() { return g_stop_signal; }
+void clear_stop_signal() { g_stop_signal = 0; }
 
 std::uint64_t peak_rss_bytes() {
   rusage usage{};

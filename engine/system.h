@@ -1,5 +1,6 @@
 // Small process-level utilities the engine and apps share: a monotonic stopwatch, peak
-// resident memory, the median of a sample, and writing a file atomically (temp file + rename).
+// resident memory, the median of a sample, writing a file atomically (temp file + rename), and
+// the stop request that SIGUSR1 / SIGTERM turn into (see Trainer::train).
 #pragma once
 
 #include <chrono>
@@ -34,5 +35,14 @@ double stddev(const std::vector<double>& values);
 // Writes `contents` to `path` through a temporary file in the same directory and a rename, so
 // readers never see a half-written file. Throws Io naming the path on failure.
 void write_file_atomic(const std::filesystem::path& path, std::string_view contents);
+
+// Stop requests. install_stop_handlers() makes SIGUSR1 (Slurm's warning before a time limit or
+// preemption) and SIGTERM (scancel, scontrol requeue, the time limit itself) record the signal
+// instead of ending the process; the trainer polls stop_signal() once per epoch and all ranks
+// agree on it. Idempotent; the handlers only store the signal number.
+void install_stop_handlers();
+// The last stop signal received since start or clear_stop_signal(); 0 when none.
+int stop_signal();
+void clear_stop_signal();
 
 }  // namespace tessera

@@ -10,6 +10,8 @@
 
 namespace tessera {
 
+enum class ResumeMode { Auto, Require, Never };
+
 struct TrainConfig {
   std::string dataset = "synth:default";  // raw-layout dir, .h5 file or synth:PRESET[:SEED]
   ModelKind model = ModelKind::Gcn;
@@ -34,6 +36,21 @@ struct TrainConfig {
   bool error_feedback = false;    // carry each row's quantisation residual to its next message
   double bit_budget = 4.0;
   int replan_every = 10;
+  // Checkpoints (engine/checkpoint.h), written by rank 0. Empty checkpoint_dir: none are written
+  // or read. A stop signal (SIGUSR1, SIGTERM) always writes one before training stops, and the
+  // last epoch of the last run writes one, so that a job restarted after it finished only
+  // reports.
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;       // epochs (of a run) between checkpoints; 0: only the above
+  int keep_checkpoints = 2;       // newest checkpoints kept in checkpoint_dir, >= 1
+  // Auto: continue from the newest valid checkpoint in checkpoint_dir when there is one (one of
+  // another configuration or dataset is an error naming the difference); Require: the same, but
+  // no valid checkpoint is an error; Never: start over (existing checkpoints get replaced).
+  ResumeMode resume = ResumeMode::Auto;
+  // SIGUSR1 and SIGTERM stop training at the end of the current epoch on every rank (checkpoint
+  // first, when checkpoint_dir is set) instead of ending the process; Trainer::train installs
+  // the handlers (engine/system.h). Library users that handle signals themselves turn it off.
+  bool handle_signals = true;
   std::string metrics_file;       // one JSON object per evaluated epoch; empty: none
   std::string summary_file;       // one JSON object at the end; empty: none
   bool progress = true;           // per-epoch lines and load progress on stderr

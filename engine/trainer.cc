@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 
 #include "comm/agreement.h"
 #include "comm/codec.h"
@@ -17,6 +20,7 @@
 #include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/core/kernels.h"
+#include "engine/checkpoint.h"
 #include "engine/halo_propagator.h"
 #include "engine/optimizer.h"
 #include "engine/system.h"
@@ -117,20 +121,109 @@ double split_rocauc(Communicator& comm, const Tensor& logits, const Tensor& targ
   return value;
 }
 
-// TESSERA_FAULT_INJECT=RANK:EPOCH makes that rank throw at the start of that epoch of every
-// run: how the tests check that one rank failing inside the training loop ends the whole job.
+// TESSERA_FAULT_INJECT=RANK:EPOCH[:MODE] makes that rank fail at that epoch of every run: how
+// the tests check that failures, kills and signals end or stop the whole job. MODE:
+//   throw       (default) throw an error at the start of the epoch
+//   kill        SIGKILL itself at the start of the epoch (a node or rank lost)
+//   usr1        send itself SIGUSR1 at the start of the epoch (a stop request on one rank)
+//   checkpoint  SIGKILL itself after writing that epoch's checkpoint, before its rename
+enum class FaultMode { Throw, Kill, Usr1, Checkpoint };
+
 struct FaultInjection {
   int rank = -1;
   int epoch = -1;
+  FaultMode mode = FaultMode::Throw;
 };
 
 FaultInjection fault_injection_from_env() {
   FaultInjection f;
   const char* text = std::getenv("TESSERA_FAULT_INJECT");
   if (text == nullptr || *text == '\0') return f;
-  TESSERA_CHECK(std::sscanf(text, "%d:%d", &f.rank, &f.epoch) == 2 && f.rank >= 0 && f.epoch >= 1,
-                InvalidArgument, "TESSERA_FAULT_INJECT='", text, "', expected RANK:EPOCH");
+  char mode[16] = "throw";
+  const int fields = std::sscanf(text, "%d:%d:%15s", &f.rank, &f.epoch, mode);
+  const std::string m = mode;
+  TESSERA_CHECK(fields >= 2 && f.rank >= 0 && f.epoch >= 1 &&
+                    (m == "throw" || m == "kill" || m == "usr1" || m == "checkpoint"),
+                InvalidArgument, "TESSERA_FAULT_INJECT='", text,
+                "', expected RANK:EPOCH[:throw|kill|usr1|checkpoint]");
+  f.mode = m == "kill" ? FaultMode::Kill
+           : m == "usr1" ? FaultMode::Usr1
+           : m == "checkpoint" ? FaultMode::Checkpoint
+                               : FaultMode::Throw;
   return f;
+}
+
+void inject_fault(const FaultInjection& f, int epoch) {
+  switch (f.mode) {
+    case FaultMode::Throw:
+      TESSERA_FAIL(Internal, "fault injected at epoch ", epoch, " (TESSERA_FAULT_INJECT)");
+    case FaultMode::Kill:
+      std::fprintf(stderr, "rank %d: killing itself at epoch %d (TESSERA_FAULT_INJECT)\n", f.rank,
+                   epoch);
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+      break;
+    case FaultMode::Usr1:
+      std::raise(SIGUSR1);
+      break;
+    case FaultMode::Checkpoint:
+      break;  // at the checkpoint write
+  }
+}
+
+// Fingerprint of the partitioning (which rank owns which node): FNV-1a of each rank's owned ids,
+// gathered with one all-reduce and combined in rank order.
+std::uint64_t partition_fingerprint(Communicator& comm, std::span<const GlobalId> owned_ids) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (GlobalId id : owned_ids) {
+    hash ^= static_cast<std::uint64_t>(id);
+    hash *= 0x100000001b3ULL;
+  }
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(comm.size()), 0);
+  slots[static_cast<std::size_t>(comm.rank())] = static_cast<std::int64_t>(hash >> 1);
+  comm.all_reduce_max(slots);
+  std::uint64_t combined = 0xcbf29ce484222325ULL;
+  for (std::int64_t slot : slots) {
+    combined ^= static_cast<std::uint64_t>(slot);
+    combined *= 0x100000001b3ULL;
+  }
+  return combined;
+}
+
+// Rank 0 picks the newest valid checkpoint of config.checkpoint_dir (setting corrupt ones aside
+// as NAME.corrupt, with a warning) and checks that it belongs to this configuration; returns
+// its image and path, or nothing. Throws on rank 0 only: call inside run_agreed.
+std::vector<std::byte> find_checkpoint(const TrainConfig& config, const CheckpointIdentity& identity,
+                                       std::string& path_out) {
+  const std::filesystem::path dir = config.checkpoint_dir;
+  for (const CheckpointFile& file : list_checkpoints(dir)) {
+    std::vector<std::byte> image;
+    std::string problem;
+    CheckpointState state;
+    try {
+      image = read_file_bytes(file.path);
+      // The label names the in-memory image (not the file, which HDF5 would then see as open).
+      state = checkpoint_from_image(image, "checkpoint " + file.path.string());
+    } catch (const Error& e) {
+      problem = e.message();
+    }
+    if (!problem.empty()) {
+      std::fprintf(stderr, "warning: skipping checkpoint %s: %s (set aside as %s.corrupt)\n",
+                   file.path.string().c_str(), problem.c_str(), file.path.filename().c_str());
+      std::error_code ignored;
+      std::filesystem::rename(file.path, file.path.string() + ".corrupt", ignored);
+      continue;
+    }
+    const std::string difference = identity_difference(state.identity, identity);
+    TESSERA_CHECK(difference.empty(), InvalidArgument, "checkpoint ", file.path.string(),
+                  " belongs to another configuration or dataset (", difference,
+                  "): use another --checkpoint-dir, or --no-resume to start over and replace it");
+    path_out = file.path.string();
+    return image;
+  }
+  TESSERA_CHECK(config.resume != ResumeMode::Require, InvalidArgument,
+                "--resume: no valid checkpoint in --checkpoint-dir ", dir.string());
+  return {};
 }
 
 }  // namespace
@@ -147,6 +240,8 @@ struct Trainer::Impl {
   std::int64_t train_loss_terms = 0;    // over all ranks
   double all_reduce_s = 0.0;            // blocking all-reduce time since the last reset
   FaultInjection fault;
+  std::vector<EpochRecord> history;     // train(): every record so far (checkpoints hold them)
+  std::vector<RunResult> finished;      // train(): the runs finished so far
   std::unique_ptr<Model> model;
   Tensor logits, logp, d_logits;        // (N, C)
 };
@@ -268,11 +363,18 @@ const Model& Trainer::model() const {
 const GraphPart& Trainer::part() const { return impl_->part; }
 const GraphTotals& Trainer::totals() const { return impl_->totals; }
 
-RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
+struct Trainer::RunState {
+  int run = 0;
+  int epoch = 0;  // epochs completed
+  RunResult result;
+  std::array<double, static_cast<int>(TrafficCategory::Count)> bytes_total{}, raw_total{};
+  std::unique_ptr<Adam> adam;
+  int local_stop = 0;  // the stop signal this rank saw when the run stopped
+};
+
+Trainer::RunState Trainer::begin_run(int run) {
   Impl& s = *impl_;
-  Communicator& comm = *s.comm;
-  const GraphPart& part = s.part;
-  const DatasetInfo& data = part.dataset;
+  const DatasetInfo& data = s.part.dataset;
   ModelConfig model_config;
   model_config.kind = config_.model;
   model_config.in_channels = data.num_features;
@@ -284,131 +386,304 @@ RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
   model_config.batch_norm = config_.batch_norm;
   model_config.seed = config_.seed + static_cast<std::uint64_t>(run);
   s.model = std::make_unique<Model>(model_config);
-  Model& model = *s.model;
-  Adam adam(AdamConfig{.lr = config_.lr, .weight_decay = config_.weight_decay}, model.param_info(),
-            static_cast<std::int64_t>(model.params().size()));
+  RunState state;
+  state.run = run;
+  state.adam = std::make_unique<Adam>(
+      AdamConfig{.lr = config_.lr, .weight_decay = config_.weight_decay}, s.model->param_info(),
+      static_cast<std::int64_t>(s.model->params().size()));
+  state.result.run = run;
+  state.result.seed = model_config.seed;
+  state.result.best_valid = -1.0;
+  // Error-feedback residuals start empty in every run, and after a resume (they are per rank
+  // and not part of a checkpoint).
+  s.exchange->reset_residuals();
+  return state;
+}
 
-  const bool multiclass = data.task == TaskType::MultiClass;
+bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
+  Impl& s = *impl_;
+  Communicator& comm = *s.comm;
+  const GraphPart& part = s.part;
+  Model& model = *s.model;
+  const bool multiclass = part.dataset.task == TaskType::MultiClass;
   const float loss_scale = 1.0f / static_cast<float>(s.train_loss_terms);
   constexpr int kCategories = static_cast<int>(TrafficCategory::Count);
-  RunResult result;
-  result.run = run;
-  result.seed = model_config.seed;
-  result.best_valid = -1.0;
-  std::array<double, kCategories> bytes_total{}, raw_total{};
-  s.exchange->reset_residuals();
-  for (int epoch = 1; epoch <= config_.epochs; ++epoch) {
-    EpochRecord record;
-    record.run = run;
-    record.epoch = epoch;
-    s.exchange->reset_times();
-    s.exchange->set_noise(model_config.seed, static_cast<std::uint64_t>(epoch));
-    if (s.exchange->codecs().adaptive && epoch > 1 && (epoch - 1) % config_.replan_every == 0) {
-      record.bit_plan = s.exchange->replan();
-    }
-    s.all_reduce_s = 0.0;
-    const TrafficCounter traffic_before = comm.traffic();
-    TESSERA_CHECK(!(s.fault.rank == comm.rank() && s.fault.epoch == epoch), Internal,
-                  "fault injected at epoch ", epoch, " (TESSERA_FAULT_INJECT)");
-    Stopwatch step;
-    model.zero_grad();
-    model.forward(s.logits, part.features, s.context, /*training=*/true, epoch);
-    s.d_logits.resize(s.logits.rows(), s.logits.cols());
-    double loss_sum = 0.0;
-    if (multiclass) {
-      s.logp.resize(s.logits.rows(), s.logits.cols());
-      log_softmax_forward(s.logp, s.logits);
-      loss_sum = nll_loss_sum(s.logp, part.labels, s.train_loss_rows);
-      log_softmax_nll_backward(s.d_logits, s.logp, part.labels, s.train_loss_rows, loss_scale);
-    } else {
-      std::int64_t terms = 0;
-      loss_sum = sigmoid_bce_loss_sum(s.logits, part.targets, s.train_loss_rows, &terms);
-      sigmoid_bce_backward(s.d_logits, s.logits, part.targets, s.train_loss_rows, loss_scale);
-    }
-    model.backward(s.d_logits, s.context);
-    {
-      Stopwatch reduce;
-      comm.all_reduce_sum(model.grads(), TrafficCategory::AllReduce);
-      s.all_reduce_s += reduce.seconds();
-    }
-    adam.step(model.params(), model.grads());
-    record.epoch_s = step.seconds();
+  RunResult& result = state.result;
+  const int epoch = state.epoch + 1;
+  const std::uint64_t seed = result.seed;
 
-    // One all-reduce for the loss and the step's communication figures (means over ranks).
-    const ExchangeTimes& times = s.exchange->times();
-    std::vector<double> step_sums = {loss_sum, times.comm_s + s.all_reduce_s, times.hidden_s(),
-                                     times.encode_s, times.decode_s};
-    constexpr int kFirstBytes = 5;
-    for (int c = 0; c < kCategories; ++c) {
-      const auto category = static_cast<TrafficCategory>(c);
-      step_sums.push_back(
-          static_cast<double>(comm.traffic().sent(category) - traffic_before.sent(category)));
-      step_sums.push_back(
-          static_cast<double>(comm.traffic().raw(category) - traffic_before.raw(category)));
-    }
-    comm.all_reduce_sum(std::span<double>(step_sums), TrafficCategory::Setup);
-    const double k = comm.size();
-    record.loss = step_sums[0] * static_cast<double>(loss_scale);
-    record.comm_s = step_sums[1] / k;
-    record.comm_hidden_s = step_sums[2] / k;
-    record.encode_s = step_sums[3] / k;
-    record.decode_s = step_sums[4] / k;
-    for (int c = 0; c < kCategories; ++c) {
-      record.bytes[c] = static_cast<std::uint64_t>(step_sums[kFirstBytes + 2 * c]);
-      record.raw_bytes[c] = static_cast<std::uint64_t>(step_sums[kFirstBytes + 2 * c + 1]);
-      bytes_total[c] += step_sums[kFirstBytes + 2 * c];
-      raw_total[c] += step_sums[kFirstBytes + 2 * c + 1];
-    }
-    TESSERA_CHECK(std::isfinite(record.loss), InvalidInput, "training diverged: loss is ",
-                  record.loss, " at epoch ", epoch, " (try a smaller --lr)");
-    result.epoch_seconds.push_back(record.epoch_s);
-    result.comm_seconds.push_back(record.comm_s);
-    result.hidden_seconds.push_back(record.comm_hidden_s);
-    result.encode_seconds.push_back(record.encode_s);
-    result.decode_seconds.push_back(record.decode_s);
-    result.final_loss = record.loss;
-
-    if (epoch % config_.eval_every == 0 || epoch == config_.epochs) {
-      Stopwatch eval;
-      model.forward(s.logits, part.features, s.context, /*training=*/false, epoch);
-      if (multiclass) {
-        const AccuracyCounts splits[3] = {split_counts(s.logits, part.labels, part.train_rows),
-                                          split_counts(s.logits, part.labels, part.valid_rows),
-                                          split_counts(s.logits, part.labels, part.test_rows)};
-        std::vector<double> counts;
-        for (const AccuracyCounts& c : splits) {
-          counts.push_back(static_cast<double>(c.labelled));
-          counts.push_back(static_cast<double>(c.correct));
-        }
-        comm.all_reduce_sum(std::span<double>(counts), TrafficCategory::Setup);
-        auto acc = [&](int i) { return counts[2 * i] > 0 ? counts[2 * i + 1] / counts[2 * i] : 0.0; };
-        record.train_metric = acc(0);
-        record.valid_metric = acc(1);
-        record.test_metric = acc(2);
-      } else {
-        record.train_metric = split_rocauc(comm, s.logits, part.targets, part.train_rows);
-        record.valid_metric = split_rocauc(comm, s.logits, part.targets, part.valid_rows);
-        record.test_metric = split_rocauc(comm, s.logits, part.targets, part.test_rows);
-      }
-      record.evaluated = true;
-      record.eval_s = eval.seconds();
-      if (record.valid_metric > result.best_valid) {
-        result.best_valid = record.valid_metric;
-        result.test_at_best_valid = record.test_metric;
-        result.train_at_best_valid = record.train_metric;
-        result.best_epoch = epoch;
-      }
-      result.final_train = record.train_metric;
-      result.final_valid = record.valid_metric;
-      result.final_test = record.test_metric;
-    }
-    if (on_epoch) on_epoch(record);
+  EpochRecord record;
+  record.run = state.run;
+  record.epoch = epoch;
+  s.exchange->reset_times();
+  s.exchange->set_noise(seed, static_cast<std::uint64_t>(epoch));
+  if (s.exchange->codecs().adaptive && epoch > 1 && (epoch - 1) % config_.replan_every == 0) {
+    record.bit_plan = s.exchange->replan();
   }
+  s.all_reduce_s = 0.0;
+  const TrafficCounter traffic_before = comm.traffic();
+  if (s.fault.rank == comm.rank() && s.fault.epoch == epoch) inject_fault(s.fault, epoch);
+  Stopwatch step;
+  model.zero_grad();
+  model.forward(s.logits, part.features, s.context, /*training=*/true, epoch);
+  s.d_logits.resize(s.logits.rows(), s.logits.cols());
+  double loss_sum = 0.0;
+  if (multiclass) {
+    s.logp.resize(s.logits.rows(), s.logits.cols());
+    log_softmax_forward(s.logp, s.logits);
+    loss_sum = nll_loss_sum(s.logp, part.labels, s.train_loss_rows);
+    log_softmax_nll_backward(s.d_logits, s.logp, part.labels, s.train_loss_rows, loss_scale);
+  } else {
+    std::int64_t terms = 0;
+    loss_sum = sigmoid_bce_loss_sum(s.logits, part.targets, s.train_loss_rows, &terms);
+    sigmoid_bce_backward(s.d_logits, s.logits, part.targets, s.train_loss_rows, loss_scale);
+  }
+  model.backward(s.d_logits, s.context);
+  {
+    Stopwatch reduce;
+    comm.all_reduce_sum(model.grads(), TrafficCategory::AllReduce);
+    s.all_reduce_s += reduce.seconds();
+  }
+  state.adam->step(model.params(), model.grads());
+  record.epoch_s = step.seconds();
+
+  // One all-reduce for the loss, the step's communication figures (means over ranks) and
+  // whether any rank received a stop signal (so that all ranks stop after the same epoch).
+  state.local_stop = stop_signal();
+  const ExchangeTimes& times = s.exchange->times();
+  std::vector<double> step_sums = {loss_sum,       times.comm_s + s.all_reduce_s, times.hidden_s(),
+                                   times.encode_s, times.decode_s,
+                                   state.local_stop != 0 ? 1.0 : 0.0};
+  constexpr int kFirstBytes = 6;
   for (int c = 0; c < kCategories; ++c) {
-    result.bytes_per_epoch[c] = static_cast<std::uint64_t>(bytes_total[c] / config_.epochs);
-    result.raw_bytes_per_epoch[c] = static_cast<std::uint64_t>(raw_total[c] / config_.epochs);
+    const auto category = static_cast<TrafficCategory>(c);
+    step_sums.push_back(
+        static_cast<double>(comm.traffic().sent(category) - traffic_before.sent(category)));
+    step_sums.push_back(
+        static_cast<double>(comm.traffic().raw(category) - traffic_before.raw(category)));
+  }
+  comm.all_reduce_sum(std::span<double>(step_sums), TrafficCategory::Setup);
+  const double k = comm.size();
+  record.loss = step_sums[0] * static_cast<double>(loss_scale);
+  record.comm_s = step_sums[1] / k;
+  record.comm_hidden_s = step_sums[2] / k;
+  record.encode_s = step_sums[3] / k;
+  record.decode_s = step_sums[4] / k;
+  const bool stop = step_sums[5] > 0.0;
+  for (int c = 0; c < kCategories; ++c) {
+    record.bytes[c] = static_cast<std::uint64_t>(step_sums[kFirstBytes + 2 * c]);
+    record.raw_bytes[c] = static_cast<std::uint64_t>(step_sums[kFirstBytes + 2 * c + 1]);
+    state.bytes_total[c] += step_sums[kFirstBytes + 2 * c];
+    state.raw_total[c] += step_sums[kFirstBytes + 2 * c + 1];
+  }
+  TESSERA_CHECK(std::isfinite(record.loss), InvalidInput, "training diverged: loss is ",
+                record.loss, " at epoch ", epoch, " (try a smaller --lr)");
+  result.epoch_seconds.push_back(record.epoch_s);
+  result.comm_seconds.push_back(record.comm_s);
+  result.hidden_seconds.push_back(record.comm_hidden_s);
+  result.encode_seconds.push_back(record.encode_s);
+  result.decode_seconds.push_back(record.decode_s);
+  result.final_loss = record.loss;
+
+  if (epoch % config_.eval_every == 0 || epoch == config_.epochs) {
+    Stopwatch eval;
+    model.forward(s.logits, part.features, s.context, /*training=*/false, epoch);
+    if (multiclass) {
+      const AccuracyCounts splits[3] = {split_counts(s.logits, part.labels, part.train_rows),
+                                        split_counts(s.logits, part.labels, part.valid_rows),
+                                        split_counts(s.logits, part.labels, part.test_rows)};
+      std::vector<double> counts;
+      for (const AccuracyCounts& c : splits) {
+        counts.push_back(static_cast<double>(c.labelled));
+        counts.push_back(static_cast<double>(c.correct));
+      }
+      comm.all_reduce_sum(std::span<double>(counts), TrafficCategory::Setup);
+      auto acc = [&](int i) { return counts[2 * i] > 0 ? counts[2 * i + 1] / counts[2 * i] : 0.0; };
+      record.train_metric = acc(0);
+      record.valid_metric = acc(1);
+      record.test_metric = acc(2);
+    } else {
+      record.train_metric = split_rocauc(comm, s.logits, part.targets, part.train_rows);
+      record.valid_metric = split_rocauc(comm, s.logits, part.targets, part.valid_rows);
+      record.test_metric = split_rocauc(comm, s.logits, part.targets, part.test_rows);
+    }
+    record.evaluated = true;
+    record.eval_s = eval.seconds();
+    if (record.valid_metric > result.best_valid) {
+      result.best_valid = record.valid_metric;
+      result.test_at_best_valid = record.test_metric;
+      result.train_at_best_valid = record.train_metric;
+      result.best_epoch = epoch;
+    }
+    result.final_train = record.train_metric;
+    result.final_valid = record.valid_metric;
+    result.final_test = record.test_metric;
+  }
+  state.epoch = epoch;
+  s.history.push_back(record);
+  if (on_epoch) on_epoch(record);
+  return stop;
+}
+
+RunResult Trainer::finish_run(RunState& state) {
+  constexpr int kCategories = static_cast<int>(TrafficCategory::Count);
+  RunResult result = state.result;
+  for (int c = 0; c < kCategories; ++c) {
+    result.bytes_per_epoch[c] = static_cast<std::uint64_t>(state.bytes_total[c] / config_.epochs);
+    result.raw_bytes_per_epoch[c] = static_cast<std::uint64_t>(state.raw_total[c] / config_.epochs);
   }
   return result;
+}
+
+RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
+  RunState state = begin_run(run);
+  while (state.epoch < config_.epochs) train_epoch(state, on_epoch);
+  impl_->history.clear();  // only train() keeps the records (for checkpoints)
+  return finish_run(state);
+}
+
+void Trainer::restore_run(RunState& state, const CheckpointState& checkpoint) {
+  Impl& s = *impl_;
+  run_agreed(*s.comm, "restoring the checkpoint", [&] {
+    Model& model = *s.model;
+    const std::size_t n = model.params().size();
+    TESSERA_CHECK(checkpoint.params.size() == n && checkpoint.buffers.size() == model.buffers().size(),
+                  InvalidInput, "checkpoint holds ", checkpoint.params.size(), " parameters and ",
+                  checkpoint.buffers.size(), " buffer values, the model has ", n, " and ",
+                  model.buffers().size());
+    TESSERA_CHECK(checkpoint.epoch >= 0 && checkpoint.epoch <= config_.epochs &&
+                      checkpoint.adam_steps == checkpoint.epoch,
+                  InvalidInput, "checkpoint at epoch ", checkpoint.epoch, " with ",
+                  checkpoint.adam_steps, " optimizer steps does not fit --epochs ", config_.epochs);
+    std::copy(checkpoint.params.begin(), checkpoint.params.end(), model.params().begin());
+    std::copy(checkpoint.buffers.begin(), checkpoint.buffers.end(), model.buffers().begin());
+    // Adam keeps its step count (bias correction) to itself: advance it on scratch buffers, then
+    // put the moments in place.
+    std::vector<float> scratch(n, 0.0f);
+    const std::vector<float> zero(n, 0.0f);
+    for (std::int64_t i = 0; i < checkpoint.adam_steps; ++i) state.adam->step(scratch, zero);
+    std::copy(checkpoint.adam_m.begin(), checkpoint.adam_m.end(), state.adam->first_moment().begin());
+    std::copy(checkpoint.adam_v.begin(), checkpoint.adam_v.end(), state.adam->second_moment().begin());
+    state.epoch = checkpoint.epoch;
+    state.result = checkpoint.current;
+    state.bytes_total = checkpoint.bytes_total;
+    state.raw_total = checkpoint.raw_total;
+  });
+}
+
+std::string Trainer::save_checkpoint(const RunState& state, std::uint64_t partition) {
+  Impl& s = *impl_;
+  Communicator& comm = *s.comm;
+  std::string path;
+  run_agreed(comm, "writing a checkpoint", [&] {
+    if (comm.rank() != 0) return;
+    CheckpointState c;
+    c.identity = checkpoint_identity(config_, s.part.dataset);
+    c.ranks = comm.size();
+    c.partition_fingerprint = partition;
+    c.run = state.run;
+    c.epoch = state.epoch;
+    c.current = state.result;
+    c.bytes_total = state.bytes_total;
+    c.raw_total = state.raw_total;
+    c.history = s.history;
+    const Model& model = *s.model;
+    c.params.assign(model.params().begin(), model.params().end());
+    c.buffers.assign(model.buffers().begin(), model.buffers().end());
+    c.adam_m.assign(state.adam->first_moment().begin(), state.adam->first_moment().end());
+    c.adam_v.assign(state.adam->second_moment().begin(), state.adam->second_moment().end());
+    c.adam_steps = state.adam->steps();
+    c.finished = s.finished;
+    const bool crash = s.fault.mode == FaultMode::Checkpoint && s.fault.rank == 0 &&
+                       s.fault.epoch == state.epoch;
+    path = write_checkpoint(config_.checkpoint_dir, c, crash).string();
+    prune_checkpoints(config_.checkpoint_dir, config_.keep_checkpoints);
+  });
+  return path;
+}
+
+TrainOutcome Trainer::train(const EpochCallback& on_epoch) {
+  Impl& s = *impl_;
+  Communicator& comm = *s.comm;
+  const bool root = comm.rank() == 0;
+  TrainOutcome out;
+  if (config_.handle_signals) install_stop_handlers();
+  const std::uint64_t partition = partition_fingerprint(comm, s.part.graph.owned_ids);
+  const bool checkpoints = !config_.checkpoint_dir.empty();
+  std::optional<CheckpointState> resumed;
+  if (checkpoints) {
+    std::vector<std::byte> image;
+    run_agreed(comm, "checking --checkpoint-dir", [&] {
+      if (!root) return;
+      check_checkpoint_dir(config_.checkpoint_dir);
+      if (config_.resume == ResumeMode::Never) return;
+      image = find_checkpoint(config_, checkpoint_identity(config_, s.part.dataset),
+                              out.resumed_from);
+    });
+    std::vector<std::int64_t> size = {static_cast<std::int64_t>(image.size())};
+    comm.all_reduce_max(size);
+    if (size[0] > 0) {
+      image.resize(static_cast<std::size_t>(size[0]));
+      comm.broadcast(image, 0, TrafficCategory::Setup);
+      resumed = run_agreed(comm, "reading the checkpoint", [&] {
+        CheckpointState c = checkpoint_from_image(image, "checkpoint from rank 0");
+        TESSERA_CHECK(c.run >= 0 && c.run < config_.runs &&
+                          static_cast<int>(c.finished.size()) == c.run,
+                      InvalidInput, "checkpoint of run ", c.run, " with ", c.finished.size(),
+                      " finished runs does not fit --runs ", config_.runs);
+        return c;
+      });
+    }
+  }
+  s.history.clear();
+  s.finished.clear();
+  if (resumed) {
+    out.resumed_ranks = resumed->ranks;
+    s.finished = resumed->finished;
+    s.history = resumed->history;
+    if (root) {
+      std::fprintf(stderr,
+                   "Resuming from %s: run %d, %d of %d epochs done (checkpoint of %d rank%s, "
+                   "now %d)\n",
+                   out.resumed_from.c_str(), resumed->run + 1, resumed->epoch, config_.epochs,
+                   resumed->ranks, resumed->ranks == 1 ? "" : "s", comm.size());
+    }
+    if (on_epoch) {
+      for (EpochRecord record : s.history) {
+        record.replayed = true;
+        on_epoch(record);
+      }
+    }
+  }
+  for (int run = resumed ? resumed->run : 0; run < config_.runs; ++run) {
+    RunState state = begin_run(run);
+    if (resumed) {
+      restore_run(state, *resumed);
+      resumed.reset();
+    }
+    while (state.epoch < config_.epochs) {
+      const bool stop = train_epoch(state, on_epoch);
+      const bool last = state.epoch == config_.epochs && run == config_.runs - 1;
+      const bool periodic =
+          config_.checkpoint_every > 0 && state.epoch % config_.checkpoint_every == 0;
+      if (checkpoints && (stop || last || periodic)) {
+        out.checkpoint = save_checkpoint(state, partition);
+        if (root && config_.progress && !last)
+          std::fprintf(stderr, "Checkpoint %s\n", out.checkpoint.c_str());
+      }
+      if (stop && !last) {
+        out.stopped = true;
+        out.stop_signal = state.local_stop;
+        out.stop_run = run;
+        out.stop_epoch = state.epoch;
+        out.results = s.finished;
+        return out;
+      }
+    }
+    s.finished.push_back(finish_run(state));
+  }
+  out.results = s.finished;
+  return out;
 }
 
 }  // namespace tessera

@@ -43,6 +43,9 @@ struct EpochRecord {
   double encode_s = 0.0;     // codec time of the step, mean over ranks
   double decode_s = 0.0;
   std::string bit_plan;      // adaptive codec: this rank's new plan (on re-planning epochs)
+  // Trainer::train after a resume: an epoch trained before the checkpoint, handed to the
+  // callback again (from the checkpoint) so that a metrics file equals the uninterrupted one.
+  bool replayed = false;
 };
 
 struct RunResult {
@@ -74,6 +77,23 @@ struct GraphTotals {
 };
 
 using EpochCallback = std::function<void(const EpochRecord&)>;
+struct CheckpointState;  // engine/checkpoint.h
+
+// Exit status of train_gcn when a stop signal ended training after a checkpoint was written
+// (EX_TEMPFAIL: run it again to continue). Batch scripts requeue on it.
+inline constexpr int kExitStopped = 75;
+
+// What Trainer::train did.
+struct TrainOutcome {
+  std::vector<RunResult> results;  // every run when not stopped (finished runs otherwise)
+  bool stopped = false;            // a stop signal ended training early
+  int stop_signal = 0;             // the signal this rank received (0: another rank's)
+  int stop_run = 0;                // run and epochs completed when it stopped
+  int stop_epoch = 0;
+  std::string checkpoint;          // the last checkpoint written (rank 0; empty: none)
+  std::string resumed_from;        // the checkpoint training continued from (empty: none)
+  int resumed_ranks = 0;           // ranks that wrote it
+};
 
 class Trainer {
  public:
@@ -87,6 +107,12 @@ class Trainer {
 
   // Trains run `run` (seed = config.seed + run) from a fresh model.
   RunResult train_run(int run, const EpochCallback& on_epoch = {});
+  // Every run of the configuration with checkpoints, resume and stop signals as configured
+  // (checkpoint_dir, checkpoint_every, resume, handle_signals): continues from the newest valid
+  // checkpoint, replaying its epoch records to on_epoch (replayed = true), and returns early
+  // with stopped = true when any rank got SIGUSR1 or SIGTERM, after the epoch in progress and
+  // its checkpoint. Collective; throws AgreedError on bad checkpoints or directories.
+  TrainOutcome train(const EpochCallback& on_epoch = {});
 
   // The model of the last run (its weights, embeddings of the last forward, owned rows).
   const Model& model() const;
@@ -96,8 +122,18 @@ class Trainer {
   double setup_seconds() const { return setup_s_; }
 
  private:
+  struct RunState;
   void setup();
   std::int64_t build_local();
+  RunState begin_run(int run);
+  // One epoch of the run; returns whether any rank asked to stop (agreed).
+  bool train_epoch(RunState& state, const EpochCallback& on_epoch);
+  RunResult finish_run(RunState& state);
+  // Restores the run from a checkpoint; collective (agreed).
+  void restore_run(RunState& state, const CheckpointState& checkpoint);
+  // Rank 0 writes the run's state to config.checkpoint_dir; collective (agreed). Returns the path
+  // on rank 0.
+  std::string save_checkpoint(const RunState& state, std::uint64_t partition_fingerprint);
 
   const TrainConfig config_;
   struct Impl;
