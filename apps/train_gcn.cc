@@ -2,7 +2,11 @@
 // OGB's node-property examples, on one process or across MPI ranks (mpiexec -n K train_gcn ...:
 // one METIS part per rank, halo exchange between them). Rank 0 prints a progress line per epoch
 // on stderr and the final accuracies on stdout, and writes the optional metrics and summary.
+// Under Slurm (srun or mpiexec inside an allocation) the launch environment is cross-checked;
+// SIGUSR1/SIGTERM stop training after a checkpoint with exit status 75 (kExitStopped), and a
+// later start with the same --checkpoint-dir continues from it (apps/slurm/ has batch scripts).
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
@@ -13,6 +17,7 @@
 #include <thread>
 
 #include "comm/agreement.h"
+#include "comm/launch_env.h"
 #include "comm/mpi_communicator.h"
 #include "engine/core/error.h"
 #include "engine/part_loader.h"
@@ -32,6 +37,8 @@ struct Flags {
   std::string partition = "metis";
   std::string partitions_dir;
   double comm_timeout = 900.0;
+  bool resume = false;
+  bool no_resume = false;
 };
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -105,18 +112,39 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--comm-timeout", f.comm_timeout,
                  "seconds a rank waits for a message or collective before giving up (<= 0: never)")
       ->capture_default_str();
+  app.add_option("--checkpoint-dir", c.checkpoint_dir,
+                 "write checkpoints to DIR (rank 0) and continue from the newest valid one there");
+  app.add_option("--checkpoint-every", c.checkpoint_every,
+                 "epochs between checkpoints (0: only on SIGUSR1/SIGTERM and at the end)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--keep-checkpoints", c.keep_checkpoints, "newest checkpoints kept in DIR")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  auto* resume = app.add_flag("--resume", f.resume,
+                              "require a valid checkpoint in --checkpoint-dir to continue from "
+                              "(default: continue from one when there is one)");
+  app.add_flag("--no-resume", f.no_resume,
+               "start over even when --checkpoint-dir holds checkpoints (they get replaced)")
+      ->excludes(resume);
   app.add_option("--metrics", c.metrics_file, "write one JSON object per epoch to FILE (rank 0)");
   app.add_option("--summary", c.summary_file, "write a summary JSON object to FILE (rank 0)");
   app.add_flag("--quiet", f.quiet, "no per-epoch progress lines");
 }
 
-int run(const Flags& flags, Communicator& comm, bool dataset_given) {
+int run(const Flags& flags, Communicator& comm, const LaunchEnv& env, bool dataset_given) {
   TrainConfig config = flags.config;
   const bool root = comm.rank() == 0;
   run_agreed(comm, "checking flags", [&] {
     config.model = parse_model_kind(flags.model);
+    if (flags.resume) config.resume = ResumeMode::Require;
+    if (flags.no_resume) config.resume = ResumeMode::Never;
+    TESSERA_CHECK(!flags.resume || !config.checkpoint_dir.empty(), InvalidArgument,
+                  "--resume needs --checkpoint-dir");
     validate(config);
   });
+  if (root && config.progress && env.slurm)
+    std::fprintf(stderr, "Launch: %s\n", describe(env).c_str());
   config.progress = !flags.quiet;
 
   Stopwatch total;
@@ -125,6 +153,7 @@ int run(const Flags& flags, Communicator& comm, bool dataset_given) {
   source.dataset_given = dataset_given;
   source.partitions_dir = flags.partitions_dir;
   source.parts = flags.parts;
+  source.launcher_tasks = env.slurm_tasks;
   source.method = parse_partition_method(flags.partition);
   source.seed = config.seed;
   source.progress = config.progress && root;
@@ -152,24 +181,46 @@ int run(const Flags& flags, Communicator& comm, bool dataset_given) {
     trainer.emplace(config, std::move(loaded.part), comm);
     if (root) metrics.emplace(config.metrics_file, info.eval_metric);
   });
-  std::vector<RunResult> results;
-  for (int run = 0; run < config.runs; ++run) {
-    results.push_back(trainer->train_run(run, [&](const EpochRecord& record) {
-      if (!root) return;
-      metrics->write(record);
-      if (config.progress && !record.bit_plan.empty())
-        std::fprintf(stderr, "Bit plan (rank 0), epoch %d: %s\n", record.epoch,
-                     record.bit_plan.c_str());
-      if (config.progress && record.evaluated)
-        std::fprintf(stderr, "%s\n", progress_line(record, info.eval_metric).c_str());
-    }));
-    const RunResult& r = results.back();
-    if (root) {
+  std::size_t runs_reported = 0;
+  auto report_runs = [&](const std::vector<RunResult>& finished) {
+    for (; runs_reported < finished.size(); ++runs_reported) {
+      const RunResult& r = finished[runs_reported];
+      if (!root) continue;
       std::printf(
           "Run %02d: best valid %.2f%% (epoch %d), test at best valid %.2f%%, final test %.2f%%\n",
-          run + 1, 100.0 * r.best_valid, r.best_epoch, 100.0 * r.test_at_best_valid,
+          r.run + 1, 100.0 * r.best_valid, r.best_epoch, 100.0 * r.test_at_best_valid,
           100.0 * r.final_test);
     }
+  };
+  const TrainOutcome outcome = trainer->train([&](const EpochRecord& record) {
+    if (!root) return;
+    metrics->write(record);
+    if (!config.progress || record.replayed) return;
+    if (!record.bit_plan.empty())
+      std::fprintf(stderr, "Bit plan (rank 0), epoch %d: %s\n", record.epoch,
+                   record.bit_plan.c_str());
+    if (record.evaluated)
+      std::fprintf(stderr, "%s\n", progress_line(record, info.eval_metric).c_str());
+  });
+  const std::vector<RunResult>& results = outcome.results;
+  report_runs(results);
+  if (outcome.stopped) {
+    // Nothing else to write: the metrics so far are in the checkpoint, and a later start with
+    // the same --checkpoint-dir continues and writes the complete files.
+    if (root) {
+      const char* name = outcome.stop_signal == SIGUSR1   ? "SIGUSR1"
+                         : outcome.stop_signal == SIGTERM ? "SIGTERM"
+                                                          : "a stop signal on another rank";
+      if (outcome.checkpoint.empty()) {
+        std::fprintf(stderr, "Stopped by %s after run %d, epoch %d; no --checkpoint-dir, so the "
+                     "next start begins again\n", name, outcome.stop_run + 1, outcome.stop_epoch);
+      } else {
+        std::fprintf(stderr, "Stopped by %s after run %d, epoch %d; checkpoint %s (start again "
+                     "with the same --checkpoint-dir to continue)\n", name, outcome.stop_run + 1,
+                     outcome.stop_epoch, outcome.checkpoint.c_str());
+      }
+    }
+    return kExitStopped;
   }
   std::vector<std::int64_t> rss_max = {static_cast<std::int64_t>(peak_rss_bytes())};
   std::vector<double> rss_sum = {static_cast<double>(peak_rss_bytes())};
@@ -203,6 +254,8 @@ int run(const Flags& flags, Communicator& comm, bool dataset_given) {
 
 int main(int argc, char** argv) {
   MpiSession session(&argc, &argv);
+  // From here on SIGUSR1 and SIGTERM only ask training to stop (after a checkpoint).
+  install_stop_handlers();
   std::optional<MpiCommunicator> comm;
   try {
     comm.emplace(MPI_COMM_WORLD);
@@ -223,15 +276,19 @@ int main(int argc, char** argv) {
     return app.exit(e, quiet, quiet);
   }
   comm->set_timeout(flags.comm_timeout);
-  // Ranks on one node share its cores: unless told otherwise (--threads, OMP_NUM_THREADS),
-  // each takes its share, so that K busy OpenMP teams do not fight over the same cores.
-  if (flags.config.threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr &&
-      comm->ranks_on_node() > 1) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    flags.config.threads = std::max(1, cores / comm->ranks_on_node());
-  }
   try {
-    return run(flags, *comm, app.count("--dataset") > 0);
+    const LaunchEnv env = detect_launch_env(*comm, comm->rank_on_node(), comm->ranks_on_node());
+    // Threads per rank unless told (--threads, OMP_NUM_THREADS): Slurm's CPUs per task, else the
+    // node's cores shared among its ranks, so that K OpenMP teams do not fight over the cores.
+    if (flags.config.threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+      if (env.cpus_per_task > 0) {
+        flags.config.threads = env.cpus_per_task;
+      } else if (comm->ranks_on_node() > 1) {
+        const int cores = static_cast<int>(std::thread::hardware_concurrency());
+        flags.config.threads = std::max(1, cores / comm->ranks_on_node());
+      }
+    }
+    return run(flags, *comm, env, app.count("--dataset") > 0);
   } catch (const AgreedError& e) {
     // Every rank threw this same error: rank 0 reports it, all exit normally.
     if (root) {

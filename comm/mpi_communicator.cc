@@ -288,9 +288,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, double timeout_s) : timeout_s_(t
     MPI_Comm local = MPI_COMM_NULL;
     TESSERA_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
                                           &local));
-    const int local_rc = MPI_Comm_size(local, &local_size_);
+    const int size_rc = MPI_Comm_size(local, &local_size_);
+    const int rank_rc = MPI_Comm_rank(local, &local_rank_);
     MPI_Comm_free(&local);
-    TESSERA_MPI_CHECK(local_rc);
+    TESSERA_MPI_CHECK(size_rc);
+    TESSERA_MPI_CHECK(rank_rc);
   } catch (...) {
     MPI_Comm_free(&comm_);
     throw;

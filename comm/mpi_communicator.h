@@ -41,6 +41,8 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm handle() const { return comm_; }
   // Ranks of this communicator on this node (MPI_COMM_TYPE_SHARED), this one included.
   int ranks_on_node() const { return local_size_; }
+  // This rank's place among them (0-based, in rank order).
+  int rank_on_node() const { return local_rank_; }
 
  protected:
   void do_all_reduce_sum(std::span<float> values) override;
@@ -56,6 +58,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   int local_size_ = 1;
+  int local_rank_ = 0;
   double timeout_s_ = 900.0;
 };
 

@@ -20,6 +20,11 @@ void check_parts_flag(const PartSource& source, const Communicator& comm) {
   TESSERA_CHECK(source.parts == 0 || source.parts == comm.size(), InvalidArgument, "--parts ",
                 source.parts, " does not match the number of ranks (", comm.size(),
                 "): start one rank per part, e.g. mpiexec -n ", source.parts, " train_gcn ...");
+  TESSERA_CHECK(source.parts == 0 || source.launcher_tasks == 0 ||
+                    source.parts == source.launcher_tasks,
+                InvalidArgument, "--parts ", source.parts, " disagrees with the Slurm job's ",
+                source.launcher_tasks, " tasks (SLURM_NTASKS): ask for one task per part, e.g. "
+                "sbatch --ntasks ", source.parts);
 }
 
 std::string canonical_spec(const std::string& spec) {

@@ -20,6 +20,7 @@ struct PartSource {
   bool dataset_given = false;      // --dataset was set explicitly (checked against a store)
   std::string partitions_dir;      // a partition store; empty: partition in process
   int parts = 0;                   // --parts: must equal the number of ranks; 0: not given
+  int launcher_tasks = 0;          // SLURM_NTASKS (0: not under Slurm): --parts must equal it too
   PartitionMethod method = PartitionMethod::Metis;
   std::uint64_t seed = 0;          // partitioner seed
   bool progress = false;

@@ -1,0 +1,126 @@
+// Launch environment detection: parse Slurm's variables on every rank (agreed), gather every
+// rank's SLURM_PROCID with one all-reduce, and decide from the whole picture, identically on
+// every rank, whether the ranks are one srun step and whether Slurm and MPI agree.
+#include "comm/launch_env.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+#include "comm/agreement.h"
+#include "engine/core/error.h"
+
+namespace tessera {
+namespace {
+
+// The variable as a non-negative integer; -1 when unset. InvalidArgument when malformed.
+int integer_variable(const EnvLookup& env, const char* name) {
+  const char* text = env(name);
+  if (text == nullptr || *text == '\0') return -1;
+  const std::string_view view(text);
+  int value = -1;
+  const auto [end, ec] = std::from_chars(view.data(), view.data() + view.size(), value);
+  TESSERA_CHECK(ec == std::errc() && end == view.data() + view.size() && value >= 0,
+                InvalidArgument, name, "='", text, "' is not a non-negative integer");
+  return value;
+}
+
+}  // namespace
+
+LaunchEnv detect_launch_env(Communicator& comm, int local_rank, int local_size,
+                            const EnvLookup& lookup) {
+  const EnvLookup env = lookup ? lookup : EnvLookup([](const char* name) { return std::getenv(name); });
+  LaunchEnv out;
+  out.rank = comm.rank();
+  out.size = comm.size();
+  out.local_rank = local_rank;
+  out.local_size = local_size;
+  int procid = -1, step_tasks = -1, localid = -1;
+  run_agreed(comm, "reading the Slurm environment", [&] {
+    const char* job = env("SLURM_JOB_ID");
+    out.slurm = job != nullptr && *job != '\0';
+    if (out.slurm) out.job_id = job;
+    procid = integer_variable(env, "SLURM_PROCID");
+    step_tasks = integer_variable(env, "SLURM_STEP_NUM_TASKS");
+    localid = integer_variable(env, "SLURM_LOCALID");
+    out.slurm_tasks = std::max(0, integer_variable(env, "SLURM_NTASKS"));
+    const int cpus = integer_variable(env, "SLURM_CPUS_PER_TASK");
+    TESSERA_CHECK(cpus != 0, InvalidArgument, "SLURM_CPUS_PER_TASK=0: expected at least 1");
+    out.cpus_per_task = std::max(0, cpus);
+    out.restart_count = std::max(0, integer_variable(env, "SLURM_RESTART_COUNT"));
+  });
+
+  // Every rank's SLURM_PROCID + 1 (0: unset) and SLURM_STEP_NUM_TASKS + 1.
+  const int k = comm.size();
+  std::vector<std::int64_t> seen(2 * static_cast<std::size_t>(k), 0);
+  seen[static_cast<std::size_t>(comm.rank())] = procid + 1;
+  seen[static_cast<std::size_t>(k + comm.rank())] = step_tasks + 1;
+  comm.all_reduce_max(seen);
+
+  // The same decision on every rank, from the gathered values only.
+  std::string problem;
+  std::set<std::int64_t> distinct;
+  bool any = false;
+  for (int r = 0; r < k && problem.empty(); ++r) {
+    const std::int64_t p = seen[static_cast<std::size_t>(r)] - 1;
+    if (p < 0) continue;
+    any = true;
+    distinct.insert(p);
+    if (p >= k) {
+      problem = detail::concat(
+          "MPI rank ", r, " of ", k, " has SLURM_PROCID=", p,
+          ": the tasks of this srun step did not join one MPI job (launch with srun --mpi=pmi2, "
+          "or with mpiexec inside the allocation)");
+    }
+  }
+  // srun: every rank a task of the step, PROCIDs 0..K-1 each once. Under mpiexec the ranks of a
+  // node share their proxy's PROCID, so they repeat (or all are 0 on one node).
+  bool srun = false;
+  if (problem.empty() && any) {
+    const std::int64_t tasks = seen[static_cast<std::size_t>(k)] - 1;
+    srun = static_cast<int>(distinct.size()) == k && (k > 1 || tasks > 1);
+    if (srun) {
+      for (int r = 0; r < k && problem.empty(); ++r) {
+        const std::int64_t p = seen[static_cast<std::size_t>(r)] - 1;
+        if (p != r) {
+          problem = detail::concat("MPI rank ", r, " has SLURM_PROCID=", p,
+                                   ": Slurm and MPI disagree on the rank order");
+        }
+      }
+      if (problem.empty() && tasks > 0 && tasks != k) {
+        problem = detail::concat("this srun step has SLURM_STEP_NUM_TASKS=", tasks,
+                                 " tasks but MPI sees ", k, k == 1 ? " rank" : " ranks",
+                                 ": the tasks did not join one MPI job (use srun --mpi=pmi2)");
+      }
+    }
+  }
+  run_agreed(comm, "checking the launch environment", [&] {
+    if (!problem.empty()) {
+      if (comm.rank() == 0) TESSERA_FAIL(InvalidArgument, problem);
+      return;
+    }
+    if (srun && localid >= 0) {
+      TESSERA_CHECK(localid < local_size, InvalidArgument, "SLURM_LOCALID=", localid, " on rank ",
+                    comm.rank(), " but MPI sees ", local_size, " ranks on its node");
+      out.local_rank = localid;
+    }
+  });
+  out.srun = srun;
+  return out;
+}
+
+std::string describe(const LaunchEnv& env) {
+  std::string text = detail::concat("rank ", env.rank, " of ", env.size, " (local ", env.local_rank,
+                                    " of ", env.local_size, ")");
+  if (env.slurm) {
+    text += detail::concat(", Slurm job ", env.job_id, " (", env.srun ? "srun" : "mpiexec",
+                           env.restart_count > 0 ? detail::concat(", restart ", env.restart_count)
+                                                 : std::string(),
+                           ")");
+  }
+  return text;
+}
+
+}  // namespace tessera

@@ -1,0 +1,263 @@
+// `mpiexec -n K train_gcn --checkpoint-dir DIR` from the outside: a run stopped by SIGUSR1 on
+// one rank and started again equals the uninterrupted run bit for bit (metrics, summary, final
+// weights); a crash between writing a checkpoint and renaming it, and a rank killed with
+// SIGKILL, end the job non-zero within seconds and the next start continues from the last
+// checkpoint; a checkpoint of 4 ranks continues on 2; bad checkpoints, directories and Slurm
+// task counts are refused on every rank with one clear message and nothing overwritten.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;
+  double seconds = 0;
+};
+
+fs::path work_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("tessera_checkpoint_cli_" + std::to_string(getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+class WorkDirCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override { fs::remove_all(work_dir()); }
+};
+const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new WorkDirCleanup);
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `mpiexec -n ranks train_gcn ARGS` with one thread per rank, under a 120 s guard.
+Result train_gcn(int ranks, const std::string& args, const std::string& env = "") {
+  const fs::path log = work_dir() / "out.log";
+  const std::string command = std::string(MPIEXEC_PATH) + " -n " + std::to_string(ranks) + " " +
+                              TRAIN_GCN_PATH + " --quiet " + args;
+  const std::string line = "env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 " + env + " timeout 120 " +
+                           command + " > " + log.string() + " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(line.c_str());
+  Result r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.output = "$ " + env + " " + command + "\n" + read_text(log);
+  return r;
+}
+
+// A small model on the default synthetic graph: 30 epochs take well under a second per rank.
+std::string model_args(int epochs = 30, int hidden = 32) {
+  return "--dataset synth:default --hidden-channels " + std::to_string(hidden) +
+         " --num-layers 2 --epochs " + std::to_string(epochs) + " --eval-every 1";
+}
+
+std::string outputs(const std::string& name) {
+  const fs::path base = work_dir() / name;
+  return " --metrics " + (base.string() + ".jsonl") + " --summary " + (base.string() + ".json") +
+         " --checkpoint-dir " + (base.string() + "-checkpoints");
+}
+
+fs::path checkpoints(const std::string& name) { return work_dir() / (name + "-checkpoints"); }
+
+std::vector<Json> metrics(const std::string& name) {
+  std::vector<Json> lines;
+  std::ifstream in(work_dir() / (name + ".jsonl"));
+  for (std::string line; std::getline(in, line);) lines.push_back(Json::parse(line));
+  return lines;
+}
+
+Json summary(const std::string& name) { return Json::parse(read_text(work_dir() / (name + ".json"))); }
+
+// Removes the measured keys (times, memory) of a summary or metrics line.
+Json deterministic(Json j) {
+  if (j.is_object()) {
+    Json out = Json::object();
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string& key = it.key();
+      const bool measured = (key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0) ||
+                            key.rfind("peak_rss_bytes", 0) == 0 || key == "seconds" ||
+                            key == "epoch_s_median" || key == "comm_s_median" ||
+                            key == "comm_hidden_s_median";
+      if (!measured) out[key] = deterministic(it.value());
+    }
+    return out;
+  }
+  if (j.is_array()) {
+    Json out = Json::array();
+    for (const Json& e : j) out.push_back(deterministic(e));
+    return out;
+  }
+  return j;
+}
+
+std::vector<float> final_weights(const std::string& name, int epochs) {
+  const fs::path file = checkpoints(name) / tessera::checkpoint_file_name(0, epochs);
+  return tessera::checkpoint_from_image(tessera::read_file_bytes(file), "checkpoint " + name).params;
+}
+
+// The uninterrupted runs the others are compared with (made once per rank count).
+const std::string& uninterrupted(int ranks) {
+  static std::map<int, std::string> made;
+  if (!made.count(ranks)) {
+    const std::string name = "full" + std::to_string(ranks);
+    const Result r = train_gcn(ranks, model_args() + outputs(name));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    made[ranks] = name;
+  }
+  return made[ranks];
+}
+
+TEST(CheckpointCli, StoppedBySignalAndResumedEqualsUninterrupted) {
+  const std::string& full = uninterrupted(2);
+  // Rank 1 receives SIGUSR1 at epoch 15: both ranks stop after it, rank 0 checkpoints, exit 75.
+  const Result stopped =
+      train_gcn(2, model_args() + outputs("stop2"), "TESSERA_FAULT_INJECT=1:15:usr1");
+  ASSERT_EQ(stopped.exit_code, 75) << stopped.output;
+  EXPECT_NE(stopped.output.find("Stopped by a stop signal on another rank after run 1, epoch 15"),
+            std::string::npos)
+      << stopped.output;
+  EXPECT_FALSE(fs::exists(work_dir() / "stop2.jsonl"));  // nothing final yet
+  EXPECT_FALSE(fs::exists(work_dir() / "stop2.json"));
+  const Result resumed = train_gcn(2, model_args() + outputs("stop2"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("Resuming from"), std::string::npos) << resumed.output;
+
+  const std::vector<Json> a = metrics(full), b = metrics("stop2");
+  ASSERT_EQ(a.size(), 30u);
+  ASSERT_EQ(b.size(), 30u);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(deterministic(a[i]), deterministic(b[i])) << "metrics line " << i + 1;
+  EXPECT_EQ(deterministic(summary(full)), deterministic(summary("stop2")));
+  EXPECT_EQ(final_weights(full, 30), final_weights("stop2", 30));
+}
+
+TEST(CheckpointCli, CrashBetweenWriteAndRenameResumesFromThePreviousCheckpoint) {
+  const std::string& full = uninterrupted(2);
+  const Result crashed = train_gcn(2, model_args() + outputs("crash") + " --checkpoint-every 5",
+                                   "TESSERA_FAULT_INJECT=0:10:checkpoint");
+  EXPECT_NE(crashed.exit_code, 0) << crashed.output;
+  EXPECT_LT(crashed.seconds, 30.0) << crashed.output;
+  const auto files = tessera::list_checkpoints(checkpoints("crash"));
+  ASSERT_EQ(files.size(), 1u) << crashed.output;
+  EXPECT_EQ(files[0].epoch, 5);
+  const Result resumed = train_gcn(2, model_args() + outputs("crash") + " --checkpoint-every 5");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("checkpoint-r0000-e0000005.h5: run 1, 5 of 30"), std::string::npos)
+      << resumed.output;
+  EXPECT_EQ(deterministic(summary(full)), deterministic(summary("crash")));
+}
+
+TEST(CheckpointCli, KilledRankEndsTheJobAndResumeCompletes) {
+  const std::string& full = uninterrupted(4);
+  const Result killed = train_gcn(4, model_args() + outputs("kill") + " --checkpoint-every 5",
+                                  "TESSERA_FAULT_INJECT=2:13:kill");
+  EXPECT_NE(killed.exit_code, 0) << killed.output;
+  EXPECT_LT(killed.seconds, 30.0) << killed.output;
+  std::printf("[ measured ] 4 ranks, rank 2 SIGKILLed at epoch 13: exit %d after %.2f s\n",
+              killed.exit_code, killed.seconds);
+  const Result resumed = train_gcn(4, model_args() + outputs("kill") + " --checkpoint-every 5");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("e0000010.h5: run 1, 10 of 30"), std::string::npos)
+      << resumed.output;
+  const double a = summary(full)["final_test_acc"], b = summary("kill")["final_test_acc"];
+  std::printf("[ measured ] final test accuracy: uninterrupted %.4f, resumed %.4f\n", a, b);
+  EXPECT_LE(std::fabs(a - b), 0.005);
+}
+
+TEST(CheckpointCli, CheckpointOfFourRanksResumesOnTwo) {
+  const std::string& full = uninterrupted(4);
+  const Result stopped =
+      train_gcn(4, model_args() + outputs("elastic"), "TESSERA_FAULT_INJECT=3:12:usr1");
+  ASSERT_EQ(stopped.exit_code, 75) << stopped.output;
+  const Result resumed = train_gcn(2, model_args() + outputs("elastic"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("12 of 30 epochs done (checkpoint of 4 ranks, now 2)"),
+            std::string::npos)
+      << resumed.output;
+  const double a = summary(full)["final_test_acc"], b = summary("elastic")["final_test_acc"];
+  std::printf("[ measured ] final test accuracy: 4 ranks %.4f, 4 then 2 ranks %.4f\n", a, b);
+  EXPECT_LE(std::fabs(a - b), 0.005);
+  EXPECT_EQ(metrics("elastic").size(), 30u);
+}
+
+// Bad input: one message on rank 0, exit 1 on every rank, no hang, nothing valid overwritten.
+void expect_refused(const Result& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in\n"
+                                                      << r.output;
+  EXPECT_LT(r.seconds, 30.0);
+}
+
+TEST(CheckpointCli, BadCheckpointsAndDirectoriesAreRefused) {
+  // A checkpoint of another width: refused naming the flag; the file is untouched.
+  const Result first = train_gcn(2, model_args(4) + outputs("width"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const fs::path saved = checkpoints("width") / tessera::checkpoint_file_name(0, 4);
+  const std::string before = read_text(saved);
+  expect_refused(train_gcn(2, model_args(4, 64) + outputs("width")),
+                 "--hidden-channels: checkpoint 32, this run 64");
+  EXPECT_EQ(read_text(saved), before);
+
+  // A truncated newest checkpoint is set aside with a warning; the older one is used.
+  const Result periodic = train_gcn(2, model_args(8) + outputs("trunc") + " --checkpoint-every 4");
+  ASSERT_EQ(periodic.exit_code, 0) << periodic.output;
+  const fs::path newest = checkpoints("trunc") / tessera::checkpoint_file_name(0, 8);
+  fs::resize_file(newest, fs::file_size(newest) / 2);
+  const Result fallback = train_gcn(2, model_args(8) + outputs("trunc") + " --checkpoint-every 4");
+  EXPECT_EQ(fallback.exit_code, 0) << fallback.output;
+  EXPECT_NE(fallback.output.find("warning: skipping checkpoint"), std::string::npos)
+      << fallback.output;
+  EXPECT_NE(fallback.output.find("e0000004.h5: run 1, 4 of 8"), std::string::npos)
+      << fallback.output;
+  // Only truncated ones, and --resume: an error.
+  for (const auto& f : tessera::list_checkpoints(checkpoints("trunc"))) fs::resize_file(f.path, 100);
+  expect_refused(train_gcn(2, model_args(8) + outputs("trunc") + " --resume"),
+                 "no valid checkpoint");
+
+  // A directory that cannot be created (under a regular file; root ignores permission bits).
+  std::ofstream(work_dir() / "plain") << "x";
+  expect_refused(train_gcn(2, model_args(4) + " --checkpoint-dir " +
+                                  (work_dir() / "plain" / "checkpoints").string()),
+                 "--checkpoint-dir");
+}
+
+TEST(CheckpointCli, SlurmTaskCountMustAgreeWithParts) {
+  expect_refused(train_gcn(2, model_args(4) + " --parts 2", "SLURM_JOB_ID=7 SLURM_NTASKS=4"),
+                 "--parts 2 disagrees with the Slurm job's 4 tasks (SLURM_NTASKS)");
+  // srun --mpi=none: each task its own 1-rank MPI job, told it is task 3 of 4.
+  expect_refused(train_gcn(1, model_args(4),
+                           "SLURM_JOB_ID=7 SLURM_NTASKS=4 SLURM_STEP_NUM_TASKS=4 SLURM_PROCID=3"),
+                 "did not join one MPI job");
+  // mpiexec inside an allocation: every rank sees its proxy's SLURM_PROCID=0. Works.
+  const Result inside = train_gcn(
+      2, model_args(2), "SLURM_JOB_ID=7 SLURM_NTASKS=2 SLURM_STEP_NUM_TASKS=1 SLURM_PROCID=0");
+  EXPECT_EQ(inside.exit_code, 0) << inside.output;
+}
+
+}  // namespace
