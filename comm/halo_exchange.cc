@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -94,6 +95,35 @@ HaloExchange::HaloExchange(Communicator& comm, const HaloPlan& plan,
     in_codecs_[d] = out_codecs_[d];
     out_weight_[d].assign(cells, 0.0);
     out_values_[d].assign(cells, 0.0);
+  }
+  send_weight_.assign(static_cast<std::size_t>(plan.num_send()), 1.0);
+}
+
+void HaloExchange::set_receiver_weights(std::span<const double> halo_weight) {
+  TESSERA_CHECK(static_cast<std::int64_t>(halo_weight.size()) == plan_.num_halo(),
+                InvalidArgument, "halo exchange: ", halo_weight.size(),
+                " receiver weights for ", plan_.num_halo(), " halo rows");
+  if (!codecs_.adaptive) return;
+  // The reverse of a forward exchange: each halo block goes back to the rank that owns it.
+  constexpr int kWeightTag = 9002;
+  std::vector<std::unique_ptr<Request>> requests;
+  const std::span<double> send_weight(send_weight_);
+  for (int p = 0; p < plan_.num_peers(); ++p) {
+    if (plan_.send_count(p) > 0) {
+      requests.push_back(comm_.irecv(
+          std::as_writable_bytes(send_weight.subspan(plan_.send_offsets[p], plan_.send_count(p))),
+          p, kWeightTag));
+    }
+    if (plan_.recv_count(p) > 0) {
+      requests.push_back(comm_.isend(
+          std::as_bytes(halo_weight.subspan(plan_.recv_offsets[p], plan_.recv_count(p))), p,
+          kWeightTag, TrafficCategory::Setup));
+    }
+  }
+  wait_all(requests);
+  for (double w : send_weight_) {
+    TESSERA_CHECK(std::isfinite(w) && w >= 0.0, InvalidInput,
+                  "halo exchange: a peer sent receiver weight ", w);
   }
 }
 
@@ -223,8 +253,13 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
                 route.rows.subspan(begin, count), route.ids.subspan(begin, count), noise, ranges);
     if (codecs_.adaptive) {
       const std::size_t cell = static_cast<std::size_t>(route.layer) * k + p;
+      // Forward rows weigh by their receiver's aggregation weight; gradients by 1.
+      const double* weight = direction == 0 ? send_weight_.data() + begin : nullptr;
       double squares = 0.0;
-      for (float r : ranges_) squares += static_cast<double>(r) * r;
+      for (std::int64_t i = 0; i < count; ++i) {
+        const double r = ranges_[static_cast<std::size_t>(i)];
+        squares += (weight != nullptr ? weight[i] : 1.0) * r * r;
+      }
       out_weight_[direction][cell] += static_cast<double>(f) * squares;
       out_values_[direction][cell] += static_cast<double>(count * f);
     }

@@ -85,6 +85,14 @@ class HaloExchange {
   // this rank exchanges with (call it on every rank at the same point). Returns the plan as text,
   // "layer L fwd|bwd -> rank P: B bits" entries.
   std::string replan();
+  // Adaptive: how much each halo row matters where it is aggregated. halo_weight (H) holds, per
+  // halo row v of this rank, Σ_u A[u][v]² over the rows u that aggregate it, so that the variance
+  // a row's rounding adds to this rank's output is halo_weight[v]·F·range²/(2^b − 1)². Each
+  // owner receives the weights of the rows it sends and plans its forward messages with them
+  // (gradients are added into their owners' rows with weight 1, so backward plans stay
+  // unweighted). Collective over the peers (call on every rank once, before training); does
+  // nothing unless the codec is adaptive.
+  void set_receiver_weights(std::span<const double> halo_weight);
 
   // Forward: x (N, F) owned rows; halo (H, F) is resized and filled by finish_forward().
   // x must stay unchanged and halo untouched until then.
@@ -147,10 +155,11 @@ class HaloExchange {
   std::vector<std::size_t> out_at_, in_at_;      // (K + 1) byte offsets per peer
   std::vector<Tensor> residuals_[2];             // [direction][layer] error-feedback residuals
   // [direction] (L, K) codecs of outgoing / incoming messages, and (adaptive) the statistics of
-  // the outgoing ones since the last plan: Σ width·range² and rows·width.
+  // the outgoing ones since the last plan: Σ receiver weight·width·range² and rows·width.
   std::vector<CodecKind> out_codecs_[2], in_codecs_[2];
   std::vector<double> out_weight_[2], out_values_[2];
   std::vector<float> ranges_;
+  std::vector<double> send_weight_;  // (num_send) receivers' aggregation weights (adaptive)
   Tensor ef_input_, ef_decoded_;                 // message rows + residual, and their decoding
   std::vector<std::unique_ptr<Request>> requests_;
   bool active_ = false;

@@ -227,6 +227,44 @@ TEST_F(HaloExchangeTest, AdaptivePlansAgreeAcrossRanks) {
   }
 }
 
+// Adaptive: the receivers' aggregation weights travel back to the owners and steer the forward
+// plan. Every receiver weighs the rows it gets much more heavily on rank 0 than elsewhere, so
+// each other rank's forward messages to rank 0 get more bits than its messages to the others,
+// although all carry rows of the same range.
+TEST_F(HaloExchangeTest, ReceiverWeightsSteerTheForwardPlan) {
+  if (comm.size() != 4) GTEST_SKIP() << "written for 4 ranks";
+  const LocalGraph& g = mine().graph;
+  ExchangeCodecs codecs;
+  codecs.adaptive = true;
+  codecs.bit_budget = 5.0;
+  codecs.num_layers = 1;
+  HaloExchange exchange(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
+  std::vector<double> wrong(static_cast<std::size_t>(g.halo.num_halo()) + 1, 1.0);
+  EXPECT_THROW(exchange.set_receiver_weights(wrong), Error);
+  const std::vector<double> weights(static_cast<std::size_t>(g.halo.num_halo()),
+                                    comm.rank() == 0 ? 1000.0 : 0.001);
+  exchange.set_receiver_weights(weights);
+  Tensor x(g.num_owned(), kWidth), halo;
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>(i % 13);
+  exchange.set_noise(5, 1);
+  exchange.start_forward(x, halo, 0);
+  exchange.finish_forward(halo);
+  const std::string plan = exchange.replan();
+  if (comm.rank() == 0) return;
+  std::map<int, int> bits;  // forward bits by receiving rank
+  for (int p = 0; p < 4; ++p) {
+    const std::string key = "layer 0 fwd -> rank " + std::to_string(p) + ": ";
+    const std::size_t at = plan.find(key);
+    if (at != std::string::npos) bits[p] = std::stoi(plan.substr(at + key.size()));
+  }
+  ASSERT_TRUE(bits.count(0)) << plan;
+  for (const auto& [p, b] : bits) {
+    if (p != 0) {
+      EXPECT_GT(bits[0], b) << "rank " << comm.rank() << ": " << plan;
+    }
+  }
+}
+
 // A message whose header does not match what the receiver expects (here: rank 0 sends a raw
 // f32 block where rank 1 expects an int8 message) is refused on the receiving rank with a
 // message naming the sender and the layer; nothing is decoded from it.
