@@ -245,25 +245,6 @@ std::vector<Edge> read_edges(const fs::path& file, const fs::path& edge_count_fi
   return edges;
 }
 
-// In-neighbour CSR (row = destination, columns = sources), with the reverse of every edge when
-// add_inverse_edge; columns sorted, duplicates merged. Counting sort, then a parallel row sort.
-Csr build_graph(std::int64_t num_nodes, std::vector<Edge> edges, bool add_inverse_edge) {
-  std::vector<EdgeOffset> indptr(static_cast<std::size_t>(num_nodes) + 1, 0);
-  for (const Edge& edge : edges) {
-    ++indptr[edge[1] + 1];
-    if (add_inverse_edge) ++indptr[edge[0] + 1];
-  }
-  for (std::int64_t r = 0; r < num_nodes; ++r) indptr[r + 1] += indptr[r];
-  std::vector<EdgeOffset> fill(indptr.begin(), indptr.end() - 1);
-  std::vector<NodeId> indices(static_cast<std::size_t>(indptr.back()));
-  for (const Edge& edge : edges) {
-    indices[fill[edge[1]]++] = edge[0];
-    if (add_inverse_edge) indices[fill[edge[0]]++] = edge[1];
-  }
-  std::vector<Edge>().swap(edges);
-  return csr_from_unsorted_rows(num_nodes, num_nodes, std::move(indptr), std::move(indices));
-}
-
 // Fails with "<file>:<line>: column c: <what>" for the first non-finite value of a row.
 void check_finite_row(const GzipLineReader& reader, std::string_view line, const float* row,
                       std::int64_t width) {
@@ -499,7 +480,7 @@ Dataset read_ogb_raw(const fs::path& dir, const LoadOptions& options) {
 
   std::vector<Edge> edges =
       read_edges(raw / "edge.csv.gz", edge_count_file, num_nodes, num_edge_lines, options.progress);
-  dataset.graph = build_graph(num_nodes, std::move(edges), flags.add_inverse_edge);
+  dataset.graph = csr_from_edges(num_nodes, std::move(edges), flags.add_inverse_edge);
   dataset.num_edge_lines = num_edge_lines;
 
   fs::path feature_file = raw / "node-feat.csv.gz";

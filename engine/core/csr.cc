@@ -395,6 +395,25 @@ Csr Csr::without_self_loops() const {
 
 // The pattern's own values, if any, are replaced. Weights are (1/sqrt(d_v)) * (1/sqrt(d_u)) in
 // double, rounded once to float.
+Csr csr_from_edges(std::int64_t num_nodes, std::vector<std::array<NodeId, 2>> edges,
+                   bool add_inverse_edge) {
+  // Counting sort by destination, then csr_from_unsorted_rows sorts each row.
+  std::vector<EdgeOffset> indptr(static_cast<std::size_t>(num_nodes) + 1, 0);
+  for (const auto& edge : edges) {
+    ++indptr[edge[1] + 1];
+    if (add_inverse_edge) ++indptr[edge[0] + 1];
+  }
+  for (std::int64_t r = 0; r < num_nodes; ++r) indptr[r + 1] += indptr[r];
+  std::vector<EdgeOffset> fill(indptr.begin(), indptr.end() - 1);
+  std::vector<NodeId> indices(static_cast<std::size_t>(indptr.back()));
+  for (const auto& edge : edges) {
+    indices[fill[edge[1]]++] = edge[0];
+    if (add_inverse_edge) indices[fill[edge[0]]++] = edge[1];
+  }
+  std::vector<std::array<NodeId, 2>>().swap(edges);
+  return csr_from_unsorted_rows(num_nodes, num_nodes, std::move(indptr), std::move(indices));
+}
+
 Csr gcn_normalized(const Csr& pattern, std::span<const float> row_degree,
                    std::span<const float> col_degree) {
   TESSERA_CHECK(static_cast<std::int64_t>(row_degree.size()) == pattern.num_rows(), InvalidArgument,

@@ -4,6 +4,7 @@
 // needs: from an edge list, symmetrise, self loops, GCN and mean normalisation, transpose.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -70,6 +71,12 @@ class Csr {
 // Parallel over rows; the result does not depend on the thread count.
 Csr csr_from_unsorted_rows(std::int64_t num_rows, std::int64_t num_cols,
                            std::vector<EdgeOffset> indptr, std::vector<NodeId> indices);
+
+// In-neighbour CSR of a directed edge list (source, destination): row v lists the sources of the
+// edges into v, columns sorted, repeated edges merged; with add_inverse_edge the reverse of every
+// edge too. Ids must be in [0, num_nodes) (not checked). `edges` is released before the sort.
+Csr csr_from_edges(std::int64_t num_nodes, std::vector<std::array<NodeId, 2>> edges,
+                   bool add_inverse_edge);
 
 // GCN weights on a pattern that already holds its self loops:
 // w(v, u) = 1 / sqrt(deg(v) * deg(u)), deg taken from `row_degree` / `col_degree` (the global
