@@ -61,10 +61,15 @@ LoadedPart from_store(const PartSource& source, Communicator& comm) {
   return out;
 }
 
+Dataset load_source(const PartSource& source) {
+  if (source.make_dataset) return source.make_dataset();
+  return load_dataset(source.dataset, LoadOptions{.progress = source.progress});
+}
+
 LoadedPart single_process(const PartSource& source) {
   LoadedPart out;
   Stopwatch watch;
-  Dataset dataset = load_dataset(source.dataset, LoadOptions{.progress = source.progress});
+  Dataset dataset = load_source(source);
   out.load_s = watch.seconds();
   out.part = whole_graph_part(std::move(dataset));
   return out;
@@ -82,7 +87,7 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
   DatasetInfo info;
   run_agreed(comm, "loading the dataset", [&] {
     if (!root) return;
-    dataset = load_dataset(source.dataset, LoadOptions{.progress = source.progress});
+    dataset = load_source(source);
     TESSERA_CHECK(dataset.num_nodes() >= k, InvalidArgument, "--parts ", k, ": more parts than ",
                   "the ", dataset.num_nodes(), " nodes of ", source.dataset);
   });

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,9 @@ namespace tessera {
 
 struct PartSource {
   std::string dataset;             // load_dataset spec (in-process partitioning)
+  // When set, called (on the rank that loads) instead of load_dataset(dataset): a dataset the
+  // caller already holds in memory; `dataset` then only names it.
+  std::function<Dataset()> make_dataset;
   bool dataset_given = false;      // --dataset was set explicitly (checked against a store)
   std::string partitions_dir;      // a partition store; empty: partition in process
   int parts = 0;                   // --parts: must equal the number of ranks; 0: not given

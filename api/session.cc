@@ -1,0 +1,476 @@
+// Session: the public API over the engine — Options to TrainConfig, load_part for the parts,
+// one Trainer per rank, the run loop with metrics, summary and report (what train_gcn used to
+// do itself), and the results copied out of the model. Internal errors become std::
+// exceptions at this boundary; a failure of one rank alone ends the job.
+#include "tessera/session.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+#include "api/graph_view.h"
+#include "comm/agreement.h"
+#include "comm/launch_env.h"
+#include "comm/mpi_communicator.h"
+#include "engine/core/error.h"
+#include "engine/part_loader.h"
+#include "engine/run_report.h"
+#include "engine/system.h"
+#include "engine/trainer.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kGatherCountTag = 7101;
+constexpr int kGatherIdsTag = 7102;
+constexpr int kGatherRowsTag = 7103;
+
+// MPI for a Session that was given no communicator: initialised once, finalised at exit.
+void ensure_mpi() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) return;
+    static std::optional<MpiSession> session;  // destroyed (MPI_Finalize) at exit
+    session.emplace(nullptr, nullptr);
+  });
+}
+
+TrainConfig to_config(const Options& o) {
+  TrainConfig c;
+  c.model = parse_model_kind(o.model);
+  c.num_layers = o.num_layers;
+  c.hidden_channels = o.hidden_channels;
+  c.dropout = o.dropout;
+  c.input_dropout = o.input_dropout;
+  c.lr = o.lr;
+  c.weight_decay = o.weight_decay;
+  c.epochs = o.epochs;
+  c.seed = o.seed;
+  c.normalize_features = o.normalize_features;
+  c.eval_every = o.eval_every;
+  c.runs = o.runs;
+  c.batch_norm = o.batch_norm;
+  c.threads = o.threads;
+  c.device = o.device;
+  c.codec = o.codec;
+  c.codec_backward = o.codec_backward;
+  c.error_feedback = o.error_feedback;
+  c.bit_budget = o.bit_budget;
+  c.replan_every = o.replan_every;
+  c.checkpoint_dir = o.checkpoint_dir;
+  c.checkpoint_every = o.checkpoint_every;
+  c.keep_checkpoints = o.keep_checkpoints;
+  TESSERA_CHECK(o.resume == "auto" || o.resume == "require" || o.resume == "never",
+                InvalidArgument, "resume must be auto, require or never, got '", o.resume, "'");
+  c.resume = o.resume == "require" ? ResumeMode::Require
+             : o.resume == "never" ? ResumeMode::Never
+                                   : ResumeMode::Auto;
+  TESSERA_CHECK(c.resume != ResumeMode::Require || !c.checkpoint_dir.empty(), InvalidArgument,
+                "--resume needs --checkpoint-dir");
+  c.handle_signals = o.handle_signals;
+  c.metrics_file = o.metrics_file;
+  c.summary_file = o.summary_file;
+  c.progress = o.progress;
+  validate(c);
+  TESSERA_CHECK(o.runs >= 1, InvalidArgument, "--runs must be at least 1, got ", o.runs);
+  return c;
+}
+
+[[noreturn]] void rethrow_public(const Error& e) {
+  const std::string text =
+      e.category() == ErrorCategory::InvalidArgument || e.category() == ErrorCategory::InvalidInput
+          ? e.message()
+          : "[" + std::string(to_string(e.category())) + "] " + e.message();
+  if (e.category() == ErrorCategory::InvalidArgument ||
+      e.category() == ErrorCategory::InvalidInput) {
+    throw std::invalid_argument(text);
+  }
+  throw std::runtime_error(text);
+}
+
+EpochStats to_stats(const EpochRecord& record) {
+  EpochStats e;
+  e.run = record.run;
+  e.epoch = record.epoch;
+  e.loss = record.loss;
+  e.evaluated = record.evaluated;
+  e.train_metric = record.train_metric;
+  e.valid_metric = record.valid_metric;
+  e.test_metric = record.test_metric;
+  e.epoch_s = record.epoch_s;
+  e.eval_s = record.eval_s;
+  e.comm_s = record.comm_s;
+  for (std::size_t c = 0; c < record.bytes.size(); ++c) {
+    e.bytes_sent += record.bytes[c];
+    e.bytes_raw += record.raw_bytes[c];
+  }
+  return e;
+}
+
+RunStats to_stats(const RunResult& r) {
+  RunStats o;
+  o.run = r.run;
+  o.seed = r.seed;
+  o.best_valid = r.best_valid;
+  o.test_at_best_valid = r.test_at_best_valid;
+  o.best_epoch = r.best_epoch;
+  o.final_train = r.final_train;
+  o.final_valid = r.final_valid;
+  o.final_test = r.final_test;
+  o.final_loss = r.final_loss;
+  std::vector<double> times = r.epoch_seconds;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  o.epoch_s_median = times.empty() ? 0.0 : times[times.size() / 2];
+  for (std::uint64_t b : r.bytes_per_epoch) o.bytes_per_epoch += static_cast<double>(b);
+  return o;
+}
+
+Matrix to_matrix(const Tensor& t) {
+  Matrix m;
+  m.rows = t.rows();
+  m.cols = t.cols();
+  m.data.assign(t.f32(), t.f32() + t.numel());
+  return m;
+}
+
+}  // namespace
+
+struct Session::Impl {
+  Options options;
+  TrainConfig config;
+  std::unique_ptr<MpiCommunicator> comm;
+  LaunchEnv launch;
+  DatasetInfo info;
+  std::string method = "none";
+  std::optional<PartitionStats> stats;
+  double load_s = 0.0;
+  Stopwatch since_start;
+  std::unique_ptr<Trainer> trainer;
+  std::vector<RunResult> results;
+
+  // Runs the body of a collective call: errors every rank agreed on become std:: exceptions on
+  // every rank; an error of this rank alone ends the job (the others may be blocked in a
+  // collective waiting for it).
+  template <class F>
+  auto guarded(F&& body) -> decltype(body()) {
+    try {
+      return body();
+    } catch (const AgreedError& e) {
+      rethrow_public(e);
+    } catch (const Error& e) {
+      if (comm && comm->size() > 1 && e.category() != ErrorCategory::InvalidArgument) {
+        std::fprintf(stderr, "tessera: error: %s\n", e.what());
+        std::fflush(stderr);
+        comm->abort(1);
+      }
+      rethrow_public(e);
+    }
+  }
+  void require_loaded(const char* what) const {
+    TESSERA_CHECK(trainer != nullptr, InvalidArgument, "Session::", what,
+                  ": load a dataset first");
+  }
+  void require_trained(const char* what) const {
+    require_loaded(what);
+    TESSERA_CHECK(!results.empty(), InvalidArgument, "Session::", what, ": train first");
+  }
+  void load(PartSource source);
+};
+
+Session::Session(const Options& options) : Session(options, MPI_COMM_NULL) {}
+
+Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.options = options;
+  try {
+    if (comm == MPI_COMM_NULL) {
+      ensure_mpi();
+      comm = MPI_COMM_WORLD;
+    }
+    s.comm = std::make_unique<MpiCommunicator>(comm, options.comm_timeout);
+  } catch (const Error& e) {
+    rethrow_public(e);
+  }
+  s.guarded([&] {
+    run_agreed(*s.comm, "checking options", [&] { s.config = to_config(options); });
+    s.launch = detect_launch_env(*s.comm, s.comm->rank_on_node(), s.comm->ranks_on_node());
+    if (s.comm->rank() == 0 && s.config.progress && s.launch.slurm)
+      std::fprintf(stderr, "Launch: %s\n", describe(s.launch).c_str());
+    // Threads per rank unless told (threads, OMP_NUM_THREADS): Slurm's CPUs per task, else the
+    // node's cores shared among its ranks, so that K OpenMP teams do not fight over the cores.
+    if (s.config.threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+      if (s.launch.cpus_per_task > 0) {
+        s.config.threads = s.launch.cpus_per_task;
+      } else if (s.comm->ranks_on_node() > 1) {
+        const int cores = static_cast<int>(std::thread::hardware_concurrency());
+        s.config.threads = std::max(1, cores / s.comm->ranks_on_node());
+      }
+    }
+  });
+}
+
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+int Session::rank() const { return impl_->comm->rank(); }
+int Session::size() const { return impl_->comm->size(); }
+const Options& Session::options() const { return impl_->options; }
+
+void Session::Impl::load(PartSource source) {
+  const bool root = comm->rank() == 0;
+  source.partitions_dir = options.partitions_dir;
+  source.launcher_tasks = launch.slurm_tasks;
+  source.method = run_agreed(*comm, "checking options",
+                             [&] { return parse_partition_method(options.partition); });
+  source.seed = config.seed;
+  source.progress = config.progress && root;
+  trainer.reset();
+  results.clear();
+  since_start = Stopwatch();
+  LoadedPart loaded = load_part(source, *comm);
+  info = loaded.part.dataset;
+  method = loaded.method;
+  stats = loaded.stats;
+  load_s = loaded.load_s;
+  if (root && config.progress) {
+    std::fprintf(stderr, "Loaded %s: %lld nodes, %lld edges, %lld features, %lld outputs (%.2f s)\n",
+                 info.name.c_str(), static_cast<long long>(info.num_nodes),
+                 static_cast<long long>(info.num_edges), static_cast<long long>(info.num_features),
+                 static_cast<long long>(info.num_outputs()), load_s);
+    if (comm->size() > 1 && stats) {
+      std::fprintf(stderr,
+                   "Partitioned (%s) into %d parts: edge cut %lld, halo nodes %lld, "
+                   "imbalance %.3f (train %.3f), %.2f s\n",
+                   method.c_str(), comm->size(), static_cast<long long>(stats->edge_cut),
+                   static_cast<long long>(stats->halo_nodes_total), stats->node_imbalance,
+                   stats->train_imbalance, stats->seconds);
+    }
+  }
+  run_agreed(*comm, "setting up training", [&] {
+    trainer = std::make_unique<Trainer>(config, std::move(loaded.part), *comm);
+  });
+}
+
+void Session::load(const std::string& spec) {
+  impl_->guarded([&] {
+    PartSource source;
+    source.dataset = spec;
+    source.dataset_given = true;
+    impl_->config.dataset = spec;
+    impl_->load(std::move(source));
+  });
+}
+
+void Session::load(const GraphView& graph) {
+  impl_->guarded([&] {
+    run_agreed(*impl_->comm, "checking the graph", [&] {
+      TESSERA_CHECK(impl_->options.partitions_dir.empty(), InvalidArgument,
+                    "Session::load(GraphView) partitions in process: leave --partitions unset");
+    });
+    PartSource source;
+    source.dataset = graph.name;
+    source.make_dataset = [&graph] { return dataset_from_view(graph); };
+    impl_->config.dataset = "arrays:" + graph.name;
+    impl_->load(std::move(source));
+  });
+}
+
+std::int64_t Session::num_nodes() const {
+  return impl_->guarded([&] {
+    impl_->require_loaded("num_nodes");
+    return impl_->info.num_nodes;
+  });
+}
+
+std::string Session::metric() const {
+  return impl_->guarded([&] {
+    impl_->require_loaded("metric");
+    return impl_->info.eval_metric;
+  });
+}
+
+std::int64_t Session::num_outputs() const {
+  return impl_->guarded([&] {
+    impl_->require_loaded("num_outputs");
+    return impl_->info.num_outputs();
+  });
+}
+
+TrainResult Session::train(const OnEpoch& on_epoch) {
+  Impl& s = *impl_;
+  return s.guarded([&] {
+    run_agreed(*s.comm, "starting training", [&] { s.require_loaded("train"); });
+    const bool root = s.comm->rank() == 0;
+    const TrainConfig& config = s.config;
+    std::optional<MetricsWriter> metrics;
+    run_agreed(*s.comm, "opening the metrics file", [&] {
+      if (root) metrics.emplace(config.metrics_file, s.info.eval_metric);
+    });
+    s.results.clear();
+    const TrainOutcome outcome = s.trainer->train([&](const EpochRecord& record) {
+      if (root) {
+        metrics->write(record);
+        if (config.progress && !record.replayed) {
+          if (!record.bit_plan.empty())
+            std::fprintf(stderr, "Bit plan (rank 0), epoch %d: %s\n", record.epoch,
+                         record.bit_plan.c_str());
+          if (record.evaluated)
+            std::fprintf(stderr, "%s\n", progress_line(record, s.info.eval_metric).c_str());
+        }
+      }
+      if (on_epoch) on_epoch(to_stats(record));
+    });
+    s.results = outcome.results;
+    TrainResult out;
+    out.stopped = outcome.stopped;
+    out.checkpoint = outcome.checkpoint;
+    out.resumed_from = outcome.resumed_from;
+    for (const RunResult& r : s.results) out.runs.push_back(to_stats(r));
+    if (outcome.stopped) {
+      // The metrics so far are in the checkpoint: a later train() writes the complete files.
+      if (root && config.progress) {
+        std::fprintf(stderr, "Stopped after run %d, epoch %d; %s\n", outcome.stop_run + 1,
+                     outcome.stop_epoch,
+                     outcome.checkpoint.empty()
+                         ? "no checkpoint directory, so the next start begins again"
+                         : ("checkpoint " + outcome.checkpoint +
+                            " (train again with the same checkpoint directory to continue)")
+                               .c_str());
+      }
+      return out;
+    }
+    std::vector<std::int64_t> rss_max = {static_cast<std::int64_t>(peak_rss_bytes())};
+    std::vector<double> rss_sum = {static_cast<double>(peak_rss_bytes())};
+    s.comm->all_reduce_max(rss_max);
+    s.comm->all_reduce_sum(std::span<double>(rss_sum), TrafficCategory::Setup);
+    run_agreed(*s.comm, "writing results", [&] {
+      if (!root) return;
+      metrics->commit();
+      if (config.summary_file.empty()) return;
+      RunInfo run_info;
+      run_info.config = &config;
+      run_info.dataset = &s.info;
+      run_info.totals = &s.trainer->totals();
+      run_info.ranks = s.comm->size();
+      run_info.partition_method = s.method;
+      run_info.partition = s.stats ? &*s.stats : nullptr;
+      run_info.load_s = s.load_s;
+      run_info.setup_s = s.trainer->setup_seconds();
+      run_info.total_s = s.since_start.seconds();
+      run_info.peak_rss_bytes_max = static_cast<std::uint64_t>(rss_max[0]);
+      run_info.peak_rss_bytes_sum = static_cast<std::uint64_t>(rss_sum[0]);
+      write_file_atomic(config.summary_file, summary_json(run_info, s.results));
+    });
+    return out;
+  });
+}
+
+std::string Session::report() const {
+  return impl_->guarded([&] {
+    impl_->require_trained("report");
+    std::string text;
+    for (const RunResult& r : impl_->results) {
+      char line[160];
+      std::snprintf(line, sizeof line,
+                    "Run %02d: best valid %.2f%% (epoch %d), test at best valid %.2f%%, final "
+                    "test %.2f%%\n",
+                    r.run + 1, 100.0 * r.best_valid, r.best_epoch, 100.0 * r.test_at_best_valid,
+                    100.0 * r.final_test);
+      text += line;
+    }
+    return text + final_report(impl_->results, impl_->info.eval_metric);
+  });
+}
+
+std::vector<std::int64_t> Session::node_ids() const {
+  return impl_->guarded([&] {
+    impl_->require_loaded("node_ids");
+    const auto& ids = impl_->trainer->part().graph.owned_ids;
+    return std::vector<std::int64_t>(ids.begin(), ids.end());
+  });
+}
+
+Matrix Session::embeddings(int layer) const {
+  return impl_->guarded([&] {
+    impl_->require_trained("embeddings");
+    const int layers = impl_->config.num_layers;
+    TESSERA_CHECK(layer >= 0 && layer < layers, InvalidArgument, "Session::embeddings: layer ",
+                  layer, " is not in [0, ", layers, ")");
+    return to_matrix(impl_->trainer->model().embeddings(layer));
+  });
+}
+
+Matrix Session::logits() const { return embeddings(impl_->config.num_layers - 1); }
+
+std::vector<std::int64_t> Session::predictions() const {
+  const Matrix m = logits();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(m.rows));
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    const float* row = m.data.data() + r * m.cols;
+    out[static_cast<std::size_t>(r)] = std::max_element(row, row + m.cols) - row;
+  }
+  return out;
+}
+
+Matrix Session::gather_embeddings(int layer) const {
+  Impl& s = *impl_;
+  const Matrix mine = embeddings(layer);
+  const std::vector<std::int64_t> ids = node_ids();
+  return s.guarded([&] {
+    Communicator& comm = *s.comm;
+    if (comm.rank() != 0) {
+      const std::int64_t count = mine.rows;
+      comm.isend(std::as_bytes(std::span(&count, 1)), 0, kGatherCountTag, TrafficCategory::Setup)
+          ->wait();
+      comm.isend(std::as_bytes(std::span(ids)), 0, kGatherIdsTag, TrafficCategory::Setup)->wait();
+      comm.isend(std::as_bytes(std::span(mine.data)), 0, kGatherRowsTag, TrafficCategory::Setup)
+          ->wait();
+      return Matrix{};
+    }
+    Matrix all;
+    all.rows = s.info.num_nodes;
+    all.cols = mine.cols;
+    all.data.assign(static_cast<std::size_t>(all.rows * all.cols), 0.0f);
+    auto place = [&](std::span<const std::int64_t> row_ids, std::span<const float> rows) {
+      for (std::size_t i = 0; i < row_ids.size(); ++i) {
+        std::copy_n(rows.data() + i * all.cols, all.cols, all.data.data() + row_ids[i] * all.cols);
+      }
+    };
+    place(ids, mine.data);
+    for (int p = 1; p < comm.size(); ++p) {
+      std::int64_t count = 0;
+      comm.irecv(std::as_writable_bytes(std::span(&count, 1)), p, kGatherCountTag)->wait();
+      std::vector<std::int64_t> peer_ids(static_cast<std::size_t>(count));
+      std::vector<float> rows(static_cast<std::size_t>(count * all.cols));
+      comm.irecv(std::as_writable_bytes(std::span(peer_ids)), p, kGatherIdsTag)->wait();
+      comm.irecv(std::as_writable_bytes(std::span(rows)), p, kGatherRowsTag)->wait();
+      place(peer_ids, rows);
+    }
+    return all;
+  });
+}
+
+std::vector<Parameter> Session::weights() const {
+  return impl_->guarded([&] {
+    impl_->require_trained("weights");
+    const Model& model = impl_->trainer->model();
+    std::vector<Parameter> out;
+    for (const ParamInfo& p : model.param_info()) {
+      const auto values = model.params().subspan(static_cast<std::size_t>(p.offset),
+                                                 static_cast<std::size_t>(p.rows * p.cols));
+      out.push_back({p.name, p.rows, p.cols, {values.begin(), values.end()}});
+    }
+    return out;
+  });
+}
+
+std::string version() { return TESSERA_VERSION_STRING; }
+
+}  // namespace tessera

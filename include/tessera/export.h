@@ -1,0 +1,4 @@
+// TESSERA_API marks what libtessera exports; everything else in the library stays hidden.
+#pragma once
+
+#define TESSERA_API __attribute__((visibility("default")))

@@ -1,0 +1,139 @@
+// tessera::Session: one rank's handle on a distributed full-graph training job — the public C++
+// API that train_gcn and the Python module are built on. Every rank of an MPI job creates a
+// Session over the same communicator, loads the same dataset and trains; Tessera partitions the
+// graph (one part per rank), exchanges halos (with the configured codecs) and all-reduces
+// gradients inside. On one process it trains the whole graph, without mpiexec.
+//
+// Errors: a bad option or bad input throws std::invalid_argument, any other failure
+// std::runtime_error, with the same message on every rank (collective calls agree on the
+// outcome before returning). A failure of one rank in the middle of a training step, which the
+// others cannot learn of without hanging, ends the whole job (MPI_Abort) after printing it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/export.h"
+#include "tessera/graph.h"
+#include "tessera/options.h"
+
+namespace tessera {
+
+// One training step (every epoch) and, on evaluated epochs, the split metrics; the same record
+// on every rank. Metrics are accuracy or ROC-AUC (Session::metric()), in [0, 1].
+struct EpochStats {
+  int run = 0;
+  int epoch = 0;  // 1-based
+  double loss = 0.0;
+  bool evaluated = false;
+  double train_metric = 0.0, valid_metric = 0.0, test_metric = 0.0;
+  double epoch_s = 0.0;  // training step
+  double eval_s = 0.0;
+  double comm_s = 0.0;   // communication of the step, mean over ranks
+  std::uint64_t bytes_sent = 0;  // by all ranks in the step (after codecs)
+  std::uint64_t bytes_raw = 0;   // the same before codecs
+};
+
+struct RunStats {
+  int run = 0;
+  std::uint64_t seed = 0;
+  double best_valid = 0.0;
+  double test_at_best_valid = 0.0;
+  int best_epoch = 0;
+  double final_train = 0.0, final_valid = 0.0, final_test = 0.0;
+  double final_loss = 0.0;
+  double epoch_s_median = 0.0;
+  double bytes_per_epoch = 0.0;  // sent by all ranks, all categories
+};
+
+// A dense row-major float matrix owned by the caller.
+struct Matrix {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::vector<float> data;  // (rows, cols)
+  float operator()(std::int64_t r, std::int64_t c) const { return data[r * cols + c]; }
+};
+
+// A trained parameter: torch-style name ("convs.0.weight", "convs.0.bias", "bns.0.weight"),
+// shape (rows, cols; cols = 1 for vectors) and values, row-major (weights are in x out).
+struct Parameter {
+  std::string name;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::vector<float> values;
+};
+
+// What train() did: the runs, and whether a stop signal ended it early (options().
+// handle_signals) — then after a checkpoint, from which a later train() with the same
+// checkpoint_dir continues.
+struct TrainResult {
+  std::vector<RunStats> runs;  // every run; only the finished ones when stopped
+  bool stopped = false;
+  std::string checkpoint;      // the last checkpoint written (rank 0; empty: none)
+  std::string resumed_from;    // the checkpoint this train() continued from (empty: none)
+};
+
+using OnEpoch = std::function<void(const EpochStats&)>;
+
+class TESSERA_API Session {
+ public:
+  // A job over MPI_COMM_WORLD (MPI is initialised if the caller has not, and finalised at exit),
+  // or over the caller's communicator (duplicated; the caller keeps MPI's lifetime).
+  explicit Session(const Options& options = {});
+  Session(const Options& options, MPI_Comm comm);
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  int rank() const;
+  int size() const;
+  const Options& options() const;
+
+  // Collective: loads the dataset and gives each rank its part. `spec`: an OGB raw-layout
+  // directory, a Tessera .h5 file or synth:PRESET[:SEED] (default, arxiv-like,
+  // products-like). With options().partitions_dir set, each rank reads its part file instead.
+  void load(const std::string& spec);
+  // Collective: the same from arrays held by the caller. Only rank 0 reads its view (the other
+  // ranks may pass an empty one); rank 0 partitions and sends each rank its part.
+  void load(const GraphView& graph);
+
+  // After load: the whole graph's node count, the metric ("acc" | "rocauc") and output width.
+  std::int64_t num_nodes() const;
+  std::string metric() const;
+  std::int64_t num_outputs() const;
+
+  // Collective: options().runs runs from fresh models (or continued from a checkpoint in
+  // options().checkpoint_dir); on_epoch sees every epoch on every rank, including those replayed
+  // from a checkpoint. Writes options().metrics_file and summary_file (rank 0) when set and
+  // training was not stopped.
+  TrainResult train(const OnEpoch& on_epoch = {});
+  // The report of the last train(): a line per run, then the mean ± std over the runs.
+  std::string report() const;
+
+  // After train, from the last run's final evaluation (no dropout) — this rank's own nodes:
+  std::vector<std::int64_t> node_ids() const;  // (n) global ids of the rows below
+  Matrix embeddings(int layer) const;          // (n, width) layer output; layer in [0, L)
+  Matrix logits() const;                       // (n, outputs): embeddings(L - 1)
+  std::vector<std::int64_t> predictions() const;  // (n) argmax of logits (multi-class)
+  // Collective: the same for the whole graph on rank 0, rows in node-id order (other ranks get
+  // an empty matrix).
+  Matrix gather_embeddings(int layer) const;
+  // Trained parameters (identical on every rank).
+  std::vector<Parameter> weights() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "major.minor.patch" of the library.
+TESSERA_API std::string version();
+
+}  // namespace tessera

@@ -1,0 +1,276 @@
+// The Python module `tessera`: Session (keyword arguments named like train_gcn's flags) and
+// Graph (NumPy arrays held by reference, never copied or converted: a wrong dtype, shape or a
+// non-contiguous array is a ValueError naming the argument). C++ std::invalid_argument arrives
+// as ValueError and std::runtime_error as RuntimeError, with the same message.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "tessera/tessera.h"
+
+namespace py = pybind11;
+
+namespace {
+
+[[noreturn]] void value_error(const std::string& text) { throw py::value_error(text); }
+
+// A read-only view of `array` as T, or ValueError: exact dtype, C-contiguous, `ndim` dimensions.
+template <class T>
+std::span<const T> view_of(const py::array& array, int ndim, const char* name,
+                           const char* dtype_name) {
+  if (!py::dtype::of<T>().is(array.dtype())) {
+    value_error(std::string(name) + ": expected dtype " + dtype_name + ", got " +
+                py::str(array.dtype()).cast<std::string>());
+  }
+  if (array.ndim() != ndim) {
+    value_error(std::string(name) + ": expected a " + std::to_string(ndim) +
+                "-D array, got " + std::to_string(array.ndim()) + "-D");
+  }
+  if (!(array.flags() & py::array::c_style)) {
+    value_error(std::string(name) +
+                ": the array is not C-contiguous (pass numpy.ascontiguousarray(...))");
+  }
+  return {static_cast<const T*>(array.data()), static_cast<std::size_t>(array.size())};
+}
+
+// A Graph: the GraphView plus the arrays it points into, kept alive by this object.
+struct PyGraph {
+  tessera::GraphView view;
+  std::vector<py::array> keep;
+};
+
+PyGraph make_graph(std::int64_t num_nodes, const py::object& edge_index, const py::object& indptr,
+                   const py::object& indices, const py::array& x, const py::object& y,
+                   const py::object& targets, const py::array& train_idx,
+                   const py::object& valid_idx, const py::object& test_idx,
+                   std::int64_t num_classes, const std::string& name) {
+  PyGraph g;
+  tessera::GraphView& v = g.view;
+  v.name = name;
+  v.num_nodes = num_nodes;
+  auto keep = [&](const py::object& o) -> py::array {
+    if (!py::isinstance<py::array>(o)) {
+      value_error("expected a numpy array, got " + py::str(py::type::of(o)).cast<std::string>());
+    }
+    g.keep.push_back(o.cast<py::array>());
+    return g.keep.back();
+  };
+  if (!edge_index.is_none()) {
+    py::array e = keep(edge_index);
+    const auto all = view_of<std::int64_t>(e, 2, "edge_index", "int64");
+    if (e.shape(0) != 2) {
+      value_error("edge_index: expected shape (2, E), got (" + std::to_string(e.shape(0)) + ", " +
+                  std::to_string(e.shape(1)) + ")");
+    }
+    const auto edges = static_cast<std::size_t>(e.shape(1));
+    v.src = all.first(edges);
+    v.dst = all.subspan(edges, edges);
+  }
+  if (!indptr.is_none()) v.indptr = view_of<std::int64_t>(keep(indptr), 1, "indptr", "int64");
+  if (!indices.is_none()) v.indices = view_of<std::int64_t>(keep(indices), 1, "indices", "int64");
+  py::array features = keep(x);
+  v.features = view_of<float>(features, 2, "x", "float32");
+  v.num_features = features.shape(1);
+  if (features.shape(0) != num_nodes) {
+    value_error("x: expected num_nodes = " + std::to_string(num_nodes) + " rows, got " +
+                std::to_string(features.shape(0)));
+  }
+  if (!y.is_none()) v.labels = view_of<std::int64_t>(keep(y), 1, "y", "int64");
+  if (!targets.is_none()) {
+    py::array t = keep(targets);
+    v.targets = view_of<float>(t, 2, "targets", "float32");
+    v.num_tasks = t.shape(1);
+  }
+  v.num_classes = num_classes;
+  v.train_idx = view_of<std::int64_t>(keep(train_idx), 1, "train_idx", "int64");
+  if (!valid_idx.is_none()) v.valid_idx = view_of<std::int64_t>(keep(valid_idx), 1, "valid_idx", "int64");
+  if (!test_idx.is_none()) v.test_idx = view_of<std::int64_t>(keep(test_idx), 1, "test_idx", "int64");
+  return g;
+}
+
+// Options from keyword arguments named like the flags (--hidden-channels: hidden_channels).
+tessera::Options options_from(const py::kwargs& kwargs) {
+  tessera::Options o;
+  using Setter = std::function<void(const py::handle&)>;
+  auto field = [](auto& member) -> Setter {
+    return [&member](const py::handle& value) {
+      member = value.cast<std::remove_reference_t<decltype(member)>>();
+    };
+  };
+  const std::map<std::string, Setter> setters = {
+      {"model", field(o.model)},
+      {"num_layers", field(o.num_layers)},
+      {"hidden_channels", field(o.hidden_channels)},
+      {"dropout", field(o.dropout)},
+      {"input_dropout", field(o.input_dropout)},
+      {"lr", field(o.lr)},
+      {"weight_decay", field(o.weight_decay)},
+      {"epochs", field(o.epochs)},
+      {"seed", field(o.seed)},
+      {"normalize_features", field(o.normalize_features)},
+      {"batch_norm", field(o.batch_norm)},
+      {"eval_every", field(o.eval_every)},
+      {"runs", field(o.runs)},
+      {"threads", field(o.threads)},
+      {"device", field(o.device)},
+      {"partition", field(o.partition)},
+      {"partitions", field(o.partitions_dir)},
+      {"comm_timeout", field(o.comm_timeout)},
+      {"codec", field(o.codec)},
+      {"codec_backward", field(o.codec_backward)},
+      {"error_feedback", field(o.error_feedback)},
+      {"bit_budget", field(o.bit_budget)},
+      {"replan_every", field(o.replan_every)},
+      {"checkpoint_dir", field(o.checkpoint_dir)},
+      {"checkpoint_every", field(o.checkpoint_every)},
+      {"keep_checkpoints", field(o.keep_checkpoints)},
+      {"resume", field(o.resume)},
+      {"handle_signals", field(o.handle_signals)},
+      {"metrics", field(o.metrics_file)},
+      {"summary", field(o.summary_file)},
+      {"progress", field(o.progress)},
+  };
+  for (const auto& [key, value] : kwargs) {
+    const std::string name = py::str(key);
+    const auto it = setters.find(name);
+    if (it == setters.end()) value_error("unknown option '" + name + "'");
+    try {
+      it->second(value);
+    } catch (const py::cast_error&) {
+      value_error("option '" + name + "': cannot use a value of type " +
+                  py::str(py::type::of(value)).cast<std::string>());
+    }
+  }
+  return o;
+}
+
+py::array_t<float> to_numpy(tessera::Matrix m) {
+  auto* data = new std::vector<float>(std::move(m.data));
+  py::capsule owner(data, [](void* p) { delete static_cast<std::vector<float>*>(p); });
+  return py::array_t<float>({m.rows, m.cols}, data->data(), owner);
+}
+
+py::array_t<std::int64_t> to_numpy(std::vector<std::int64_t> v) {
+  auto* data = new std::vector<std::int64_t>(std::move(v));
+  py::capsule owner(data, [](void* p) { delete static_cast<std::vector<std::int64_t>*>(p); });
+  return py::array_t<std::int64_t>({static_cast<py::ssize_t>(data->size())}, data->data(), owner);
+}
+
+py::dict to_dict(const tessera::EpochStats& e) {
+  py::dict d;
+  d["run"] = e.run;
+  d["epoch"] = e.epoch;
+  d["loss"] = e.loss;
+  d["evaluated"] = e.evaluated;
+  d["train"] = e.train_metric;
+  d["valid"] = e.valid_metric;
+  d["test"] = e.test_metric;
+  d["epoch_s"] = e.epoch_s;
+  d["eval_s"] = e.eval_s;
+  d["comm_s"] = e.comm_s;
+  d["bytes_sent"] = e.bytes_sent;
+  d["bytes_raw"] = e.bytes_raw;
+  return d;
+}
+
+py::dict to_dict(const tessera::RunStats& r) {
+  py::dict d;
+  d["run"] = r.run;
+  d["seed"] = r.seed;
+  d["best_valid"] = r.best_valid;
+  d["test_at_best_valid"] = r.test_at_best_valid;
+  d["best_epoch"] = r.best_epoch;
+  d["final_train"] = r.final_train;
+  d["final_valid"] = r.final_valid;
+  d["final_test"] = r.final_test;
+  d["final_loss"] = r.final_loss;
+  d["epoch_s_median"] = r.epoch_s_median;
+  d["bytes_per_epoch"] = r.bytes_per_epoch;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(tessera, m) {
+  m.doc() = "Tessera: distributed full-graph GNN training (run under mpiexec for several ranks)";
+  m.attr("__version__") = tessera::version();
+
+  py::class_<PyGraph>(m, "Graph",
+                      "A dataset held in NumPy arrays (kept by reference, not copied): edges as "
+                      "edge_index (2, E) int64 or indptr/indices (CSR over destinations), "
+                      "x (N, F) float32, y (N) int64 labels (-1: none) or targets (N, T) "
+                      "float32, and int64 split ids.")
+      .def(py::init(&make_graph), py::kw_only(), py::arg("num_nodes"),
+           py::arg("edge_index") = py::none(), py::arg("indptr") = py::none(),
+           py::arg("indices") = py::none(), py::arg("x"), py::arg("y") = py::none(),
+           py::arg("targets") = py::none(), py::arg("train_idx"),
+           py::arg("valid_idx") = py::none(), py::arg("test_idx") = py::none(),
+           py::arg("num_classes") = 0, py::arg("name") = "graph")
+      .def_property_readonly("num_nodes", [](const PyGraph& g) { return g.view.num_nodes; })
+      .def_property_readonly("name", [](const PyGraph& g) { return g.view.name; });
+
+  py::class_<tessera::Session>(m, "Session",
+                               "One rank's handle on a training job over MPI_COMM_WORLD. "
+                               "Keyword arguments are train_gcn's flags with '_' for '-' "
+                               "(epochs=..., hidden_channels=..., codec=..., metrics=..., ...).")
+      .def(py::init([](const py::kwargs& kwargs) {
+        return std::make_unique<tessera::Session>(options_from(kwargs));
+      }))
+      .def_property_readonly("rank", &tessera::Session::rank)
+      .def_property_readonly("size", &tessera::Session::size)
+      .def(
+          "load", [](tessera::Session& s, const std::string& spec) { s.load(spec); },
+          py::arg("dataset"),
+          "Loads an OGB raw-layout directory, a Tessera .h5 file or synth:PRESET[:SEED].")
+      .def(
+          "load", [](tessera::Session& s, const PyGraph& g) { s.load(g.view); }, py::arg("graph"),
+          "Loads a Graph (read on rank 0, partitioned and sent to every rank).")
+      .def_property_readonly("num_nodes", &tessera::Session::num_nodes)
+      .def_property_readonly("metric", &tessera::Session::metric)
+      .def(
+          "train",
+          [](tessera::Session& s, const py::object& on_epoch) {
+            tessera::OnEpoch callback;
+            if (!on_epoch.is_none()) {
+              callback = [on_epoch](const tessera::EpochStats& e) { on_epoch(to_dict(e)); };
+            }
+            const tessera::TrainResult result = s.train(callback);
+            py::list runs;
+            for (const tessera::RunStats& r : result.runs) runs.append(to_dict(r));
+            py::dict out;
+            out["runs"] = runs;
+            out["stopped"] = result.stopped;
+            out["checkpoint"] = result.checkpoint;
+            out["resumed_from"] = result.resumed_from;
+            return out;
+          },
+          py::arg("on_epoch") = py::none(),
+          "Trains every run; on_epoch(dict) sees each epoch. Returns a dict: runs (one dict "
+          "per run), stopped, checkpoint, resumed_from.")
+      .def("report", &tessera::Session::report)
+      .def("node_ids", [](const tessera::Session& s) { return to_numpy(s.node_ids()); })
+      .def(
+          "embeddings", [](const tessera::Session& s, int layer) { return to_numpy(s.embeddings(layer)); },
+          py::arg("layer"), "This rank's nodes (see node_ids): output of layer `layer`.")
+      .def("logits", [](const tessera::Session& s) { return to_numpy(s.logits()); })
+      .def("predictions", [](const tessera::Session& s) { return to_numpy(s.predictions()); })
+      .def(
+          "gather_embeddings",
+          [](const tessera::Session& s, int layer) { return to_numpy(s.gather_embeddings(layer)); },
+          py::arg("layer"), "Collective: every node's embedding on rank 0 (empty elsewhere).")
+      .def("weights", [](const tessera::Session& s) {
+        py::dict out;
+        for (tessera::Parameter& p : s.weights()) {
+          out[py::str(p.name)] = to_numpy(tessera::Matrix{p.rows, p.cols, std::move(p.values)});
+        }
+        return out;
+      });
+}

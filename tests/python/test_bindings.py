@@ -1,0 +1,172 @@
+"""The Python module on one process: Cora through the bindings equals train_gcn with the same
+seed; a Graph built from NumPy arrays trains and hands back embeddings, logits, predictions and
+weights; every class of bad argument is a ValueError with a clear message (never a crash)."""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+import tessera
+
+CORA = os.path.join(os.environ.get("TESSERA_SHARED_DATASETS", ""), "cora")
+TRAIN_GCN = os.environ.get("TESSERA_TRAIN_GCN", "")
+FAST = dict(num_layers=2, hidden_channels=16, epochs=20, lr=0.05)
+
+
+def two_rings(n=400, f=6):
+    """Nodes v and v + 2 are linked, so each parity forms a ring; labels are the parity."""
+    v = np.arange(n, dtype=np.int64)
+    edge_index = np.stack([v, (v + 2) % n])
+    rng = np.random.default_rng(0)
+    x = rng.random((n, f), dtype=np.float32)
+    y = v % 2
+    x[np.arange(n), y] += 0.5
+    split = v % 10
+    return dict(num_nodes=n, edge_index=edge_index, x=x, y=y, train_idx=v[split < 6],
+                valid_idx=v[(split >= 6) & (split < 8)], test_idx=v[split >= 8])
+
+
+class CoraMatchesTrainGcn(unittest.TestCase):
+    def test_same_accuracy_and_loss_as_train_gcn(self):
+        if not os.path.exists(os.path.join(CORA, "raw", "edge.csv.gz")):
+            self.skipTest(f"Cora not found at {CORA} (the shared datasets folder is absent)")
+        flags = dict(num_layers=2, hidden_channels=16, dropout=0.5, input_dropout=0.5, lr=0.01,
+                     weight_decay=5e-4, epochs=60, seed=3, normalize_features=True)
+        session = tessera.Session(**flags)
+        session.load(CORA)
+        self.assertEqual(session.metric, "acc")
+        runs = session.train()["runs"]
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = os.path.join(tmp, "summary.json")
+            cli = [TRAIN_GCN, "--dataset", CORA, "--summary", summary, "--quiet"]
+            for key, value in flags.items():
+                flag = "--" + key.replace("_", "-")
+                cli += [flag] if value is True else [flag, str(value)]
+            subprocess.run(cli, check=True, stdout=subprocess.DEVNULL)
+            with open(summary) as f:
+                cli_run = json.load(f)["per_run"][0]
+        self.assertEqual(runs[0]["final_test"], cli_run["final_test_acc"])
+        self.assertEqual(runs[0]["best_valid"], cli_run["best_valid_acc"])
+        self.assertAlmostEqual(runs[0]["final_loss"], cli_run["final_loss"], places=12)
+        self.assertGreater(runs[0]["final_test"], 0.7)
+
+
+class ArraysInResultsOut(unittest.TestCase):
+    def test_graph_from_arrays_trains_and_returns_arrays(self):
+        data = two_rings()
+        graph = tessera.Graph(**data, name="two-rings")
+        session = tessera.Session(**FAST)
+        self.assertEqual((session.rank, session.size), (0, 1))
+        session.load(graph)
+        self.assertEqual(session.num_nodes, 400)
+        epochs = []
+        runs = session.train(on_epoch=epochs.append)["runs"]
+        self.assertEqual([e["epoch"] for e in epochs], list(range(1, 21)))
+        self.assertGreater(runs[0]["final_test"], 0.9)
+        ids = session.node_ids()
+        np.testing.assert_array_equal(ids, np.arange(400))
+        h = session.embeddings(0)
+        self.assertEqual((h.shape, h.dtype), ((400, 16), np.float32))
+        self.assertTrue((h >= 0).all())  # after ReLU
+        logits = session.logits()
+        self.assertEqual(logits.shape, (400, 2))
+        np.testing.assert_array_equal(session.predictions(), logits.argmax(axis=1))
+        np.testing.assert_array_equal(session.gather_embeddings(1), logits)
+        weights = session.weights()
+        self.assertEqual(weights["convs.0.weight"].shape, (6, 16))
+        self.assertEqual(weights["convs.1.weight"].shape, (16, 2))
+        self.assertIn("Run 01", session.report())
+
+    def test_csr_input_equals_coo_input(self):
+        data = two_rings()
+        src, dst = data.pop("edge_index")
+        order = np.argsort(dst, kind="stable")
+        indptr = np.zeros(401, dtype=np.int64)
+        np.add.at(indptr, dst + 1, 1)
+        results = []
+        for edges in (dict(edge_index=np.stack([src, dst])),
+                      dict(indptr=np.cumsum(indptr), indices=src[order].copy())):
+            session = tessera.Session(**FAST)
+            session.load(tessera.Graph(**data, **edges))
+            results.append((session.train()["runs"][0]["final_loss"], session.logits()))
+        self.assertEqual(results[0][0], results[1][0])
+        np.testing.assert_array_equal(results[0][1], results[1][1])
+
+    def test_inputs_are_not_modified(self):
+        data = two_rings()
+        copies = {k: v.copy() for k, v in data.items() if isinstance(v, np.ndarray)}
+        session = tessera.Session(normalize_features=True, **FAST)
+        session.load(tessera.Graph(**data))
+        session.train()
+        for key, before in copies.items():
+            np.testing.assert_array_equal(data[key], before, err_msg=key)
+
+
+class BadInputIsValueError(unittest.TestCase):
+    def assert_graph_refused(self, pattern, **changes):
+        data = two_rings()
+        data.update(changes)
+        with self.assertRaisesRegex(ValueError, pattern):
+            session = tessera.Session(**FAST)
+            session.load(tessera.Graph(**data))
+
+    def test_wrong_dtypes(self):
+        data = two_rings()
+        self.assert_graph_refused(r"x: expected dtype float32, got float64",
+                                  x=data["x"].astype(np.float64))
+        self.assert_graph_refused(r"edge_index: expected dtype int64, got int32",
+                                  edge_index=data["edge_index"].astype(np.int32))
+        self.assert_graph_refused(r"y: expected dtype int64", y=data["y"].astype(np.float32))
+        self.assert_graph_refused(r"train_idx: expected dtype int64",
+                                  train_idx=data["train_idx"].astype(np.uint64))
+        self.assert_graph_refused(r"expected a numpy array", y=[0, 1])
+
+    def test_wrong_shapes(self):
+        data = two_rings()
+        self.assert_graph_refused(r"edge_index: expected shape \(2, E\), got \(3, ",
+                                  edge_index=np.zeros((3, 5), dtype=np.int64))
+        self.assert_graph_refused(r"x: expected a 2-D array, got 1-D", x=data["x"].ravel())
+        self.assert_graph_refused(r"x: expected num_nodes = 400 rows, got 399", x=data["x"][:399])
+        self.assert_graph_refused(r"GraphView.labels has 399 entries, expected num_nodes = 400",
+                                  y=data["y"][:399])
+
+    def test_non_contiguous_arrays(self):
+        data = two_rings()
+        wide = np.repeat(data["x"], 2, axis=1)
+        self.assert_graph_refused(r"x: the array is not C-contiguous", x=wide[:, ::2])
+        self.assert_graph_refused(r"train_idx: the array is not C-contiguous",
+                                  train_idx=np.arange(0, 400, dtype=np.int64)[::2])
+
+    def test_out_of_range_indices(self):
+        data = two_rings()
+        edges = data["edge_index"].copy()
+        edges[1, 7] = 400
+        self.assert_graph_refused(r"GraphView.dst\[7\] = 400 is not a node id in \[0, 400\)",
+                                  edge_index=edges)
+        self.assert_graph_refused(r"GraphView.train_idx\[1\] = -3 is not a node id",
+                                  train_idx=np.array([0, -3], dtype=np.int64))
+        labels = data["y"].copy()
+        labels[5] = 7
+        self.assert_graph_refused(r"label", y=labels, num_classes=2)
+
+    def test_bad_options(self):
+        with self.assertRaisesRegex(ValueError, r"unknown option 'epoch'"):
+            tessera.Session(epoch=3)
+        with self.assertRaisesRegex(ValueError, r"option 'epochs': cannot use a value of type"):
+            tessera.Session(epochs="ten")
+        with self.assertRaisesRegex(ValueError, r"--epochs must be >= 1, got 0"):
+            tessera.Session(epochs=0)
+        with self.assertRaisesRegex(ValueError, r"load a dataset first"):
+            tessera.Session(**FAST).train()
+        with self.assertRaisesRegex(ValueError, r"layer 5 is not in \[0, 2\)"):
+            session = tessera.Session(**FAST)
+            session.load(tessera.Graph(**two_rings()))
+            session.train()
+            session.embeddings(5)
+
+
+if __name__ == "__main__":
+    unittest.main()
