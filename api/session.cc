@@ -76,7 +76,7 @@ TrainConfig to_config(const Options& o) {
   c.handle_signals = o.handle_signals;
   c.metrics_file = o.metrics_file;
   c.summary_file = o.summary_file;
-  c.progress = o.progress;
+  c.progress = o.verbosity >= 2;
   validate(c);
   TESSERA_CHECK(o.runs >= 1, InvalidArgument, "--runs must be at least 1, got ", o.runs);
   return c;
@@ -153,6 +153,7 @@ struct Session::Impl {
   Stopwatch since_start;
   std::unique_ptr<Trainer> trainer;
   std::vector<RunResult> results;
+  bool stopped = false;  // the last train() was ended by a stop signal
 
   // Runs the body of a collective call: errors every rank agreed on become std:: exceptions on
   // every rank; an error of this rank alone ends the job (the others may be blocked in a
@@ -199,8 +200,10 @@ Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique
   }
   s.guarded([&] {
     run_agreed(*s.comm, "checking options", [&] { s.config = to_config(options); });
+    // From here on SIGUSR1 and SIGTERM only ask training to stop (after a checkpoint).
+    if (s.config.handle_signals) install_stop_handlers();
     s.launch = detect_launch_env(*s.comm, s.comm->rank_on_node(), s.comm->ranks_on_node());
-    if (s.comm->rank() == 0 && s.config.progress && s.launch.slurm)
+    if (s.comm->rank() == 0 && s.options.verbosity >= 1 && s.launch.slurm)
       std::fprintf(stderr, "Launch: %s\n", describe(s.launch).c_str());
     // Threads per rank unless told (threads, OMP_NUM_THREADS): Slurm's CPUs per task, else the
     // node's cores shared among its ranks, so that K OpenMP teams do not fight over the cores.
@@ -226,6 +229,7 @@ const Options& Session::options() const { return impl_->options; }
 void Session::Impl::load(PartSource source) {
   const bool root = comm->rank() == 0;
   source.partitions_dir = options.partitions_dir;
+  source.parts = options.parts;
   source.launcher_tasks = launch.slurm_tasks;
   source.method = run_agreed(*comm, "checking options",
                              [&] { return parse_partition_method(options.partition); });
@@ -239,7 +243,7 @@ void Session::Impl::load(PartSource source) {
   method = loaded.method;
   stats = loaded.stats;
   load_s = loaded.load_s;
-  if (root && config.progress) {
+  if (root && options.verbosity >= 1) {
     std::fprintf(stderr, "Loaded %s: %lld nodes, %lld edges, %lld features, %lld outputs (%.2f s)\n",
                  info.name.c_str(), static_cast<long long>(info.num_nodes),
                  static_cast<long long>(info.num_edges), static_cast<long long>(info.num_features),
@@ -260,10 +264,14 @@ void Session::Impl::load(PartSource source) {
 
 void Session::load(const std::string& spec) {
   impl_->guarded([&] {
+    run_agreed(*impl_->comm, "checking the dataset", [&] {
+      TESSERA_CHECK(!spec.empty() || !impl_->options.partitions_dir.empty(), InvalidArgument,
+                    "Session::load: no dataset given (a path, synth:PRESET or a partition store)");
+    });
     PartSource source;
     source.dataset = spec;
-    source.dataset_given = true;
-    impl_->config.dataset = spec;
+    source.dataset_given = !spec.empty();
+    if (!spec.empty()) impl_->config.dataset = spec;
     impl_->load(std::move(source));
   });
 }
@@ -328,22 +336,17 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
       if (on_epoch) on_epoch(to_stats(record));
     });
     s.results = outcome.results;
+    s.stopped = outcome.stopped;
     TrainResult out;
     out.stopped = outcome.stopped;
+    out.stop_signal = outcome.stop_signal;
+    out.stop_run = outcome.stop_run;
+    out.stop_epoch = outcome.stop_epoch;
     out.checkpoint = outcome.checkpoint;
     out.resumed_from = outcome.resumed_from;
     for (const RunResult& r : s.results) out.runs.push_back(to_stats(r));
+    // Stopped: the metrics so far are in the checkpoint; a later train() writes the whole files.
     if (outcome.stopped) {
-      // The metrics so far are in the checkpoint: a later train() writes the complete files.
-      if (root && config.progress) {
-        std::fprintf(stderr, "Stopped after run %d, epoch %d; %s\n", outcome.stop_run + 1,
-                     outcome.stop_epoch,
-                     outcome.checkpoint.empty()
-                         ? "no checkpoint directory, so the next start begins again"
-                         : ("checkpoint " + outcome.checkpoint +
-                            " (train again with the same checkpoint directory to continue)")
-                               .c_str());
-      }
       return out;
     }
     std::vector<std::int64_t> rss_max = {static_cast<std::int64_t>(peak_rss_bytes())};
@@ -374,7 +377,7 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
 
 std::string Session::report() const {
   return impl_->guarded([&] {
-    impl_->require_trained("report");
+    impl_->require_loaded("report");
     std::string text;
     for (const RunResult& r : impl_->results) {
       char line[160];
@@ -385,6 +388,7 @@ std::string Session::report() const {
                     100.0 * r.final_test);
       text += line;
     }
+    if (impl_->stopped || impl_->results.empty()) return text;
     return text + final_report(impl_->results, impl_->info.eval_metric);
   });
 }

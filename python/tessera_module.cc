@@ -136,7 +136,7 @@ tessera::Options options_from(const py::kwargs& kwargs) {
       {"handle_signals", field(o.handle_signals)},
       {"metrics", field(o.metrics_file)},
       {"summary", field(o.summary_file)},
-      {"progress", field(o.progress)},
+      {"verbosity", field(o.verbosity)},
   };
   for (const auto& [key, value] : kwargs) {
     const std::string name = py::str(key);

@@ -30,6 +30,8 @@ struct Options {
   std::string device = "cpu";          // --device
 
   // Distribution (graph parallel: one part per rank).
+  int parts = 0;                       // --parts: must equal the number of ranks (and Slurm's
+                                       // task count); 0: not checked
   std::string partition = "metis";     // --partition: metis | random | block (in process)
   std::string partitions_dir;          // --partitions: a store made by partition_graph
   double comm_timeout = 900.0;         // --comm-timeout seconds per wait; <= 0: never
@@ -57,8 +59,9 @@ struct Options {
   // Output (written by rank 0).
   std::string metrics_file;            // --metrics: one JSON object per evaluated epoch
   std::string summary_file;            // --summary: one JSON object at the end
-  bool progress = false;               // per-epoch progress lines on stderr (train_gcn: on
-                                       // unless --quiet)
+  int verbosity = 0;                   // rank 0 on stderr: 0 nothing; 1 the set-up (launch,
+                                       // dataset, partition); 2 also a line per evaluated
+                                       // epoch (train_gcn: 2, or 1 with --quiet)
 };
 
 }  // namespace tessera

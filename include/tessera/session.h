@@ -74,9 +74,16 @@ struct Parameter {
 struct TrainResult {
   std::vector<RunStats> runs;  // every run; only the finished ones when stopped
   bool stopped = false;
+  int stop_signal = 0;         // the signal this rank received (0: another rank's)
+  int stop_run = 0;            // the run and the epochs of it done when training stopped
+  int stop_epoch = 0;
   std::string checkpoint;      // the last checkpoint written (rank 0; empty: none)
   std::string resumed_from;    // the checkpoint this train() continued from (empty: none)
 };
+
+// The exit status programs use after a stop signal ended training with a checkpoint
+// (EX_TEMPFAIL: start again to continue); train_gcn's, which the Slurm scripts requeue on.
+inline constexpr int kStoppedExitStatus = 75;
 
 using OnEpoch = std::function<void(const EpochStats&)>;
 
@@ -98,7 +105,8 @@ class TESSERA_API Session {
 
   // Collective: loads the dataset and gives each rank its part. `spec`: an OGB raw-layout
   // directory, a Tessera .h5 file or synth:PRESET[:SEED] (default, arxiv-like,
-  // products-like). With options().partitions_dir set, each rank reads its part file instead.
+  // products-like). With options().partitions_dir set, each rank reads its part file instead
+  // (then `spec`, when not empty, must be the dataset the store was made from).
   void load(const std::string& spec);
   // Collective: the same from arrays held by the caller. Only rank 0 reads its view (the other
   // ranks may pass an empty one); rank 0 partitions and sends each rank its part.
@@ -114,7 +122,8 @@ class TESSERA_API Session {
   // from a checkpoint. Writes options().metrics_file and summary_file (rank 0) when set and
   // training was not stopped.
   TrainResult train(const OnEpoch& on_epoch = {});
-  // The report of the last train(): a line per run, then the mean ± std over the runs.
+  // The report of the last train(): a line per finished run, then (unless it was stopped) the
+  // mean ± std over the runs.
   std::string report() const;
 
   // After train, from the last run's final evaluation (no dropout) — this rank's own nodes:
