@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""Benchmarks Tessera against PyTorch Geometric and DGL on this machine, in one run: the same
+raw-layout datasets (Cora, and synth:arxiv-like exported by tessera_data), the same 3-layer GCN
+hyperparameters, seeds and thread count; tessera-1 (one process), tessera-2 (mpiexec -n 2, the
+threads split between the ranks), PyG's GCNConv, DGL's GraphConv, and on arxiv-like PyG's
+mini-batch GraphSAGE (NeighborLoader) for time to accuracy. Repetitions rotate the order of the
+systems so that drift in the machine's speed touches all alike. Writes results.json and
+results.md to --out.
+
+Needs: a Tessera build (train_gcn, tessera_data; scripts/setup.sh makes ./build), mpiexec,
+a Python 3.9-3.11 that can make a virtual environment (Debian: apt-get install python3-venv),
+g++ (torch-scatter and torch-sparse build from source: PyPI has no wheels), and PyPI. The
+environment is made once, outside the source tree (--venv), with the pins in this folder.
+Standard library only.
+
+  bench/peers/run_peers.py --build build            # the full run, about 25 minutes
+  bench/peers/run_peers.py --quick                  # a few minutes: fewer epochs, one repetition
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, HERE)
+import report  # noqa: E402
+
+CACHE = os.path.join(os.path.expanduser("~"), ".cache", "tessera-peers")
+ALL_SYSTEMS = ["tessera-1", "tessera-2", "pyg-gcn", "pyg-gcn-edge-index", "dgl-gcn",
+               "pyg-sage-minibatch"]
+DEFAULT_SYSTEMS = ["tessera-1", "tessera-2", "pyg-gcn", "dgl-gcn", "pyg-sage-minibatch"]
+# What each peer needs from the environment; a failed install or import makes it unavailable.
+NEEDS = {"pyg-gcn": ["torch_geometric", "torch_sparse"], "pyg-gcn-edge-index": ["torch_geometric"],
+         "dgl-gcn": ["dgl"], "pyg-sage-minibatch": ["torch_geometric", "torch_sparse"]}
+
+
+def parse_flags(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--build", default=os.path.join(REPO, "build"),
+                   help="Tessera build directory (default: ./build)")
+    p.add_argument("--cora", default=os.path.join(REPO, "..", "shared", "datasets", "cora"),
+                   help="Cora in the OGB raw layout (default: ../shared/datasets/cora)")
+    p.add_argument("--work", default=os.path.join(CACHE, "work"),
+                   help="generated dataset and per-run files (default: %(default)s)")
+    p.add_argument("--venv", default=os.path.join(CACHE, "venv"),
+                   help="the peers' virtual environment (default: %(default)s)")
+    p.add_argument("--python", default=None,
+                   help="interpreter that makes the venv (default: this one if it can)")
+    p.add_argument("--out", default="peers-results", help="results.json and results.md go here")
+    p.add_argument("--threads", type=int, default=2,
+                   help="threads per system: torch threads; tessera-2 gets threads/2 per rank")
+    p.add_argument("--datasets", default="cora,arxiv-like")
+    p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
+                   help=f"any of {','.join(ALL_SYSTEMS)}")
+    p.add_argument("--epochs-cora", type=int, default=100)
+    p.add_argument("--epochs-arxiv", type=int, default=60)
+    p.add_argument("--sage-epochs", type=int, default=2,
+                   help="pyg-sage-minibatch: most epochs (it stops at the target accuracy)")
+    p.add_argument("--sage-reps", type=int, default=1, help="pyg-sage-minibatch repetitions")
+    p.add_argument("--warmup", type=int, default=5, help="epochs left out of the epoch median")
+    p.add_argument("--reps", type=int, default=2, help="repetitions; rep r uses seed r")
+    p.add_argument("--num-layers", type=int, default=3)
+    p.add_argument("--hidden-channels", type=int, default=256)
+    p.add_argument("--dropout", type=float, default=0.5)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--quick", action="store_true",
+                   help="--reps 1 --epochs-cora 30 --epochs-arxiv 15 --sage-epochs 1")
+    p.add_argument("--skip-install", action="store_true",
+                   help="use --venv as it is (no pip)")
+    p.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: rebuild --out from --work/manifest.json")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.reps, args.epochs_cora, args.epochs_arxiv, args.sage_epochs = 1, 30, 15, 1
+    args.systems = [s for s in args.systems.split(",") if s]
+    for s in args.systems:
+        if s not in ALL_SYSTEMS:
+            p.error(f"--systems: unknown system {s!r} (expected some of {ALL_SYSTEMS})")
+    args.datasets = [d for d in args.datasets.split(",") if d]
+    for d in args.datasets:
+        if d not in ("cora", "arxiv-like"):
+            p.error(f"--datasets: unknown dataset {d!r} (expected cora, arxiv-like)")
+    if args.threads < 2 and "tessera-2" in args.systems:
+        p.error("--threads: tessera-2 needs at least 2 (one per rank)")
+    return args
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+
+def pip_step(venv, name, pip_args, env=None):
+    """Runs one pip install; returns (ok, reason)."""
+    cmd = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--quiet"] + pip_args
+    log(f"installing {name}: {' '.join(pip_args)}")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode == 0:
+        return True, ""
+    lines = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
+    return False, " / ".join(lines[-3:])[-400:]
+
+
+def venv_python_for(args):
+    candidates = [args.python] if args.python else [sys.executable, "python3.11", "python3"]
+    for c in candidates:
+        exe = shutil.which(c) or c
+        ok = subprocess.run([exe, "-c", "import ensurepip, venv, sys; "
+                             "sys.exit(0 if sys.version_info[:2] <= (3, 11) else 1)"],
+                            capture_output=True).returncode == 0
+        if ok:
+            return exe
+    sys.exit("run_peers.py: no interpreter here can make a virtual environment for the pins "
+             "(needs Python <= 3.11 with ensurepip; Debian: apt-get install python3-venv, "
+             "or pass --python)")
+
+
+def install(args):
+    """Makes --venv from the pins unless it is already made from the same pins. Returns
+    {component: reason} for what could not be installed."""
+    pins = [os.path.join(HERE, f) for f in
+            ("requirements.txt", "requirements-sparse.txt", "requirements-dgl.txt")]
+    digest = hashlib.sha256(b"".join(open(f, "rb").read() for f in pins)).hexdigest()
+    stamp = os.path.join(args.venv, "tessera-peers-stamp.json")
+    if os.path.exists(stamp):
+        with open(stamp) as f:
+            state = json.load(f)
+        if state.get("digest") == digest or args.skip_install:
+            return state.get("failed", {})
+    if args.skip_install:
+        sys.exit(f"run_peers.py: --skip-install, but {args.venv} was not made by this script")
+    if not os.path.exists(os.path.join(args.venv, "bin", "python")):
+        exe = venv_python_for(args)
+        log(f"creating {args.venv} with {exe}")
+        subprocess.run([exe, "-m", "venv", args.venv], check=True)
+    failed = {}
+    ok, why = pip_step(args.venv, "torch, PyG", ["-r", pins[0]])
+    if not ok:
+        sys.exit(f"run_peers.py: installing {pins[0]} failed: {why}")
+    # torch-scatter and torch-sparse: sources only on PyPI, built against the torch just
+    # installed (hence no build isolation); CPU only.
+    env = dict(os.environ, FORCE_CUDA="0", MAX_JOBS=str(max(1, os.cpu_count() or 1)))
+    ok, why = pip_step(args.venv, "torch-scatter, torch-sparse (from source, several minutes)",
+                       ["--no-build-isolation", "-r", pins[1]], env)
+    if not ok:
+        failed["torch_sparse"] = f"torch-sparse did not build: {why}"
+    ok, why = pip_step(args.venv, "DGL", ["-r", pins[2]])
+    if not ok:
+        failed["dgl"] = f"not installable: {why}"
+    with open(stamp, "w") as f:
+        json.dump({"digest": digest, "failed": failed}, f, indent=2)
+    return failed
+
+
+def probe(args, failed):
+    """Imports each module the peers need; returns {module: reason} for those that fail, and
+    the versions of those that load."""
+    python = os.path.join(args.venv, "bin", "python")
+    problems, versions = dict(failed), {}
+    for module in ("torch", "torch_geometric", "torch_sparse", "dgl"):
+        if module in problems:
+            continue
+        code = (f"import {module}, json; print(json.dumps(getattr({module}, '__version__', '?')))")
+        if module == "dgl":  # import alone can succeed while graph construction cannot
+            code = ("import dgl, torch, json; dgl.graph((torch.tensor([0]), torch.tensor([1]))); "
+                    "print(json.dumps(dgl.__version__))")
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                              env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+        if done.returncode == 0:
+            versions[module] = json.loads(done.stdout.strip().splitlines()[-1])
+        else:
+            last = [ln for ln in done.stderr.splitlines() if ln.strip()]
+            problems[module] = f"import {module} failed: {last[-1] if last else '?'}"[:300]
+    return problems, versions
+
+
+
+def datasets(args):
+    tessera_data = os.path.join(args.build, "apps", "tessera_data")
+    out = {}
+    if "cora" in args.datasets:
+        if not os.path.exists(os.path.join(args.cora, "raw", "edge.csv.gz")):
+            sys.exit(f"run_peers.py: --cora {args.cora}: no raw/edge.csv.gz there")
+        out["cora"] = os.path.abspath(args.cora)
+    if "arxiv-like" in args.datasets:
+        path = os.path.join(args.work, "arxiv_like")
+        if not os.path.exists(os.path.join(path, "meta.json")):
+            log(f"exporting synth:arxiv-like to {path}")
+            subprocess.run([tessera_data, "generate", "--preset", "arxiv-like", "--out", path],
+                           check=True)
+        out["arxiv-like"] = path
+    return out
+
+
+
+def command(args, system, dataset_path, epochs, seed, metrics, summary, stop_at_valid=None):
+    """The command line of one run; every system gets the same model flags and files."""
+    if system == "pyg-sage-minibatch":
+        epochs = args.sage_epochs  # its own budget; the example's learning rate (0.003)
+    model = ["--dataset", dataset_path, "--num-layers", str(args.num_layers),
+             "--hidden-channels", str(args.hidden_channels), "--dropout", str(args.dropout),
+             "--epochs", str(epochs), "--seed", str(seed), "--eval-every", "1",
+             "--metrics", metrics, "--summary", summary]
+    lr = ["--lr", str(args.lr)]
+    python = os.path.join(args.venv, "bin", "python")
+    train_gcn = os.path.join(args.build, "apps", "train_gcn")
+    if system == "tessera-1":
+        return [train_gcn, "--threads", str(args.threads), "--quiet"] + lr + model
+    if system == "tessera-2":
+        return ([args.mpiexec, "-n", "2", train_gcn, "--threads", str(args.threads // 2),
+                 "--quiet"] + lr + model)
+    if system == "pyg-sage-minibatch":
+        stop = [] if stop_at_valid is None else ["--stop-at-valid", f"{stop_at_valid:.6f}"]
+        return [python, os.path.join(HERE, "peer_sage_minibatch.py"),
+                "--threads", str(args.threads)] + stop + model
+    peer = [python, os.path.join(HERE, "peer_gcn.py"), "--threads", str(args.threads)]
+    frameworks = {"pyg-gcn": ["--framework", "pyg", "--graph-format", "sparse"],
+                  "pyg-gcn-edge-index": ["--framework", "pyg", "--graph-format", "edge_index"],
+                  "dgl-gcn": ["--framework", "dgl"]}
+    return peer + frameworks[system] + lr + model
+
+
+def run_one(cmd, env, log_path, timeout):
+    """Runs cmd; returns (exit status, wall seconds, peak RSS bytes from wait4)."""
+    with open(log_path, "w") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, wall, usage.ru_maxrss * 1024
+
+
+def rotation(systems, rep):
+    k = rep % len(systems)
+    return systems[k:] + systems[:k]
+
+
+def loadavg():
+    return os.getloadavg()[0]
+
+
+GEMM_TORCH = """
+import json, time, torch
+torch.set_num_threads({threads})
+a, w = torch.rand(169343, 256), torch.rand(256, 256)
+a @ w
+t = time.perf_counter()
+for _ in range(3): a @ w
+print(json.dumps(3 * 2 * 169343 * 256 * 256 / (time.perf_counter() - t) / 1e9))
+"""
+GEMM_NUMPY = """
+import json, time, numpy as np
+a = np.random.rand(169343, 256).astype(np.float32)
+w = np.random.rand(256, 256).astype(np.float32)
+a @ w
+t = time.perf_counter()
+for _ in range(3): a @ w
+print(json.dumps(3 * 2 * 169343 * 256 * 256 / (time.perf_counter() - t) / 1e9))
+"""
+
+
+def gemm_probe(args, with_torch):
+    """f32 GEMM GFLOP/s in the same run: torch's BLAS (MKL in PyPI's wheel) and OpenBLAS through
+    Debian's numpy (the BLAS Tessera links), with --threads threads; a reference for the tables."""
+    out = {}
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(args.threads),
+               MKL_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads))
+    probes = [("OpenBLAS via numpy", "/usr/bin/python3", GEMM_NUMPY)]
+    if with_torch:
+        probes.insert(0, ("torch (MKL)", os.path.join(args.venv, "bin", "python"),
+                          GEMM_TORCH.format(threads=args.threads)))
+    for name, python, code in probes:
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env)
+        if done.returncode == 0:
+            out[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def environment(args):
+    """Installs and probes the peers' environment when a peer is asked for. Returns
+    ({system: reason} for peers that cannot run, {module: version}, pip freeze lines)."""
+    peers = [s for s in args.systems if s in NEEDS]
+    if not peers:
+        return {}, {}, []
+    problems, versions = probe(args, install(args))
+    unavailable = {}
+    for system in peers:
+        missing = [problems[m] for m in ["torch"] + NEEDS[system] if m in problems]
+        if missing:
+            unavailable[system] = missing[0]
+    freeze = subprocess.run([os.path.join(args.venv, "bin", "python"), "-m", "pip", "freeze"],
+                            capture_output=True, text=True).stdout.split()
+    return unavailable, versions, freeze
+
+
+def run_system(args, system, dataset, path, rep, epochs, stop_at_valid=None):
+    """One run; exits with the run's log tail when it fails. Returns its manifest entry."""
+    stem = os.path.join("runs", dataset, f"{system}-rep{rep}")
+    full = os.path.join(args.work, stem)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    cmd = command(args, system, path, epochs, rep, full + ".jsonl", full + ".json", stop_at_valid)
+    threads = args.threads // 2 if system == "tessera-2" else args.threads
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(threads),
+               MKL_NUM_THREADS=str(threads))
+    load = loadavg()
+    log(f"rep {rep} {dataset} {system} (load {load:.1f})")
+    status, wall, maxrss = run_one(cmd, env, full + ".log", args.timeout)
+    if status != 0:
+        with open(full + ".log") as f:
+            tail = f.read()[-800:]
+        sys.exit(f"run_peers.py: {system} on {dataset} exited {status}:\n{tail}\n"
+                 f"command: {' '.join(cmd)}")
+    summary = report.read_json(full + ".json")
+    log(f"  {wall:.1f} s, best valid {100 * summary['best_valid_acc']:.2f}%")
+    return {"system": system, "dataset": dataset, "rep": rep, "seed": rep, "wall_s": wall,
+            "rusage_maxrss_bytes": maxrss, "load_average": load, "stop_at_valid": stop_at_valid,
+            "metrics": stem + ".jsonl", "summary": stem + ".json", "command": cmd}
+
+
+def run_all(args, paths, runnable):
+    """First every repetition of the full-graph systems on every dataset, the order rotated per
+    repetition; then, on arxiv-like, the mini-batch peer, stopped at the target accuracy that
+    tessera-1 set (its best validation accuracy less 1 point). Returns the manifest entries
+    (files relative to --work)."""
+    entries = []
+    full_graph = [s for s in runnable if s != report.SAGE]
+    for rep in range(args.reps):
+        for dataset, path in paths.items():
+            epochs = args.epochs_cora if dataset == "cora" else args.epochs_arxiv
+            for system in rotation(full_graph, rep):
+                entries.append(run_system(args, system, dataset, path, rep, epochs))
+    if report.SAGE in runnable and "arxiv-like" in paths:
+        best = report.median([report.read_json(os.path.join(args.work, e["summary"]))
+                              ["best_valid_acc"] for e in entries
+                              if e["system"] == report.TESSERA_1 and e["dataset"] == "arxiv-like"])
+        target = None if best is None else best - 0.01
+        for rep in range(args.sage_reps):
+            entries.append(run_system(args, report.SAGE, "arxiv-like", paths["arxiv-like"], rep,
+                                      args.sage_epochs, target))
+    return entries
+
+
+def write_results(args, manifest):
+    results = report.results_from_manifest(manifest, args.work)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(report.render(results))
+    log(f"wrote {args.out}/results.json and results.md")
+
+
+def main(argv):
+    args = parse_flags(argv)
+    if args.report_only:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.work, "manifest.json")) as f:
+            write_results(args, json.load(f))
+        return
+    for exe in ("train_gcn", "tessera_data"):
+        if not os.access(os.path.join(args.build, "apps", exe), os.X_OK):
+            sys.exit(f"run_peers.py: --build {args.build}: no apps/{exe} (build it first: "
+                     "scripts/setup.sh, or cmake --build BUILD --target train_gcn tessera_data)")
+    os.makedirs(args.work, exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
+    load_before = loadavg()
+    started = time.perf_counter()
+    unavailable, versions, freeze = environment(args)
+    runnable = [s for s in args.systems if s not in unavailable]
+    paths = datasets(args)
+    manifest = {
+        "date": datetime.date.today().isoformat(),
+        "command": " ".join(["bench/peers/run_peers.py"] + argv),
+        "machine": machine(),
+        "settings": {"threads": args.threads, "reps": args.reps, "seeds": list(range(args.reps)),
+                     "warmup": args.warmup, "epochs_cora": args.epochs_cora,
+                     "epochs_arxiv": args.epochs_arxiv, "sage_epochs": args.sage_epochs,
+                     "sage_reps": args.sage_reps,
+                     "num_layers": args.num_layers, "hidden_channels": args.hidden_channels,
+                     "dropout": args.dropout, "lr": args.lr},
+        "versions": dict(versions, tessera=tessera_version()),
+        "pip_freeze": freeze,
+        "unavailable": unavailable,
+        "load_average_before": load_before,
+        "gemm_gflops": gemm_probe(args, any(s in NEEDS for s in runnable)),
+        "runs": run_all(args, paths, runnable),
+    }
+    manifest["load_average_after"] = loadavg()
+    manifest["minutes"] = (time.perf_counter() - started) / 60
+    with open(os.path.join(args.work, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+    log(f"all runs done in {manifest['minutes']:.1f} minutes")
+    write_results(args, manifest)
+
+
+def machine():
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {"cpu": model, "cores": os.cpu_count(), "os": platform.platform()}
+
+
+def tessera_version():
+    done = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() or "?"
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
