@@ -1,0 +1,199 @@
+"""The peer benchmark's parsing and table code on canned outputs, with no network and no peer
+run: time to accuracy and epoch medians on hand-made metrics; run_peers.py's flags, commands and
+rotation; bench/peers/report.py on the files of a small real run (data/peers/: Cora and
+arxiv-like, DGL marked unavailable), checked against figures recomputed here from those files.
+
+  python3 tests/scripts/test_peers_report.py SOURCE_DIR WORK_DIR
+"""
+import contextlib
+import io
+import json
+import os
+import statistics
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import peers_fixture  # noqa: E402
+
+SOURCE = None
+report = None
+run_peers = None
+
+
+def metrics(valid, epoch_s=1.0, eval_s=0.5):
+    return [{"epoch": i + 1, "valid_acc": v, "epoch_s": epoch_s, "eval_s": eval_s}
+            for i, v in enumerate(valid)]
+
+
+class TimeToAccuracy(unittest.TestCase):
+    def test_wall_time_less_the_epochs_after_the_first_hit(self):
+        got = report.time_to_accuracy(metrics([0.5, 0.7, 0.8, 0.9]), wall_s=10.0, target=0.75)
+        # Epoch 3 reaches 0.8 >= 0.75; epoch 4 (1 s + 0.5 s eval) came after it.
+        self.assertEqual(got, {"seconds": 8.5, "epoch": 3})
+
+    def test_target_met_exactly_counts(self):
+        got = report.time_to_accuracy(metrics([0.5, 0.75]), wall_s=4.0, target=0.75)
+        self.assertEqual(got, {"seconds": 4.0, "epoch": 2})
+
+    def test_unevaluated_epochs_are_skipped_and_never_reached_is_none(self):
+        self.assertIsNone(report.time_to_accuracy(metrics([None, 0.5, None]), 5.0, 0.6))
+        got = report.time_to_accuracy(metrics([None, 0.7, None]), 6.0, 0.6)
+        self.assertEqual(got, {"seconds": 4.5, "epoch": 2})
+
+    def test_epoch_median_leaves_out_the_warm_up(self):
+        rows = [{"epoch": i + 1, "epoch_s": s} for i, s in enumerate([9.0, 8.0, 1.0, 2.0, 3.0])]
+        self.assertEqual(report.timed_epoch_median(rows, warmup=2), 2.0)
+        self.assertEqual(report.timed_epoch_median(rows, warmup=10), 3.0)  # too few: all
+
+
+class Harness(unittest.TestCase):
+    def test_quick_and_defaults(self):
+        args = run_peers.parse_flags(["--quick"])
+        self.assertEqual((args.reps, args.epochs_arxiv, args.sage_epochs), (1, 15, 1))
+        args = run_peers.parse_flags([])
+        self.assertEqual(args.systems, run_peers.DEFAULT_SYSTEMS)
+        self.assertEqual(args.datasets, ["cora", "arxiv-like"])
+
+    def test_bad_flags_are_refused(self):
+        for bad in (["--systems", "tessera-1,torch-magic"], ["--datasets", "products"],
+                    ["--threads", "1"]):
+            err = io.StringIO()
+            with self.subTest(flags=bad), self.assertRaises(SystemExit), \
+                    contextlib.redirect_stderr(err):
+                run_peers.parse_flags(bad)
+            self.assertIn(bad[0], err.getvalue())
+
+    def test_every_system_gets_the_same_model_and_its_threads(self):
+        args = run_peers.parse_flags(["--threads", "4", "--build", "B", "--venv", "V"])
+        for system in run_peers.ALL_SYSTEMS:
+            with self.subTest(system=system):
+                cmd = run_peers.command(args, system, "DATA", 100, 1, "M.jsonl", "S.json")
+                flag = dict(zip(cmd, cmd[1:]))
+                self.assertEqual(flag["--dataset"], "DATA")
+                self.assertEqual(flag["--num-layers"], "3")
+                self.assertEqual(flag["--hidden-channels"], "256")
+                self.assertEqual(flag["--dropout"], "0.5")
+                self.assertEqual(flag["--seed"], "1")
+                self.assertEqual((flag["--metrics"], flag["--summary"]), ("M.jsonl", "S.json"))
+                if system == "pyg-sage-minibatch":
+                    self.assertEqual(flag["--epochs"], str(args.sage_epochs))
+                    self.assertNotIn("--lr", flag)  # the example's own rate
+                else:
+                    self.assertEqual(flag["--epochs"], "100")
+                    self.assertEqual(flag["--lr"], "0.01")
+                if system == "tessera-2":
+                    self.assertEqual(cmd[1:3], ["-n", "2"])
+                    self.assertEqual(flag["--threads"], "2")
+                else:
+                    self.assertEqual(flag["--threads"], "4")
+                if system.startswith("tessera"):
+                    self.assertIn(os.path.join("B", "apps", "train_gcn"), cmd)
+                else:
+                    self.assertEqual(cmd[0], os.path.join("V", "bin", "python"))
+
+    def test_rotation_puts_every_system_first_once(self):
+        systems = ["a", "b", "c", "d"]
+        orders = [run_peers.rotation(systems, rep) for rep in range(len(systems))]
+        self.assertEqual(sorted(o[0] for o in orders), systems)
+        for o in orders:
+            self.assertEqual(sorted(o), systems)
+
+
+class CannedRun(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.manifest = peers_fixture.manifest()
+        cls.results = report.results_from_manifest(cls.manifest, peers_fixture.DATA)
+        cls.warmup = cls.manifest["settings"]["warmup"]
+
+    def files(self, system, dataset, rep=0):
+        e = next(e for e in self.manifest["runs"] if (e["system"], e["dataset"], e["rep"]) ==
+                 (system, dataset, rep))
+        with open(os.path.join(peers_fixture.DATA, e["summary"])) as f:
+            summary = json.load(f)
+        with open(os.path.join(peers_fixture.DATA, e["metrics"])) as f:
+            rows = [json.loads(line) for line in f]
+        return e, summary, rows
+
+    def epoch_median(self, rows):
+        return statistics.median(r["epoch_s"] for r in rows if r["epoch"] > self.warmup)
+
+    def test_ratios_are_recomputed_from_the_files(self):
+        for dataset in ("cora", "arxiv-like"):
+            _, ts, tm = self.files("tessera-1", dataset)
+            _, ps, pm = self.files("pyg-gcn", dataset)
+            got = self.results["table"][dataset]["pyg-gcn"]["ratios"]["tessera-1"]
+            with self.subTest(dataset=dataset):
+                self.assertAlmostEqual(got["epoch_time"],
+                                       self.epoch_median(tm) / self.epoch_median(pm))
+                self.assertAlmostEqual(got["peak_rss"],
+                                       ts["peak_rss_bytes_max"] / ps["peak_rss_bytes"])
+
+    def test_two_ranks_report_the_largest_rank_and_the_sum(self):
+        _, s, _ = self.files("tessera-2", "cora")
+        row = self.results["table"]["cora"]["tessera-2"]
+        self.assertEqual(row["ranks"], 2)
+        self.assertEqual(row["peak_rss_bytes"], s["peak_rss_bytes_max"])
+        self.assertEqual(row["peak_rss_bytes_sum"], s["peak_rss_bytes_sum"])
+
+    def test_unavailable_peer_is_listed_with_its_reason(self):
+        reason = self.manifest["unavailable"]["dgl-gcn"]
+        for dataset, rows in self.results["table"].items():
+            with self.subTest(dataset=dataset):
+                self.assertEqual(rows["dgl-gcn"], {"system": "dgl-gcn", "unavailable": reason})
+        self.assertIn(f"| dgl-gcn | not run: {reason} |", report.render(self.results))
+
+    def test_time_to_accuracy_uses_tessera_1_best_valid_less_one_point(self):
+        (tta,) = self.results["time_to_accuracy"]
+        _, ts, _ = self.files("tessera-1", "arxiv-like")
+        self.assertAlmostEqual(tta["target_valid_acc"], ts["best_valid_acc"] - 0.01)
+        t1 = next(r for r in tta["systems"] if r["system"] == "tessera-1")
+        self.assertEqual(t1["reached"], 1)  # its own best is above its target
+        entry, _, rows = self.files("tessera-1", "arxiv-like")
+        want = report.time_to_accuracy(rows, entry["wall_s"], tta["target_valid_acc"])
+        self.assertAlmostEqual(t1["seconds"], want["seconds"])
+        systems = [r["system"] for r in tta["systems"]]
+        self.assertIn("pyg-sage-minibatch", systems)
+
+    def test_acceptance_figures(self):
+        acc = self.results["acceptance"]
+        row = self.results["table"]["arxiv-like"]
+        t, p = row["tessera-1"], row["pyg-gcn"]
+        self.assertAlmostEqual(acc["epoch_time_ratio"], t["epoch_s"] / p["epoch_s"])
+        self.assertAlmostEqual(acc["peak_rss_ratio"], t["peak_rss_bytes"] / p["peak_rss_bytes"])
+        self.assertAlmostEqual(acc["test_acc_at_best_valid_diff_points"],
+                               100 * (t["test_acc_at_best_valid"] - p["test_acc_at_best_valid"]))
+
+    def test_markdown_has_every_table_and_the_setup(self):
+        md = report.render(self.results)
+        for needle in ("#### cora", "#### arxiv-like", "#### Time to", "#### Acceptance",
+                       "| tessera-1 | 1 × ", "| tessera-2 | 2 × ", "Versions: Tessera",
+                       "Command: `bench/peers/run_peers.py"):
+            with self.subTest(needle=needle):
+                self.assertIn(needle, md)
+        self.assertEqual(self.results["table"]["arxiv-like"]["pyg-sage-minibatch"].get("ratios"),
+                         None)
+
+    def test_a_faster_peer_is_said_plainly(self):
+        table = {"g": {"tessera-1": {"system": "tessera-1", "ranks": 1, "threads_per_rank": 2,
+                                     "epoch_s": 2.0, "peak_rss_bytes": 100},
+                       "pyg-gcn": {"system": "pyg-gcn", "ranks": 1, "threads_per_rank": 2,
+                                   "epoch_s": 1.0, "peak_rss_bytes": 200}}}
+        report.add_ratios(table)
+        self.assertEqual(table["g"]["pyg-gcn"]["ratios"]["tessera-1"],
+                         {"epoch_time": 2.0, "peak_rss": 0.5})
+        (sentence,) = report.peer_faster_sentences(table)
+        self.assertIn("pyg-gcn trains an epoch 2.00× faster", sentence)
+        self.assertIn("**2.00** (peer better)", report._ratio(2.0))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    SOURCE = sys.argv[1]
+    report = peers_fixture.report_module(SOURCE)
+    import run_peers as run_peers_module  # on the path since report_module
+    run_peers = run_peers_module
+    unittest.main(argv=[sys.argv[0], "-v"])
