@@ -119,7 +119,8 @@ def aggregate(records, unavailable):
                    "load_s": median([r["load_s"] for r in runs]),
                    "peak_rss_bytes": max(r["peak_rss_bytes"] or 0 for r in runs),
                    "peak_rss_bytes_sum": max(r["peak_rss_bytes_sum"] or 0 for r in runs),
-                   "operator_nnz": runs[0]["operator_nnz"]}
+                   "operator_nnz": runs[0]["operator_nnz"],
+                   "load_during": median([r.get("load_during") for r in runs])}
             for key in ("test_acc_at_best_valid", "final_test_acc", "best_valid_acc"):
                 row[key], row[key + "_std"] = _mean_std([r[key] for r in runs])
             if runs[0].get("rss_after_import_bytes") is not None:
@@ -234,17 +235,17 @@ def _acc(row, key):
     return f"{100 * row[key]:.2f} ± {100 * row[key + '_std']:.2f}"
 
 
-def markdown_table(dataset, rows):
+def markdown_table(dataset, rows, cores="?"):
     """One dataset's table: a row per system, ratios Tessera/peer in the peer rows."""
     lines = [f"#### {dataset}", "",
              "| system | ranks × threads | epoch ms | eval ms | load s | peak RSS MB "
              "| test acc @ best valid % | final test acc % | T1/peer time | T1/peer RSS "
-             "| T2/peer time | T2/peer RSS |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+             "| T2/peer time | T2/peer RSS | machine load |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for system in sorted(rows, key=_order):
         row = rows[system]
         if "unavailable" in row:
-            lines.append(f"| {system} | not run: {row['unavailable']} |" + " |" * 10)
+            lines.append(f"| {system} | not run: {row['unavailable']} |" + " |" * 11)
             continue
         ratios = row.get("ratios", {})
         cells = [system, f"{row['ranks']} × {row['threads_per_rank']}",
@@ -254,7 +255,11 @@ def markdown_table(dataset, rows):
         for name in (TESSERA_1, TESSERA_2):
             r = ratios.get(name)
             cells += ([_ratio(r["epoch_time"]), _ratio(r["peak_rss"])] if r else ["", ""])
+        cells.append(_fmt(row.get("load_during"), 1))
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Machine load: the 1-minute load average while the system's runs went on "
+              f"(median over runs); this machine has {cores} cores, so more than that means "
+              "other work shared them."]
     if SAGE in rows and "unavailable" not in rows[SAGE]:
         lines += ["", f"{SAGE}: an epoch is one pass over the training nodes in mini-batches "
                   "(no ratio: another unit of work); it stops at the time-to-accuracy target, "
@@ -330,7 +335,7 @@ def render(results):
         parts.append(f"- {line}")
     parts.append("")
     for dataset, rows in results["table"].items():
-        parts.append(markdown_table(dataset, rows))
+        parts.append(markdown_table(dataset, rows, (results.get("machine") or {}).get("cores")))
     for tta in results.get("time_to_accuracy", []):
         parts.append(markdown_tta(tta))
     parts.append(markdown_acceptance(results.get("acceptance")))
@@ -356,6 +361,7 @@ def results_from_manifest(manifest, root):
         record = run_record(e["system"], e["dataset"], e["rep"], e["seed"], e["wall_s"],
                             summary, metrics, warmup, e.get("rusage_maxrss_bytes"))
         record["load_average"] = e.get("load_average")
+        record["load_during"] = e.get("load_during")
         records.append(record)
     table = add_ratios(aggregate(records, manifest.get("unavailable", {})))
     datasets = [d for d in TTA_DATASETS if any(r["dataset"] == d for r in records)]

@@ -234,17 +234,27 @@ def command(args, system, dataset_path, epochs, seed, metrics, summary, stop_at_
 
 
 def run_one(cmd, env, log_path, timeout):
-    """Runs cmd; returns (exit status, wall seconds, peak RSS bytes from wait4)."""
+    """Runs cmd; returns (exit status, wall seconds, peak RSS bytes from wait4, the mean of the
+    1-minute load average sampled every 5 s while it ran: other work on the machine)."""
+    loads, done = [], threading.Event()
+
+    def sample():
+        while not done.wait(5.0):
+            loads.append(loadavg())
+
     with open(log_path, "w") as out:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, wall, usage.ru_maxrss * 1024
+        done.set()
+    mean_load = sum(loads) / len(loads) if loads else loadavg()
+    return os.waitstatus_to_exitcode(status), wall, usage.ru_maxrss * 1024, mean_load
 
 
 def rotation(systems, rep):
@@ -321,16 +331,18 @@ def run_system(args, system, dataset, path, rep, epochs, stop_at_valid=None):
                MKL_NUM_THREADS=str(threads))
     load = loadavg()
     log(f"rep {rep} {dataset} {system} (load {load:.1f})")
-    status, wall, maxrss = run_one(cmd, env, full + ".log", args.timeout)
+    status, wall, maxrss, load_during = run_one(cmd, env, full + ".log", args.timeout)
     if status != 0:
         with open(full + ".log") as f:
             tail = f.read()[-800:]
         sys.exit(f"run_peers.py: {system} on {dataset} exited {status}:\n{tail}\n"
                  f"command: {' '.join(cmd)}")
     summary = report.read_json(full + ".json")
-    log(f"  {wall:.1f} s, best valid {100 * summary['best_valid_acc']:.2f}%")
+    log(f"  {wall:.1f} s, best valid {100 * summary['best_valid_acc']:.2f}%, "
+        f"load {load_during:.1f} while it ran")
     return {"system": system, "dataset": dataset, "rep": rep, "seed": rep, "wall_s": wall,
-            "rusage_maxrss_bytes": maxrss, "load_average": load, "stop_at_valid": stop_at_valid,
+            "rusage_maxrss_bytes": maxrss, "load_average": load, "load_during": load_during,
+            "stop_at_valid": stop_at_valid,
             "metrics": stem + ".jsonl", "summary": stem + ".json", "command": cmd}
 
 

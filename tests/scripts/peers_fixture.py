@@ -1,7 +1,8 @@
 """The peer benchmark's results rebuilt from canned outputs: data/peers/ holds the manifest and
 the per-run metrics and summary files of one small run_peers.py run (Cora and arxiv-like, a few
-epochs), with DGL marked unavailable; bench/peers/report.py turns them into the results object
-that run_peers.py writes and scripts/plot.py draws.
+epochs; DGL marked unavailable by hand, log files and local paths left out), which
+bench/peers/report.py turns into the results object that run_peers.py writes and
+scripts/plot.py draws.
 """
 import json
 import os
