@@ -19,56 +19,26 @@
 #include <string>
 #include <vector>
 
+#include "tests/apps/cli_test_util.h"
 #include "engine/checkpoint.h"
 
 namespace {
 
+namespace cli_test = tessera::cli_test;
+
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-  double seconds = 0;
-};
+using cli_test::Result;
+using cli_test::read_text;
 
-fs::path work_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("tessera_checkpoint_cli_" + std::to_string(getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-class WorkDirCleanup : public ::testing::Environment {
- public:
-  void TearDown() override { fs::remove_all(work_dir()); }
-};
-const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new WorkDirCleanup);
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+fs::path work_dir() { return cli_test::work_dir("tessera_checkpoint_cli"); }
 
 // `mpiexec -n ranks train_gcn ARGS` with one thread per rank, under a 120 s guard.
 Result train_gcn(int ranks, const std::string& args, const std::string& env = "") {
-  const fs::path log = work_dir() / "out.log";
-  const std::string command = std::string(MPIEXEC_PATH) + " -n " + std::to_string(ranks) + " " +
-                              TRAIN_GCN_PATH + " --quiet " + args;
-  const std::string line = "env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 " + env + " timeout 120 " +
-                           command + " > " + log.string() + " 2>&1";
-  const auto start = std::chrono::steady_clock::now();
-  const int status = std::system(line.c_str());
-  Result r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.output = "$ " + env + " " + command + "\n" + read_text(log);
-  return r;
+  return cli_test::run(std::string(MPIEXEC_PATH) + " -n " + std::to_string(ranks) + " " +
+                           TRAIN_GCN_PATH + " --quiet " + args,
+                       work_dir() / "out.log", env);
 }
 
 // A small model on the default synthetic graph: 30 epochs take well under a second per rank.

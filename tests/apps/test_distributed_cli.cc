@@ -19,58 +19,26 @@
 #include <string>
 #include <vector>
 
+#include "tests/apps/cli_test_util.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
 #include "partition/partition_store.h"
 
 namespace {
 
+namespace cli_test = tessera::cli_test;
+
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-  double seconds = 0;
-};
+using cli_test::Result;
+using cli_test::read_text;
 
-fs::path work_dir() {
-  static const fs::path dir = [] {
-    fs::path d =
-        fs::temp_directory_path() / ("tessera_distributed_cli_" + std::to_string(getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
+fs::path work_dir() { return cli_test::work_dir("tessera_distributed_cli"); }
 
-// Removes the work directory once every test has run.
-class WorkDirCleanup : public ::testing::Environment {
- public:
-  void TearDown() override { fs::remove_all(work_dir()); }
-};
-const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new WorkDirCleanup);
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs `command` (one OpenMP/BLAS thread per process: up to 4 ranks share 2 cores) under a
-// 120 s guard, so that a hang fails the test instead of CTest's timeout.
+// Runs `command` (one thread per process) under a 120 s guard, so that a hang fails the test
+// instead of CTest's timeout.
 Result run(const std::string& command, const std::string& env = "") {
-  const fs::path log = work_dir() / "out.log";
-  const std::string line = "env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 " + env + " timeout 120 " +
-                           command + " > " + log.string() + " 2>&1";
-  const auto start = std::chrono::steady_clock::now();
-  const int status = std::system(line.c_str());
-  Result r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.output = "$ " + command + "\n" + read_text(log);
-  return r;
+  return cli_test::run(command, work_dir() / "out.log", env);
 }
 
 std::string train_gcn(int ranks, const std::string& args) {
