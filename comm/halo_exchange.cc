@@ -84,18 +84,24 @@ HaloExchange::HaloExchange(Communicator& comm, const HaloPlan& plan,
   for (std::size_t i = 0; i < identity_.size(); ++i) identity_[i] = static_cast<NodeId>(i);
   TESSERA_CHECK(codecs.num_layers >= 1, InvalidArgument, "halo exchange: num_layers ",
                 codecs.num_layers);
-  // Before the first plan, adaptive messages use the widest width the budget affords.
-  CodecKind start = CodecKind::Int2;
-  if (codecs.bit_budget >= 4.0) start = CodecKind::Int4;
-  if (codecs.bit_budget >= 8.0) start = CodecKind::Int8;
+  // Before the first plan, adaptive rows use the widest width the budget affords.
+  std::uint8_t start = 2;
+  if (codecs.bit_budget >= 4.0) start = 4;
+  if (codecs.bit_budget >= 8.0) start = 8;
   const std::size_t cells = static_cast<std::size_t>(codecs.num_layers) * plan.num_peers();
+  const std::size_t layers = static_cast<std::size_t>(codecs.num_layers);
   for (int d = 0; d < 2; ++d) {
-    const CodecKind fixed = d == 0 ? codecs.forward : codecs.backward;
-    out_codecs_[d].assign(cells, codecs.adaptive ? start : fixed);
+    out_codecs_[d].assign(cells, d == 0 ? codecs.forward : codecs.backward);
     in_codecs_[d] = out_codecs_[d];
-    out_weight_[d].assign(cells, 0.0);
-    out_values_[d].assign(cells, 0.0);
+    if (!codecs.adaptive) continue;
+    const auto n_out = static_cast<std::size_t>(d == 0 ? plan.num_send() : plan.num_halo());
+    const auto n_in = static_cast<std::size_t>(d == 0 ? plan.num_halo() : plan.num_send());
+    out_bits_[d].assign(layers * n_out, start);
+    in_bits_[d].assign(layers * n_in, start);
+    row_weight_[d].assign(layers * n_out, 0.0);
+    seen_width_[d].assign(layers, 0);
   }
+  if (codecs.adaptive) rebuild_groups();
   send_weight_.assign(static_cast<std::size_t>(plan.num_send()), 1.0);
 }
 
@@ -156,7 +162,8 @@ HaloExchange::Route HaloExchange::forward_route(int layer) const {
   TESSERA_CHECK(layer >= 0 && layer < codecs_.num_layers, Internal, "halo exchange: layer ",
                 layer, " of ", codecs_.num_layers);
   const std::size_t k = static_cast<std::size_t>(plan_.num_peers()), at = layer * k;
-  return Route{std::span<const CodecKind>(out_codecs_[0]).subspan(at, k),
+  return Route{0,
+               std::span<const CodecKind>(out_codecs_[0]).subspan(at, k),
                std::span<const CodecKind>(in_codecs_[0]).subspan(at, k),
                RngPurpose::CodecForward,
                TrafficCategory::HaloForward,
@@ -172,7 +179,8 @@ HaloExchange::Route HaloExchange::backward_route(int layer) const {
   TESSERA_CHECK(layer >= 0 && layer < codecs_.num_layers, Internal, "halo exchange: layer ",
                 layer, " of ", codecs_.num_layers);
   const std::size_t k = static_cast<std::size_t>(plan_.num_peers()), at = layer * k;
-  return Route{std::span<const CodecKind>(out_codecs_[1]).subspan(at, k),
+  return Route{1,
+               std::span<const CodecKind>(out_codecs_[1]).subspan(at, k),
                std::span<const CodecKind>(in_codecs_[1]).subspan(at, k),
                RngPurpose::CodecBackward,
                TrafficCategory::HaloBackward,
@@ -200,12 +208,15 @@ void HaloExchange::update_residual(int direction, int layer, const Route& route)
   if (residual.empty()) return;
   ef_decoded_.resize(ef_input_.rows(), ef_input_.cols());
   for (int p = 0; p < plan_.num_peers(); ++p) {
-    const std::int64_t begin = route.out_offsets[p], count = route.out_offsets[p + 1] - begin;
-    if (count == 0) continue;
-    const std::size_t row_bytes = encoded_row_bytes(route.out_codecs[p], ef_input_.cols());
-    decode_rows(route.out_codecs[p], ef_decoded_, begin, count,
-                std::span<const std::byte>(out_bytes_).subspan(out_at_[p] + kMessageHeaderBytes,
-                                                               count * row_bytes));
+    pieces(route, p, true, pieces_);
+    std::size_t at = out_at_[p];
+    for (const Piece& piece : pieces_) {
+      const std::size_t bytes =
+          kMessageHeaderBytes + piece.count * encoded_row_bytes(piece.codec, ef_input_.cols());
+      decode_piece(piece, std::span<const std::byte>(out_bytes_).subspan(at, bytes), ef_decoded_,
+                   "error feedback", false);
+      at += bytes;
+    }
   }
   std::copy_n(ef_input_.f32(), ef_input_.numel(), residual.f32());
   axpy(residual, -1.0f, ef_decoded_);
@@ -214,19 +225,18 @@ void HaloExchange::update_residual(int direction, int layer, const Route& route)
 void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
   const std::int64_t f = source.cols();
   const int k = plan_.num_peers();
-  auto layout = [&](const std::vector<std::int64_t>& offsets, std::span<const CodecKind> codecs,
-                    std::vector<std::size_t>& at, std::vector<std::byte>& bytes) {
+  auto layout = [&](bool outgoing, std::vector<std::size_t>& at, std::vector<std::byte>& bytes) {
     at.assign(static_cast<std::size_t>(k) + 1, 0);
     for (int p = 0; p < k; ++p) {
-      const std::int64_t count = offsets[p + 1] - offsets[p];
-      at[p + 1] = at[p] + (count > 0 ? kMessageHeaderBytes +
-                                           count * encoded_row_bytes(codecs[p], f)
-                                     : 0);
+      pieces(route, p, outgoing, pieces_);
+      at[p + 1] = at[p];
+      for (const Piece& piece : pieces_)
+        at[p + 1] += kMessageHeaderBytes + piece.count * encoded_row_bytes(piece.codec, f);
     }
     bytes.resize(at[k]);
   };
-  layout(route.in_offsets, route.in_codecs, in_at_, in_bytes_);
-  layout(route.out_offsets, route.out_codecs, out_at_, out_bytes_);
+  layout(false, in_at_, in_bytes_);
+  layout(true, out_at_, out_bytes_);
   const CodecNoise noise{codecs_.seed, epoch_, static_cast<std::uint64_t>(route.layer),
                          route.purpose};
   for (int p = 0; p < k; ++p) {
@@ -237,31 +247,45 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
     }
   }
   const double encode_start = now_s();
-  const int direction = route.purpose == RngPurpose::CodecForward ? 0 : 1;
+  const int d = route.direction;
+  const std::size_t n_out = route.rows.size();
+  if (codecs_.adaptive) seen_width_[d][route.layer] = f;
   for (int p = 0; p < k; ++p) {
-    const std::int64_t begin = route.out_offsets[p], count = route.out_offsets[p + 1] - begin;
-    if (count == 0) continue;
-    std::span<std::byte> message =
-        std::span<std::byte>(out_bytes_).subspan(out_at_[p], out_at_[p + 1] - out_at_[p]);
-    write_message_header(message, route.out_codecs[p], count, f);
-    std::span<float> ranges;
-    if (codecs_.adaptive) {
-      ranges_.resize(static_cast<std::size_t>(count));
-      ranges = ranges_;
-    }
-    encode_rows(route.out_codecs[p], message.subspan(kMessageHeaderBytes), source,
-                route.rows.subspan(begin, count), route.ids.subspan(begin, count), noise, ranges);
-    if (codecs_.adaptive) {
-      const std::size_t cell = static_cast<std::size_t>(route.layer) * k + p;
-      // Forward rows weigh by their receiver's aggregation weight; gradients by 1.
-      const double* weight = direction == 0 ? send_weight_.data() + begin : nullptr;
-      double squares = 0.0;
-      for (std::int64_t i = 0; i < count; ++i) {
-        const double r = ranges_[static_cast<std::size_t>(i)];
-        squares += (weight != nullptr ? weight[i] : 1.0) * r * r;
+    pieces(route, p, true, pieces_);
+    std::size_t at = out_at_[p];
+    for (const Piece& piece : pieces_) {
+      const std::size_t bytes = kMessageHeaderBytes + piece.count * encoded_row_bytes(piece.codec, f);
+      std::span<std::byte> block = std::span<std::byte>(out_bytes_).subspan(at, bytes);
+      at += bytes;
+      write_message_header(block, piece.codec, piece.count, f);
+      std::span<const NodeId> rows = route.rows.subspan(piece.begin, piece.count);
+      std::span<const GlobalId> ids = route.ids.subspan(piece.begin, piece.count);
+      if (!piece.positions.empty()) {  // a scattered block: gather its rows and ids
+        piece_rows_.resize(piece.positions.size());
+        piece_ids_.resize(piece.positions.size());
+        for (std::size_t i = 0; i < piece.positions.size(); ++i) {
+          piece_rows_[i] = route.rows[piece.positions[i]];
+          piece_ids_[i] = route.ids[piece.positions[i]];
+        }
+        rows = piece_rows_;
+        ids = piece_ids_;
       }
-      out_weight_[direction][cell] += static_cast<double>(f) * squares;
-      out_values_[direction][cell] += static_cast<double>(count * f);
+      std::span<float> ranges;
+      if (codecs_.adaptive) {
+        ranges_.resize(static_cast<std::size_t>(piece.count));
+        ranges = ranges_;
+      }
+      encode_rows(piece.codec, block.subspan(kMessageHeaderBytes), source, rows, ids, noise,
+                  ranges);
+      if (!codecs_.adaptive) continue;
+      // Variance of a row ∝ width·range²; forward rows weigh by their receiver's aggregation
+      // weight, gradients (added into their owners' rows) by 1.
+      double* weight = row_weight_[d].data() + static_cast<std::size_t>(route.layer) * n_out;
+      for (std::int64_t i = 0; i < piece.count; ++i) {
+        const std::int64_t pos = piece.positions.empty() ? piece.begin + i : piece.positions[i];
+        const double r = ranges_[static_cast<std::size_t>(i)];
+        weight[pos] += (d == 0 ? send_weight_[static_cast<std::size_t>(pos)] : 1.0) * r * r;
+      }
     }
   }
   times_.encode_s += now_s() - encode_start;
@@ -274,80 +298,35 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
   }
 }
 
-std::string HaloExchange::replan() {
-  const int k = plan_.num_peers(), layers = codecs_.num_layers;
-  if (!codecs_.adaptive) return {};
-  // Every outgoing message seen since the last plan is an item. The two directions are planned
-  // separately, each under the budget: embeddings and gradients differ in scale by orders of
-  // magnitude, so one absolute-variance objective would starve the gradients of bits.
-  std::string text;
-  for (int d = 0; d < 2; ++d) {
-    std::vector<BitPlanItem> items;
-    std::vector<std::size_t> cells;
-    for (std::size_t cell = 0; cell < out_values_[d].size(); ++cell) {
-      if (out_values_[d][cell] == 0.0) continue;
-      items.push_back({static_cast<std::int64_t>(out_values_[d][cell]), out_weight_[d][cell]});
-      cells.push_back(cell);
-    }
-    const std::vector<int> bits = plan_bits(items, codecs_.bit_budget);
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      const std::size_t cell = cells[i];
-      out_codecs_[d][cell] = bits[i] == 8   ? CodecKind::Int8
-                             : bits[i] == 4 ? CodecKind::Int4
-                                            : CodecKind::Int2;
-      text += detail::concat(text.empty() ? "" : ", ", "layer ", cell / k,
-                             d == 0 ? " fwd" : " bwd", " -> rank ", cell % k, ": ", bits[i],
-                             " bits");
-    }
+void HaloExchange::decode_piece(const Piece& piece, std::span<const std::byte> bytes,
+                                Tensor& dest, const std::string& where, bool check_header) {
+  const std::int64_t f = dest.cols();
+  if (check_header) read_message_header(bytes, piece.count, f, false, piece.codec, where);
+  bytes = bytes.subspan(kMessageHeaderBytes);
+  if (piece.positions.empty()) {
+    decode_rows(piece.codec, dest, piece.begin, piece.count, bytes);
+    return;
   }
-  for (int d = 0; d < 2; ++d) {
-    std::fill(out_weight_[d].begin(), out_weight_[d].end(), 0.0);
-    std::fill(out_values_[d].begin(), out_values_[d].end(), 0.0);
+  piece_decoded_.resize(piece.count, f);
+  decode_rows(piece.codec, piece_decoded_, 0, piece.count, bytes);
+  for (std::int64_t i = 0; i < piece.count; ++i) {
+    std::copy_n(piece_decoded_.row<float>(i), f, dest.row<float>(piece.positions[i]));
   }
-  // Tell each neighbour the codecs of the messages it will receive from this rank: (2, L) ids.
-  constexpr int kPlanTag = 9001;
-  std::vector<std::vector<std::uint8_t>> out(k), in(k);
-  std::vector<std::unique_ptr<Request>> requests;
-  for (int p = 0; p < k; ++p) {
-    if (plan_.send_count(p) == 0 && plan_.recv_count(p) == 0) continue;
-    in[p].resize(2 * static_cast<std::size_t>(layers));
-    requests.push_back(comm_.irecv(std::as_writable_bytes(std::span(in[p])), p, kPlanTag));
-    for (int d = 0; d < 2; ++d)
-      for (int l = 0; l < layers; ++l)
-        out[p].push_back(static_cast<std::uint8_t>(out_codecs_[d][l * k + p]));
-    requests.push_back(
-        comm_.isend(std::as_bytes(std::span(out[p])), p, kPlanTag, TrafficCategory::Setup));
-  }
-  wait_all(requests);
-  for (int p = 0; p < k; ++p) {
-    if (in[p].empty()) continue;
-    for (int d = 0; d < 2; ++d) {
-      for (int l = 0; l < layers; ++l) {
-        const std::uint8_t id = in[p][d * layers + l];
-        TESSERA_CHECK(id == static_cast<std::uint8_t>(CodecKind::Int8) ||
-                          id == static_cast<std::uint8_t>(CodecKind::Int4) ||
-                          id == static_cast<std::uint8_t>(CodecKind::Int2),
-                      InvalidInput, "bit plan from rank ", p, ": codec id ", int{id},
-                      " is not an integer codec");
-        in_codecs_[d][l * k + p] = static_cast<CodecKind>(id);
-      }
-    }
-  }
-  return text;
 }
 
 void HaloExchange::decode_received(const Route& route, Tensor& dest, const char* what) {
   const double start = now_s();
   const std::int64_t f = dest.cols();
   for (int p = 0; p < plan_.num_peers(); ++p) {
-    const std::int64_t begin = route.in_offsets[p], count = route.in_offsets[p + 1] - begin;
-    if (count == 0) continue;
-    std::span<const std::byte> message =
-        std::span<const std::byte>(in_bytes_).subspan(in_at_[p], in_at_[p + 1] - in_at_[p]);
+    pieces(route, p, false, pieces_);
     const std::string where = detail::concat(what, " from rank ", p, ", layer ", route.layer);
-    const CodecKind codec =
-        read_message_header(message, count, f, false, route.in_codecs[p], where);
-    decode_rows(codec, dest, begin, count, message.subspan(kMessageHeaderBytes));
+    std::size_t at = in_at_[p];
+    for (const Piece& piece : pieces_) {
+      const std::size_t bytes = kMessageHeaderBytes + piece.count * encoded_row_bytes(piece.codec, f);
+      decode_piece(piece, std::span<const std::byte>(in_bytes_).subspan(at, bytes), dest, where,
+                   true);
+      at += bytes;
+    }
   }
   const double spent = now_s() - start;
   times_.decode_s += spent;

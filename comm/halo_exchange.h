@@ -7,6 +7,7 @@
 // Communicator, codecs and kernels.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -50,10 +51,10 @@ struct ExchangeTimes {
 };
 
 // How messages are encoded. With error feedback, what a row's quantisation lost is kept (per
-// layer and direction) and added to that row's next message. With `adaptive`, every message
-// (direction, layer, peer) gets 2, 4 or 8 bits from bit_plan.h under `bit_budget` bits per value
-// (each direction planned on its own), re-planned by replan() from the ranges seen since the
-// last plan (forward and backward codecs are then ignored).
+// layer and direction) and added to that row's next message. With `adaptive`, every row of every
+// message gets 2, 4 or 8 bits from bit_plan.h under `bit_budget` bits per value (each direction
+// planned on its own), re-planned by replan() from the ranges seen since the last plan (forward
+// and backward codecs are then ignored); a message then carries up to three blocks, one per width.
 struct ExchangeCodecs {
   CodecKind forward = CodecKind::None;
   CodecKind backward = CodecKind::None;
@@ -80,10 +81,12 @@ class HaloExchange {
   // Forgets the error-feedback residuals (a new run starts from a new model).
   void reset_residuals() { residuals_[0].clear(), residuals_[1].clear(); }
   const ExchangeCodecs& codecs() const { return codecs_; }
-  // Adaptive: plans the bits of this rank's messages from the ranges seen since the last plan
-  // and tells every peer the bits of the messages it will receive. Collective over the peers
-  // this rank exchanges with (call it on every rank at the same point). Returns the plan as text,
-  // "layer L fwd|bwd -> rank P: B bits" entries.
+  // Adaptive: plans the bits of every row this rank sends from the ranges seen since the last
+  // plan and tells every peer the bits of the rows it will receive. Collective over the peers
+  // this rank exchanges with (call it on every rank at the same point). Returns the plan as text:
+  // per direction the modelled rounding variance against uniform bits at the same budget
+  // ("fwd variance 0.412x of uniform 4 bits"), then "layer L fwd|bwd -> rank P: B.BB bits
+  // (8: n, 4: n, 2: n)" entries (mean bits, rows by width).
   std::string replan();
   // Adaptive: how much each halo row matters where it is aggregated. halo_weight (H) holds, per
   // halo row v of this rank, Σ_u A[u][v]² over the rows u that aggregate it, so that the variance
@@ -117,6 +120,7 @@ class HaloExchange {
   // out_offsets[p+1]) go to peer p keyed by ids[i]; in_offsets[p+1] - in_offsets[p] rows
   // come back from p.
   struct Route {
+    int direction;                          // 0 forward, 1 backward
     std::span<const CodecKind> out_codecs;  // (K) codec of the message to each peer
     std::span<const CodecKind> in_codecs;   // (K) codec of the message from each peer
     RngPurpose purpose;
@@ -128,6 +132,20 @@ class HaloExchange {
     std::span<const GlobalId> ids;
     const std::vector<std::int64_t>& in_offsets;
   };
+  // A block of a message: `count` rows of one codec at route positions [begin, begin + count),
+  // or (adaptive, not contiguous) at `positions`.
+  struct Piece {
+    CodecKind codec;
+    std::int64_t begin;
+    std::int64_t count;
+    std::span<const std::int64_t> positions;  // empty: contiguous
+  };
+  // The blocks of the message to (outgoing) or from peer p on `route`, in wire order.
+  void pieces(const Route& route, int p, bool outgoing, std::vector<Piece>& out) const;
+  // Decodes one block from `bytes` (header included) into its rows of `dest`.
+  void decode_piece(const Piece& piece, std::span<const std::byte> bytes, Tensor& dest,
+                    const std::string& where, bool check_header);
+  void rebuild_groups();
   Route forward_route(int layer) const;
   Route backward_route(int layer) const;
   void post_encoded(const Route& route, const Tensor& source);
@@ -154,11 +172,24 @@ class HaloExchange {
   std::vector<std::byte> out_bytes_, in_bytes_;  // encoded messages, all peers back to back
   std::vector<std::size_t> out_at_, in_at_;      // (K + 1) byte offsets per peer
   std::vector<Tensor> residuals_[2];             // [direction][layer] error-feedback residuals
-  // [direction] (L, K) codecs of outgoing / incoming messages, and (adaptive) the statistics of
-  // the outgoing ones since the last plan: Σ receiver weight·width·range² and rows·width.
+  // [direction] (L, K) codecs of outgoing / incoming messages (fixed codecs).
   std::vector<CodecKind> out_codecs_[2], in_codecs_[2];
-  std::vector<double> out_weight_[2], out_values_[2];
+  // Adaptive, per direction: the bits of every outgoing / incoming row ((L, n) flattened; n =
+  // rows in route order), per (layer, peer) the positions of each width (8, 4, 2) in each
+  // message, and since the last plan Σ receiver weight·range² per outgoing row and the width seen
+  // per layer (0: no message yet).
+  struct Groups {
+    std::array<std::vector<std::int64_t>, 3> positions;
+  };
+  std::vector<std::uint8_t> out_bits_[2], in_bits_[2];
+  std::vector<Groups> out_groups_[2], in_groups_[2];
+  std::vector<double> row_weight_[2];
+  std::vector<std::int64_t> seen_width_[2];
   std::vector<float> ranges_;
+  std::vector<Piece> pieces_;                   // scratch
+  std::vector<NodeId> piece_rows_;              // scratch: rows and ids of a scattered block
+  std::vector<GlobalId> piece_ids_;
+  Tensor piece_decoded_;                        // scratch: a scattered block before placement
   std::vector<double> send_weight_;  // (num_send) receivers' aggregation weights (adaptive)
   Tensor ef_input_, ef_decoded_;                 // message rows + residual, and their decoding
   std::vector<std::unique_ptr<Request>> requests_;
