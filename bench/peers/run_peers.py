@@ -81,7 +81,10 @@ def parse_flags(argv):
     p.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     p.add_argument("--report-only", action="store_true",
-                   help="run nothing: rebuild --out from --work/manifest.json")
+                   help="run nothing: rebuild --out from --work/manifest.json (also from the "
+                   "runs so far of an interrupted run)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the runs of --work/manifest.json whose command is unchanged")
     args = p.parse_args(argv)
     if args.quick:
         args.reps, args.epochs_cora, args.epochs_arxiv, args.sage_epochs = 1, 30, 15, 1
@@ -320,12 +323,18 @@ def environment(args):
     return unavailable, versions, freeze
 
 
-def run_system(args, system, dataset, path, rep, epochs, stop_at_valid=None):
-    """One run; exits with the run's log tail when it fails. Returns its manifest entry."""
+def run_system(args, manifest, system, dataset, path, rep, epochs, stop_at_valid=None):
+    """One run, unless --resume finds it in the manifest with the same command; exits with the
+    run's log tail when it fails. Appends its entry to the manifest and saves the manifest."""
     stem = os.path.join("runs", dataset, f"{system}-rep{rep}")
     full = os.path.join(args.work, stem)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     cmd = command(args, system, path, epochs, rep, full + ".jsonl", full + ".json", stop_at_valid)
+    for entry in manifest.get("previous_runs", []):
+        if entry["command"] == cmd and os.path.exists(full + ".json"):
+            log(f"rep {rep} {dataset} {system}: kept from the previous manifest (--resume)")
+            manifest["runs"].append(entry)
+            return entry
     threads = args.threads // 2 if system == "tessera-2" else args.threads
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
@@ -340,33 +349,44 @@ def run_system(args, system, dataset, path, rep, epochs, stop_at_valid=None):
     summary = report.read_json(full + ".json")
     log(f"  {wall:.1f} s, best valid {100 * summary['best_valid_acc']:.2f}%, "
         f"load {load_during:.1f} while it ran")
-    return {"system": system, "dataset": dataset, "rep": rep, "seed": rep, "wall_s": wall,
-            "rusage_maxrss_bytes": maxrss, "load_average": load, "load_during": load_during,
-            "stop_at_valid": stop_at_valid,
-            "metrics": stem + ".jsonl", "summary": stem + ".json", "command": cmd}
+    entry = {"system": system, "dataset": dataset, "rep": rep, "seed": rep, "wall_s": wall,
+             "rusage_maxrss_bytes": maxrss, "load_average": load, "load_during": load_during,
+             "stop_at_valid": stop_at_valid, "metrics": stem + ".jsonl",
+             "summary": stem + ".json", "command": cmd}
+    manifest["runs"].append(entry)
+    save_manifest(args, manifest)
+    return entry
 
 
-def run_all(args, paths, runnable):
-    """First every repetition of the full-graph systems on every dataset, the order rotated per
-    repetition; then, on arxiv-like, the mini-batch peer, stopped at the target accuracy that
-    tessera-1 set (its best validation accuracy less 1 point). Returns the manifest entries
-    (files relative to --work)."""
-    entries = []
+def save_manifest(args, manifest):
+    path = os.path.join(args.work, "manifest.json")
+    kept = {k: v for k, v in manifest.items() if k != "previous_runs"}
+    with open(path + ".tmp", "w") as f:
+        json.dump(kept, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def run_all(args, manifest, paths, runnable):
+    """Repetition 0 of the full-graph systems on every dataset; then, on arxiv-like, the
+    mini-batch peer, stopped at the time-to-accuracy target that repetition 0 of tessera-1 set
+    (its best validation accuracy less 1 point); then the other repetitions. The order of the
+    systems rotates by one per repetition. The manifest is saved after every run."""
     full_graph = [s for s in runnable if s != report.SAGE]
-    for rep in range(args.reps):
+
+    def repetition(rep):
         for dataset, path in paths.items():
             epochs = args.epochs_cora if dataset == "cora" else args.epochs_arxiv
             for system in rotation(full_graph, rep):
-                entries.append(run_system(args, system, dataset, path, rep, epochs))
+                run_system(args, manifest, system, dataset, path, rep, epochs)
+
+    repetition(0)
     if report.SAGE in runnable and "arxiv-like" in paths:
-        best = report.median([report.read_json(os.path.join(args.work, e["summary"]))
-                              ["best_valid_acc"] for e in entries
-                              if e["system"] == report.TESSERA_1 and e["dataset"] == "arxiv-like"])
-        target = None if best is None else best - 0.01
+        target = report.tta_target(manifest["runs"], args.work)
         for rep in range(args.sage_reps):
-            entries.append(run_system(args, report.SAGE, "arxiv-like", paths["arxiv-like"], rep,
-                                      args.sage_epochs, target))
-    return entries
+            run_system(args, manifest, report.SAGE, "arxiv-like", paths["arxiv-like"], rep,
+                       args.sage_epochs, target)
+    for rep in range(1, args.reps):
+        repetition(rep)
 
 
 def write_results(args, manifest):
@@ -412,12 +432,17 @@ def main(argv):
         "unavailable": unavailable,
         "load_average_before": load_before,
         "gemm_gflops": gemm_probe(args, any(s in NEEDS for s in runnable)),
-        "runs": run_all(args, paths, runnable),
+        "complete": False,
+        "runs": [],
     }
+    if args.resume and os.path.exists(os.path.join(args.work, "manifest.json")):
+        with open(os.path.join(args.work, "manifest.json")) as f:
+            manifest["previous_runs"] = json.load(f)["runs"]
+    run_all(args, manifest, paths, runnable)
     manifest["load_average_after"] = loadavg()
     manifest["minutes"] = (time.perf_counter() - started) / 60
-    with open(os.path.join(args.work, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=2)
+    manifest["complete"] = True
+    save_manifest(args, manifest)
     log(f"all runs done in {manifest['minutes']:.1f} minutes")
     write_results(args, manifest)
 
