@@ -1,4 +1,5 @@
-// Device names and the single registry that maps a DeviceKind to its backend.
+// Device names and the single registry that maps a DeviceKind to its backend. The CUDA backend
+// (engine/core/cuda/) is registered when Tessera is built with it (TESSERA_HAVE_CUDA).
 #include "engine/core/device.h"
 
 #include <cstdlib>
@@ -6,6 +7,10 @@
 #include <new>
 
 #include "engine/core/error.h"
+#ifdef TESSERA_HAVE_CUDA
+#include "engine/core/cuda/device_cuda.h"
+#include "engine/core/cuda/runtime.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -39,8 +44,26 @@ std::string to_string(Device device) {
 Device parse_device(const std::string& text) {
   if (text == "cpu") return Device::cpu();
   if (text == "cuda" || text.rfind("cuda:", 0) == 0) {
+#ifdef TESSERA_HAVE_CUDA
+    int index = 0;
+    if (text != "cuda") {
+      const std::string digits = text.substr(5);
+      TESSERA_CHECK(!digits.empty() && digits.size() <= 4 &&
+                        digits.find_first_not_of("0123456789") == std::string::npos,
+                    InvalidArgument, "unknown device '", text,
+                    "' (expected cpu or cuda[:index])");
+      index = std::stoi(digits);
+    }
+    TESSERA_CHECK(cuda::cuda_available(), Cuda, "device '", text,
+                  "' requested, but no usable CUDA GPU was found (", cuda::unavailable_reason(),
+                  "); use --device cpu");
+    TESSERA_CHECK(index < cuda::device_count(), Cuda, "device '", text,
+                  "' requested, but this machine has ", cuda::device_count(), " CUDA GPU(s)");
+    return Device{DeviceKind::Cuda, index};
+#else
     TESSERA_FAIL(Cuda, "device '", text,
                  "' requested, but this build of Tessera has no CUDA backend; use --device cpu");
+#endif
   }
   TESSERA_FAIL(InvalidArgument, "unknown device '", text, "' (expected cpu or cuda[:index])");
 }
@@ -48,6 +71,9 @@ Device parse_device(const std::string& text) {
 DeviceBackend& backend(Device device) {
   static CpuBackend cpu;
   if (device.kind == DeviceKind::Cpu) return cpu;
+#ifdef TESSERA_HAVE_CUDA
+  if (device.kind == DeviceKind::Cuda) return cuda::device_backend(device.index);
+#endif
   TESSERA_FAIL(InvalidArgument, "no backend for device ", to_string(device), " in this build");
 }
 

@@ -1,0 +1,119 @@
+// CUDA losses: row-wise log-softmax (one warp per row: max, sum of exp, log, in float as on the
+// CPU), the NLL sum over listed rows (double, one block-level reduction, then the blocks in
+// order: deterministic), and the fused log-softmax + NLL backward.
+#include "engine/core/cuda/common.cuh"
+#include "engine/core/cuda/kernels_cuda.h"
+
+namespace tessera::cuda {
+namespace {
+
+using detail::blocks_for;
+using detail::kThreads;
+
+constexpr int kWarp = 32;
+
+__global__ void log_softmax_kernel(float* logp, const float* logits, std::int64_t r,
+                                   std::int64_t c) {
+  const std::int64_t warps = std::int64_t{gridDim.x} * (blockDim.x / kWarp);
+  const int lane = threadIdx.x % kWarp;
+  for (std::int64_t row = (blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x) / kWarp; row < r;
+       row += warps) {
+    const float* z = logits + row * c;
+    float* out = logp + row * c;
+    float max_z = z[0];
+    for (std::int64_t k = lane; k < c; k += kWarp) max_z = fmaxf(max_z, z[k]);
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      max_z = fmaxf(max_z, __shfl_xor_sync(0xffffffffu, max_z, offset));
+    }
+    float sum = 0.0f;
+    for (std::int64_t k = lane; k < c; k += kWarp) sum += expf(z[k] - max_z);
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    }
+    const float log_sum = logf(sum);
+    __syncwarp();  // every lane has read its z before any lane writes (logp may alias logits)
+    for (std::int64_t k = lane; k < c; k += kWarp) out[k] = (z[k] - max_z) - log_sum;
+  }
+}
+
+// partial[block] = sum over this block's listed rows of -logp[row, label].
+__global__ void nll_partial_kernel(double* partial, const float* logp, const std::int64_t* labels,
+                                   const NodeId* rows, std::int64_t n, std::int64_t c) {
+  __shared__ double sums[kThreads];
+  const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+  double value = 0.0;
+  if (i < n) {
+    const std::int64_t row = rows[i];
+    value = -static_cast<double>(logp[row * c + labels[row]]);
+  }
+  sums[threadIdx.x] = value;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride) sums[threadIdx.x] += sums[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = sums[0];
+}
+
+__global__ void sum_in_order_kernel(double* total, const double* partial, std::int64_t count) {
+  double sum = 0.0;
+  for (std::int64_t b = 0; b < count; ++b) sum += partial[b];
+  *total = sum;
+}
+
+__global__ void nll_backward_kernel(float* d_logits, const float* logp, const std::int64_t* labels,
+                                    const NodeId* rows, std::int64_t n, float scale,
+                                    std::int64_t c) {
+  const std::int64_t total = n * c;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t row = rows[i / c];
+    const std::int64_t k = i % c;
+    const float e = expf(logp[row * c + k]);
+    d_logits[row * c + k] = labels[row] == k ? scale * (e - 1.0f) : scale * e;
+  }
+}
+
+}  // namespace
+
+void log_softmax_forward(float* logp, const float* logits, std::int64_t r, std::int64_t c) {
+  if (r == 0 || c == 0) return;
+  log_softmax_kernel<<<blocks_for(r * kWarp), kThreads, 0, compute_stream()>>>(logp, logits, r, c);
+  TESSERA_CUDA_CHECK_LAUNCH();
+}
+
+double nll_loss_sum(const float* logp, const std::int64_t* labels, const NodeId* rows,
+                    std::int64_t n, std::int64_t c) {
+  if (n == 0) return 0.0;
+  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
+  TESSERA_CHECK(blocks <= std::int64_t{1} << 31, InvalidArgument, "nll_loss_sum: ", n,
+                " rows exceed the grid");
+  DeviceBuffer partial(static_cast<std::size_t>(blocks + 1) * sizeof(double));
+  double* partials = partial.as<double>();
+  cudaStream_t stream = compute_stream();
+  nll_partial_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(partials + 1, logp,
+                                                                             labels, rows, n, c);
+  TESSERA_CUDA_CHECK_LAUNCH();
+  sum_in_order_kernel<<<1, 1, 0, stream>>>(partials, partials + 1, blocks);
+  TESSERA_CUDA_CHECK_LAUNCH();
+  double total = 0.0;
+  TESSERA_CUDA_CHECK(
+      cudaMemcpyAsync(&total, partials, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return total;
+}
+
+void log_softmax_nll_backward(float* d_logits, const float* logp, const std::int64_t* labels,
+                              const NodeId* rows, std::int64_t n, float scale, std::int64_t r,
+                              std::int64_t c) {
+  if (r * c == 0) return;
+  cudaStream_t stream = compute_stream();
+  TESSERA_CUDA_CHECK(
+      cudaMemsetAsync(d_logits, 0, static_cast<std::size_t>(r * c) * sizeof(float), stream));
+  if (n == 0) return;
+  nll_backward_kernel<<<blocks_for(n * c), kThreads, 0, stream>>>(d_logits, logp, labels, rows, n,
+                                                                  scale, c);
+  TESSERA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tessera::cuda
