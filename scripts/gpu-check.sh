@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# GPU check: on a machine with a GPU, runs the GPU tests, the SpMM bandwidth benchmark (against
+# the device's measured copy bandwidth), Tessera's GCN with --device cuda when this build has a
+# GPU-resident epoch, and PyTorch Geometric's GCN on the same synthetic graph, and writes every
+# output plus summary.txt under OUTDIR, each step under a timeout so that the whole run fits in
+# BUDGET_S seconds (default 480).
+#
+# The GPU machine has CUDA, CMake, PyTorch and PyG but no MPICH, METIS, HDF5 or OpenBLAS and no
+# package registry. So the binaries normally come prebuilt from a pack made on a build machine:
+#   scripts/gpu-check.sh --pack PACK_DIR [BUILD_DIR]   (here; BUILD_DIR default build-cuda)
+#   scripts/gpu-check.sh OUTDIR                        (there; PACK_DIR from TESSERA_GPU_PACK,
+#                                                       default build-cuda/gpu-pack)
+# Without a pack it falls back to a CUDA build in build-gpu (which needs those libraries).
+# Settings (environment): PRESET (products-like), LAYERS (3), HIDDEN (256), EPOCHS (20),
+# BUDGET_S (480). Exit status: 0 all steps ran, 1 a step failed, 2 no GPU / bad usage.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+usage() {
+  sed -n '2,/^set /p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+if [[ ${1:-} == --pack ]]; then
+  [[ $# -ge 2 && $# -le 3 ]] || usage
+  exec bash "$here/gpu/pack.sh" "${3:-$root/build-cuda}" "$2"
+fi
+[[ $# -eq 1 && ${1:-} != -* ]] || usage
+out=$1
+mkdir -p "$out" || { echo "gpu-check: cannot create $out" >&2; exit 2; }
+out=$(cd "$out" && pwd)
+summary=$out/summary.txt
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+budget=${BUDGET_S:-480}
+start=$(date +%s)
+preset=${PRESET:-products-like}
+layers=${LAYERS:-3}
+hidden=${HIDDEN:-256}
+epochs=${EPOCHS:-20}
+failed=0
+
+# step NAME LIMIT_S CMD...: runs CMD with output in NAME.log, under the smaller of LIMIT_S and
+# what is left of the budget; records the outcome.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((budget - ($(date +%s) - start)))
+  ((limit > left)) && limit=$left
+  if ((limit < 5)); then
+    note "$name: skipped (time budget of ${budget} s used up)"
+    failed=1
+    return 1
+  fi
+  local t0=$(date +%s)
+  timeout --kill-after=5 "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  local took=$(($(date +%s) - t0))
+  if ((rc == 0)); then
+    note "$name: ok (${took} s)"
+  elif ((rc == 124 || rc == 137)); then
+    note "$name: timed out after ${limit} s (see $name.log)"
+    failed=1
+  else
+    note "$name: failed with status $rc (${took} s; see $name.log)"
+    failed=1
+  fi
+  return $rc
+}
+
+# ---- is there a GPU? ----
+if ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L > "$out/nvidia-smi.txt" 2>&1 \
+   || ! grep -q '^GPU ' "$out/nvidia-smi.txt"; then
+  note "gpu-check: no GPU on this machine (nvidia-smi missing or lists no GPU); nothing measured"
+  exit 2
+fi
+note "gpu-check $(date -u +%FT%TZ) on $(head -1 "$out/nvidia-smi.txt")"
+
+# ---- binaries: a pack, else an existing or fresh CUDA build ----
+pack=${TESSERA_GPU_PACK:-$root/build-cuda/gpu-pack}
+if [[ -x $pack/bin/test_cuda_kernels ]]; then
+  bin=$pack/bin
+  note "binaries: pack $pack ($(head -1 "$pack/BUILD_INFO" 2>/dev/null))"
+  # CUDA libraries of this machine: the toolkit's, then NCCL from PyTorch's wheel if needed.
+  cuda_libs=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -d $d ]] && cuda_libs=$cuda_libs:$d
+  done
+  if ! ls /usr/local/cuda/lib*/libnccl.so.2 > /dev/null 2>&1 && command -v python3 > /dev/null; then
+    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+    [[ -n $nccl ]] && cuda_libs=$cuda_libs:$nccl
+  fi
+  export LD_LIBRARY_PATH=$pack/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+else
+  build=$root/build-gpu
+  note "binaries: no pack at $pack; building in $build"
+  step configure 120 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DTESSERA_BUILD_PYTHON=OFF -DTESSERA_NATIVE_ARCH=OFF &&
+  step build 240 cmake --build "$build" -j "$(nproc)" --target test_cuda_kernels \
+    test_cuda_runtime test_communicator_conformance bench_cuda train_gcn tessera_data
+  if [[ ! -x $build/tests/cuda/test_cuda_kernels ]]; then
+    note "gpu-check: no binaries (the build needs MPICH, METIS, HDF5 and OpenBLAS: make a pack" \
+         "on a build machine with scripts/gpu-check.sh --pack)"
+    exit 1
+  fi
+  mkdir -p "$build/gpu-bin"
+  for b in tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime \
+           tests/comm/test_communicator_conformance bench/bench_cuda apps/train_gcn \
+           apps/tessera_data; do ln -sf "$build/$b" "$build/gpu-bin/"; done
+  bin=$build/gpu-bin
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} OPENBLAS_NUM_THREADS=1
+
+# ---- GPU tests (the twins, the runtime, the communicator contract on one rank's GPU) ----
+for t in test_cuda_runtime test_cuda_kernels test_communicator_conformance; do
+  step "$t" 90 "$bin/$t" --gtest_output="xml:$out/$t.xml"
+done
+
+# ---- SpMM bandwidth against the copy bandwidth ----
+step bench_cuda 60 "$bin/bench_cuda" --rows 2000000 --degree 25 --widths 32 128 256
+
+# ---- the synthetic graph, exported in the OGB raw layout for both trainers ----
+data=$out/data-$preset
+rm -rf "$data"
+step dataset 150 "$bin/tessera_data" generate --preset "$preset" --out "$data"
+
+# ---- Tessera's GCN on the GPU, when this build trains on the GPU ----
+if [[ -d $data ]]; then
+  probe=$out/train_gcn_probe.log
+  timeout 60 "$bin/train_gcn" --dataset "$data" --device cuda --epochs 1 --num-layers 1 \
+    --quiet > "$probe" 2>&1
+  if grep -q -E "only the CPU backend|no CUDA backend" "$probe"; then
+    note "tessera_gcn: --device cuda not available in this build ($(grep -o -m1 -E \
+      'only the CPU backend[^"]*|no CUDA backend[^"]*' "$probe"))"
+  else
+    step tessera_gcn 120 "$bin/train_gcn" --dataset "$data" --device cuda \
+      --num-layers "$layers" --hidden-channels "$hidden" --epochs "$epochs" \
+      --summary "$out/tessera_gcn_summary.json" --quiet
+  fi
+  # ---- PyTorch Geometric, same graph, same GPU ----
+  step pyg_gcn 150 python3 "$here/gpu/pyg_gcn.py" "$data" "$out/pyg_gcn.json" \
+    --layers "$layers" --hidden "$hidden" --epochs "$epochs"
+  rm -rf "$data"  # gigabytes of CSV: not worth keeping
+fi
+
+note "total: $(($(date +%s) - start)) s of a ${budget} s budget"
+exit $failed
