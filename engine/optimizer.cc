@@ -1,6 +1,7 @@
 // Adam update over the flat parameter buffer.
 #include "engine/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/core/error.h"
@@ -42,6 +43,15 @@ void Adam::step(std::span<float> params, std::span<const float> grads) {
     v_[i] = b2 * v_[i] + (1.0f - b2) * g * g;
     params[i] -= step_size * m_[i] / (std::sqrt(v_[i]) * inv_sqrt_bias2 + eps);
   }
+}
+
+void Adam::restore(std::int64_t steps, std::span<const float> m, std::span<const float> v) {
+  TESSERA_CHECK(steps >= 0 && m.size() == m_.size() && v.size() == v_.size(), InvalidArgument,
+                "Adam::restore: ", steps, " steps, moments of ", m.size(), " and ", v.size(),
+                " values for ", m_.size(), " parameters");
+  steps_ = steps;
+  std::copy(m.begin(), m.end(), m_.begin());
+  std::copy(v.begin(), v.end(), v_.begin());
 }
 
 }  // namespace tessera

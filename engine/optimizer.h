@@ -27,6 +27,9 @@ class Adam {
   void step(std::span<float> params, std::span<const float> grads);
 
   std::int64_t steps() const { return steps_; }
+  // Puts the optimizer where a checkpoint left it: the step count (bias correction) and the
+  // moments, (num_params) each.
+  void restore(std::int64_t steps, std::span<const float> m, std::span<const float> v);
   // Moments, for checkpoints: (num_params) each.
   std::span<float> first_moment() { return m_; }
   std::span<float> second_moment() { return v_; }

@@ -557,13 +557,7 @@ void Trainer::restore_run(RunState& state, const CheckpointState& checkpoint) {
                   checkpoint.adam_steps, " optimizer steps does not fit --epochs ", config_.epochs);
     std::copy(checkpoint.params.begin(), checkpoint.params.end(), model.params().begin());
     std::copy(checkpoint.buffers.begin(), checkpoint.buffers.end(), model.buffers().begin());
-    // Adam keeps its step count (bias correction) to itself: advance it on scratch buffers, then
-    // put the moments in place.
-    std::vector<float> scratch(n, 0.0f);
-    const std::vector<float> zero(n, 0.0f);
-    for (std::int64_t i = 0; i < checkpoint.adam_steps; ++i) state.adam->step(scratch, zero);
-    std::copy(checkpoint.adam_m.begin(), checkpoint.adam_m.end(), state.adam->first_moment().begin());
-    std::copy(checkpoint.adam_v.begin(), checkpoint.adam_v.end(), state.adam->second_moment().begin());
+    state.adam->restore(checkpoint.adam_steps, checkpoint.adam_m, checkpoint.adam_v);
     state.epoch = checkpoint.epoch;
     state.result = checkpoint.current;
     state.bytes_total = checkpoint.bytes_total;

@@ -45,5 +45,23 @@ TEST(Adam, RejectsBadConfigAndSizes) {
   EXPECT_THROW(adam.step(params, grads), Error);
 }
 
+// A restored optimizer (step count and moments, as a checkpoint holds them) continues exactly as
+// the one it was saved from.
+TEST(Adam, RestoredContinuesBitForBit) {
+  std::vector<ParamInfo> layout{{"w", 0, 1, 3, true}};
+  const AdamConfig config{.lr = 0.02f, .weight_decay = 0.01f};
+  std::vector<float> params{0.1f, -0.2f, 0.3f}, grads{0.5f, -0.25f, 1.0f};
+  Adam original(config, layout, 3);
+  for (int t = 0; t < 4; ++t) original.step(params, grads);
+  Adam restored(config, layout, 3);
+  restored.restore(original.steps(), original.first_moment(), original.second_moment());
+  EXPECT_EQ(restored.steps(), 4);
+  std::vector<float> a = params, b = params;
+  original.step(a, grads);
+  restored.step(b, grads);
+  EXPECT_EQ(a, b);
+  EXPECT_THROW(restored.restore(1, std::vector<float>(2), std::vector<float>(3)), Error);
+}
+
 }  // namespace
 }  // namespace tessera
