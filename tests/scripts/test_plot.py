@@ -64,6 +64,7 @@ class PlotTest(unittest.TestCase):
                 info = png_check.read_png(path)
                 self.assertGreaterEqual(info["width"], MIN_WIDTH, f"{name}: {info}")
                 self.assertGreaterEqual(info["height"], MIN_HEIGHT, f"{name}: {info}")
+                info.update(png_check.colour_stats(path))
                 self.assertGreaterEqual(info["chromatic_share"], MIN_CHROMATIC_SHARE,
                                         f"{name}: almost nothing drawn in colour: {info}")
 
