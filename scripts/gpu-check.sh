@@ -6,10 +6,15 @@
 # BUDGET_S seconds (default 480).
 #
 # The GPU machine has CUDA, CMake, PyTorch and PyG but no MPICH, METIS, HDF5 or OpenBLAS and no
-# package registry. So the binaries normally come prebuilt from a pack made on a build machine:
-#   scripts/gpu-check.sh --pack PACK_DIR [BUILD_DIR]   (here; BUILD_DIR default build-cuda)
+# package registry. So the binaries normally come prebuilt from a pack made on a build machine
+# from a portable CUDA build (-DTESSERA_NATIVE_ARCH=OFF, CMAKE_CUDA_ARCHITECTURES with 90):
+#   scripts/gpu-check.sh --pack PACK_DIR [BUILD_DIR]   (here; BUILD_DIR default build-cuda;
+#                                                       writes PACK_DIR/tessera-gpu.tar.xz)
 #   scripts/gpu-check.sh OUTDIR                        (there; PACK_DIR from TESSERA_GPU_PACK,
 #                                                       default build-cuda/gpu-pack)
+# There the pack is unpacked into a scratch folder (removed at exit); its binaries run as
+# singleton MPI processes (no mpiexec needed) with the pack's libraries and the machine's CUDA
+# libraries (toolkit, else PyTorch's nvidia wheels) on their library path, nothing else's.
 # Without a pack it falls back to a CUDA build in build-gpu (which needs those libraries).
 # Settings (environment): PRESET (products-like), LAYERS (3), HIDDEN (256), EPOCHS (20),
 # BUDGET_S (480). Exit status: 0 all steps ran, 1 a step failed, 2 no GPU / bad usage.
@@ -79,20 +84,58 @@ fi
 note "gpu-check $(date -u +%FT%TZ) on $(head -1 "$out/nvidia-smi.txt")"
 
 # ---- binaries: a pack, else an existing or fresh CUDA build ----
+# run: the prefix for every Tessera binary (its library path; python3 and the rest keep theirs).
 pack=${TESSERA_GPU_PACK:-$root/build-cuda/gpu-pack}
-if [[ -x $pack/bin/test_cuda_kernels ]]; then
-  bin=$pack/bin
-  note "binaries: pack $pack ($(head -1 "$pack/BUILD_INFO" 2>/dev/null))"
-  # CUDA libraries of this machine: the toolkit's, then NCCL from PyTorch's wheel if needed.
-  cuda_libs=""
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
-    [[ -d $d ]] && cuda_libs=$cuda_libs:$d
-  done
-  if ! ls /usr/local/cuda/lib*/libnccl.so.2 > /dev/null 2>&1 && command -v python3 > /dev/null; then
-    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
-    [[ -n $nccl ]] && cuda_libs=$cuda_libs:$nccl
+archive=$pack/tessera-gpu.tar.xz
+run=()
+if [[ -f $archive || -x $pack/bin/test_cuda_kernels ]]; then
+  if [[ -f $archive ]]; then
+    scratch=$(mktemp -d "${TMPDIR:-/tmp}/tessera-gpu.XXXXXX") ||
+      { note "gpu-check: cannot make a scratch folder to unpack $archive"; exit 1; }
+    trap 'rm -rf "$scratch"' EXIT
+    t0=$(date +%s)
+    if command -v xz > /dev/null 2>&1; then
+      tar -xJf "$archive" -C "$scratch" 2> "$out/unpack.log"
+    else
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
+        "$archive" "$scratch" 2> "$out/unpack.log"
+    fi || { note "gpu-check: cannot unpack $archive (see unpack.log)"; exit 1; }
+    unpacked=$scratch/tessera-gpu
+    note "binaries: pack $archive ($(head -1 "$unpacked/BUILD_INFO" 2>/dev/null); unpacked in" \
+         "$(($(date +%s) - t0)) s)"
+  else
+    unpacked=$pack  # an unpacked pack (bin/, lib/) made by an older pack.sh
+    note "binaries: pack $pack ($(head -1 "$pack/BUILD_INFO" 2>/dev/null))"
   fi
-  export LD_LIBRARY_PATH=$pack/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  bin=$unpacked/bin
+  # CUDA libraries of this machine: the toolkit's; anything ldd still misses (NCCL, or all of
+  # them without a toolkit) from PyTorch's nvidia wheels.
+  libpath=$unpacked/lib
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -d $d ]] && libpath=$libpath:$d
+  done
+  inherited=${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # after ours: the pack's libraries win
+  wanted=$(for b in "$bin"/*; do LD_LIBRARY_PATH=$libpath$inherited ldd "$b" 2>&1; done |
+           awk '$2 == "=>" && $3 == "not" {print $1}' | sort -u)
+  wheels=""
+  [[ -n $wanted ]] && command -v python3 > /dev/null &&
+    wheels=$(python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null)
+  if [[ -n $wheels ]]; then
+    for lib in $wanted; do
+      found=$(find $wheels -name "$lib" 2>/dev/null | head -1)
+      [[ -n $found && :$libpath: != *:$(dirname "$found"):* ]] && libpath=$libpath:$(dirname "$found")
+    done
+  fi
+  libpath=$libpath$inherited
+  { cat "$unpacked/BUILD_INFO" 2>/dev/null; echo "library path: $libpath"
+    for b in "$bin"/*; do echo "== ldd $b"; LD_LIBRARY_PATH=$libpath ldd "$b" 2>&1; done
+  } > "$out/libraries.log"
+  if grep -q "not found" "$out/libraries.log"; then
+    note "libraries: some not found (see libraries.log):" \
+         "$(grep "not found" "$out/libraries.log" | sed 's/^[[:space:]]*//' | sort -u | head -5 | tr '\n' ';')"
+    failed=1
+  fi
+  run=(env "LD_LIBRARY_PATH=$libpath")
 else
   build=$root/build-gpu
   note "binaries: no pack at $pack; building in $build"
@@ -115,27 +158,27 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} OPENBLAS_NUM_THREADS=1
 
 # ---- GPU tests (the twins, the runtime, the communicator contract on one rank's GPU) ----
 for t in test_cuda_runtime test_cuda_kernels test_communicator_conformance; do
-  step "$t" 90 "$bin/$t" --gtest_output="xml:$out/$t.xml"
+  step "$t" 90 "${run[@]}" "$bin/$t" --gtest_output="xml:$out/$t.xml"
 done
 
 # ---- SpMM bandwidth against the copy bandwidth ----
-step bench_cuda 60 "$bin/bench_cuda" --rows 2000000 --degree 25 --widths 32 128 256
+step bench_cuda 60 "${run[@]}" "$bin/bench_cuda" --rows 2000000 --degree 25 --widths 32 128 256
 
 # ---- the synthetic graph, exported in the OGB raw layout for both trainers ----
 data=$out/data-$preset
 rm -rf "$data"
-step dataset 150 "$bin/tessera_data" generate --preset "$preset" --out "$data"
+step dataset 150 "${run[@]}" "$bin/tessera_data" generate --preset "$preset" --out "$data"
 
 # ---- Tessera's GCN on the GPU, when this build trains on the GPU ----
 if [[ -d $data ]]; then
   probe=$out/train_gcn_probe.log
-  timeout 60 "$bin/train_gcn" --dataset "$data" --device cuda --epochs 1 --num-layers 1 \
+  timeout 60 "${run[@]}" "$bin/train_gcn" --dataset "$data" --device cuda --epochs 1 --num-layers 1 \
     --quiet > "$probe" 2>&1
   if grep -q -E "only the CPU backend|no CUDA backend" "$probe"; then
     note "tessera_gcn: --device cuda not available in this build ($(grep -o -m1 -E \
       'only the CPU backend[^"]*|no CUDA backend[^"]*' "$probe"))"
   else
-    step tessera_gcn 120 "$bin/train_gcn" --dataset "$data" --device cuda \
+    step tessera_gcn 120 "${run[@]}" "$bin/train_gcn" --dataset "$data" --device cuda \
       --num-layers "$layers" --hidden-channels "$hidden" --epochs "$epochs" \
       --summary "$out/tessera_gcn_summary.json" --quiet
   fi
