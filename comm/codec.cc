@@ -596,7 +596,7 @@ void write_message_header(std::span<std::byte> out, CodecKind kind, std::int64_t
 }
 
 CodecKind read_message_header(std::span<const std::byte> in, std::int64_t rows, std::int64_t cols,
-                              bool adaptive, CodecKind expected, const std::string& where) {
+                              CodecKind expected, const std::string& where) {
   TESSERA_CHECK(in.size() >= kMessageHeaderBytes, InvalidInput, where,
                 ": message too short: expected at least ", kMessageHeaderBytes,
                 " bytes (the header), found ", in.size());
@@ -607,13 +607,8 @@ CodecKind read_message_header(std::span<const std::byte> in, std::int64_t rows, 
   TESSERA_CHECK(valid_kind(id), InvalidInput, where, ": unknown codec id ", int{id},
                 " (expected 0..", static_cast<int>(CodecKind::Int2), ")");
   const auto kind = static_cast<CodecKind>(id);
-  if (adaptive) {
-    TESSERA_CHECK(is_stochastic(kind), InvalidInput, where, ": codec ", to_string(kind),
-                  " not allowed: expected int8, int4 or int2 (adaptive)");
-  } else {
-    TESSERA_CHECK(kind == expected, InvalidInput, where, ": codec ", to_string(kind),
-                  " not allowed: expected ", to_string(expected));
-  }
+  TESSERA_CHECK(kind == expected, InvalidInput, where, ": codec ", to_string(kind),
+                " not allowed: expected ", to_string(expected));
   const std::uint32_t found_rows = get_u32(in.data() + 8);
   const std::uint32_t found_cols = get_u32(in.data() + 12);
   TESSERA_CHECK(found_rows == rows, InvalidInput, where, ": expected ", rows, " rows, found ",

@@ -56,10 +56,10 @@ void write_message_header(std::span<std::byte> out, CodecKind kind, std::int64_t
                           std::int64_t cols);
 // Checks a received message (header and total size) against what the receiver expects and
 // returns its codec; InvalidInput naming `where` (e.g. "halo forward from rank 2, layer 1") for
-// a short buffer, a bad magic, an unknown codec id, other rows or width, or a size mismatch.
-// With `adaptive` any integer codec is accepted (the sender picks the bits per message);
-// otherwise the codec must be `expected`.
+// a short buffer, a bad magic, an unknown codec id, a codec other than `expected` (the adaptive
+// codec's receivers know every block's width from the plan), other rows or width, or a size
+// mismatch.
 CodecKind read_message_header(std::span<const std::byte> in, std::int64_t rows, std::int64_t cols,
-                              bool adaptive, CodecKind expected, const std::string& where);
+                              CodecKind expected, const std::string& where);
 
 }  // namespace tessera

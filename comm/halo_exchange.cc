@@ -301,7 +301,7 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
 void HaloExchange::decode_piece(const Piece& piece, std::span<const std::byte> bytes,
                                 Tensor& dest, const std::string& where, bool check_header) {
   const std::int64_t f = dest.cols();
-  if (check_header) read_message_header(bytes, piece.count, f, false, piece.codec, where);
+  if (check_header) read_message_header(bytes, piece.count, f, piece.codec, where);
   bytes = bytes.subspan(kMessageHeaderBytes);
   if (piece.positions.empty()) {
     decode_rows(piece.codec, dest, piece.begin, piece.count, bytes);

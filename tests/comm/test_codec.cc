@@ -534,10 +534,10 @@ std::vector<std::byte> message(CodecKind kind, std::int64_t rows, std::int64_t c
 
 // read_message_header's error for `bytes`, expecting InvalidInput with every fragment.
 void expect_header_error(std::span<const std::byte> bytes, std::int64_t rows, std::int64_t cols,
-                         bool adaptive, CodecKind expected, std::vector<std::string> fragments) {
+                         CodecKind expected, std::vector<std::string> fragments) {
   const std::string where = "halo forward from rank 2, layer 1";
   try {
-    read_message_header(bytes, rows, cols, adaptive, expected, where);
+    read_message_header(bytes, rows, cols, expected, where);
     ADD_FAILURE() << "accepted; expected an error containing " << fragments[0];
   } catch (const Error& e) {
     EXPECT_EQ(e.category(), ErrorCategory::InvalidInput) << e.message();
@@ -553,11 +553,11 @@ TEST(Codec, MessageHeaderRoundTrip) {
   const std::vector<std::byte> bytes = message(CodecKind::Int4, 100, 256);
   EXPECT_EQ(as_u8(std::span(bytes).first(16)),
             (std::vector<std::uint8_t>{'T', 'S', 'R', 'M', 4, 0, 0, 0, 100, 0, 0, 0, 0, 1, 0, 0}));
-  EXPECT_EQ(read_message_header(bytes, 100, 256, false, CodecKind::Int4, "x"), CodecKind::Int4);
+  EXPECT_EQ(read_message_header(bytes, 100, 256, CodecKind::Int4, "x"), CodecKind::Int4);
   for (CodecKind kind : kIntCodecs) {
-    EXPECT_EQ(read_message_header(message(kind, 3, 5), 3, 5, true, CodecKind::None, "x"), kind);
+    EXPECT_EQ(read_message_header(message(kind, 3, 5), 3, 5, kind, "x"), kind);
   }
-  EXPECT_EQ(read_message_header(message(CodecKind::None, 0, 7), 0, 7, false, CodecKind::None, "x"),
+  EXPECT_EQ(read_message_header(message(CodecKind::None, 0, 7), 0, 7, CodecKind::None, "x"),
             CodecKind::None);
   std::vector<std::byte> out(16);
   EXPECT_THROW(write_message_header(out, CodecKind::Int8, std::int64_t{1} << 32, 1), Error);
@@ -568,25 +568,25 @@ TEST(Codec, MessageHeaderRoundTrip) {
 TEST(Codec, MessageHeaderFailures) {
   const CodecKind i4 = CodecKind::Int4;
   const std::vector<std::byte> good = message(i4, 100, 256);  // 16 + 100 * 136 = 13616 bytes
-  expect_header_error(std::span(good).first(15), 100, 256, false, i4,
+  expect_header_error(std::span(good).first(15), 100, 256, i4,
                       {"expected at least 16 bytes", "found 15"});
   std::vector<std::byte> bad = good;
   bad[3] = std::byte{'X'};
-  expect_header_error(bad, 100, 256, false, i4, {"magic", "54 53 52 4d", "54 53 52 58"});
+  expect_header_error(bad, 100, 256, i4, {"magic", "54 53 52 4d", "54 53 52 58"});
   bad = good;
   bad[4] = std::byte{9};
-  expect_header_error(bad, 100, 256, false, i4, {"unknown codec id 9"});
-  expect_header_error(good, 100, 256, false, CodecKind::Int8,
+  expect_header_error(bad, 100, 256, i4, {"unknown codec id 9"});
+  expect_header_error(good, 100, 256, CodecKind::Int8,
                       {"int4 not allowed", "expected int8"});
-  expect_header_error(message(CodecKind::Bf16, 100, 256), 100, 256, true, i4,
-                      {"bf16 not allowed", "int8, int4 or int2"});
-  expect_header_error(good, 99, 256, false, i4, {"expected 99 rows, found 100"});
-  expect_header_error(good, 100, 255, false, i4, {"expected width 255, found 256"});
-  expect_header_error(std::span(good).first(good.size() - 1), 100, 256, false, i4,
+  expect_header_error(message(CodecKind::Bf16, 100, 256), 100, 256, i4,
+                      {"bf16 not allowed", "expected int4"});
+  expect_header_error(good, 99, 256, i4, {"expected 99 rows, found 100"});
+  expect_header_error(good, 100, 255, i4, {"expected width 255, found 256"});
+  expect_header_error(std::span(good).first(good.size() - 1), 100, 256, i4,
                       {"13616 bytes", "found 13615"});
   std::vector<std::byte> longer = good;
   longer.push_back(std::byte{0});
-  expect_header_error(longer, 100, 256, false, i4, {"13616 bytes", "found 13617"});
+  expect_header_error(longer, 100, 256, i4, {"13616 bytes", "found 13617"});
 }
 
 }  // namespace
