@@ -299,10 +299,24 @@ def markdown_tta(tta):
         ratio = r.get("tessera_1_over_this")
         seconds = (_fmt(r["seconds"], 1) if r["reached"] else
                    f"> {_fmt(r['wall_s'], 0)} (not reached)")
+        shown = "—" if not ratio else (f"{ratio:.2f}" if r["system"].startswith("tessera")
+                                       else _ratio(ratio))
         lines.append(f"| {r['system']} | {r['reached']} of {r['runs']} | "
-                     f"{_fmt(r['epoch'], 0)} | {seconds} | "
-                     f"{_ratio(ratio) if ratio else '—'} | "
+                     f"{_fmt(r['epoch'], 0)} | {seconds} | {shown} | "
                      f"{_fmt(r['best_valid_acc'], 2, 100)} | {_fmt(r['wall_s'], 1)} |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_runs(records):
+    """Every run in the order it ran, with the load beside it: the spread behind the medians."""
+    lines = ["#### Every run, in order", "",
+             "| dataset | system | seed | epoch ms | eval ms | best valid % | wall s "
+             "| machine load |", "|---|---|--:|--:|--:|--:|--:|--:|"]
+    for r in records:
+        lines.append(f"| {r['dataset']} | {r['system']} | {r['seed']} | "
+                     f"{_fmt(r['epoch_s'], 0, 1e3)} | {_fmt(r['eval_s'], 0, 1e3)} | "
+                     f"{_fmt(r['best_valid_acc'], 2, 100)} | {_fmt(r['wall_s'], 1)} | "
+                     f"{_fmt(r.get('load_during'), 1)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -361,6 +375,7 @@ def render(results):
     sentences = peer_faster_sentences(results["table"])
     if sentences:
         parts.append("Where a peer is better: " + " ".join(sentences) + "\n")
+    parts.append(markdown_runs(results["runs"]))
     return "\n".join(parts)
 
 
