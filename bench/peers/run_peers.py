@@ -13,7 +13,7 @@ g++ (torch-scatter and torch-sparse build from source: PyPI has no wheels), and 
 environment is made once, outside the source tree (--venv), with the pins in this folder.
 Standard library only.
 
-  bench/peers/run_peers.py --build build            # the full run, about 30 minutes idle
+  bench/peers/run_peers.py --build build            # the full run, about 25 minutes idle
   bench/peers/run_peers.py --quick                  # a few minutes: fewer epochs, one repetition
 """
 import argparse
