@@ -391,6 +391,7 @@ def results_from_manifest(manifest, root):
                             summary, metrics, warmup, e.get("rusage_maxrss_bytes"))
         record["load_average"] = e.get("load_average")
         record["load_during"] = e.get("load_during")
+        record["tessera_binary"] = e.get("tessera_binary")
         records.append(record)
     table = add_ratios(aggregate(records, manifest.get("unavailable", {})))
     datasets = [d for d in TTA_DATASETS if any(r["dataset"] == d for r in records)]
@@ -433,4 +434,8 @@ def setup_lines(results):
     ]
     for system, reason in (results.get("unavailable") or {}).items():
         lines.append(f"{system} not run: {reason}")
+    builds = sorted({r["tessera_binary"] for r in results["runs"] if r.get("tessera_binary")})
+    if len(builds) > 1:
+        lines.append(f"**Tessera's build changed during the run**: {len(builds)} different "
+                     f"binaries ({', '.join(builds)}); see tessera_binary in every run.")
     return lines

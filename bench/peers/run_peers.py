@@ -353,9 +353,26 @@ def run_system(args, manifest, system, dataset, path, rep, epochs, stop_at_valid
              "rusage_maxrss_bytes": maxrss, "load_average": load, "load_during": load_during,
              "stop_at_valid": stop_at_valid, "metrics": stem + ".jsonl",
              "summary": stem + ".json", "command": cmd}
+    if system.startswith("tessera"):
+        entry["tessera_binary"] = tessera_binary(args)
     manifest["runs"].append(entry)
     save_manifest(args, manifest)
     return entry
+
+
+def tessera_binary(args):
+    """A digest of train_gcn and the Tessera libraries it loads: a build updated during the run
+    shows up as a second value."""
+    train_gcn = os.path.join(args.build, "apps", "train_gcn")
+    files = [train_gcn]
+    ldd = subprocess.run(["ldd", train_gcn], capture_output=True, text=True).stdout
+    files += sorted(line.split("=>")[1].split()[0] for line in ldd.splitlines()
+                    if "tessera" in line and "=>" in line and "/" in line.split("=>")[1])
+    digest = hashlib.sha256()
+    for path in files:
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:16]
 
 
 def save_manifest(args, manifest):

@@ -176,6 +176,16 @@ class CannedRun(unittest.TestCase):
         self.assertEqual(self.results["table"]["arxiv-like"]["pyg-sage-minibatch"].get("ratios"),
                          None)
 
+    def test_a_tessera_build_changed_mid_run_is_reported(self):
+        manifest = json.loads(json.dumps(self.manifest))
+        tessera = [e for e in manifest["runs"] if e["system"].startswith("tessera")]
+        for i, e in enumerate(tessera):
+            e["tessera_binary"] = "aaaa" if i == 0 else "bbbb"
+        results = report.results_from_manifest(manifest, peers_fixture.DATA)
+        self.assertIn("**Tessera's build changed during the run**: 2 different binaries "
+                      "(aaaa, bbbb)", report.render(results))
+        self.assertNotIn("build changed", report.render(self.results))
+
     def test_a_faster_peer_is_said_plainly(self):
         table = {"g": {"tessera-1": {"system": "tessera-1", "ranks": 1, "threads_per_rank": 2,
                                      "epoch_s": 2.0, "peak_rss_bytes": 100},
