@@ -124,9 +124,7 @@ RunStats to_stats(const RunResult& r) {
   o.final_valid = r.final_valid;
   o.final_test = r.final_test;
   o.final_loss = r.final_loss;
-  std::vector<double> times = r.epoch_seconds;
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  o.epoch_s_median = times.empty() ? 0.0 : times[times.size() / 2];
+  o.epoch_s_median = median(r.epoch_seconds);
   for (std::uint64_t b : r.bytes_per_epoch) o.bytes_per_epoch += static_cast<double>(b);
   return o;
 }

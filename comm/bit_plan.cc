@@ -9,12 +9,15 @@
 #include "engine/core/error.h"
 
 namespace tessera {
-namespace {
 
 double variance_factor(int bits) {
   const double levels = static_cast<double>((1 << bits) - 1);
   return 1.0 / (levels * levels);
 }
+
+int uniform_bits(double budget_bits) { return budget_bits >= 8.0 ? 8 : budget_bits >= 4.0 ? 4 : 2; }
+
+namespace {
 
 struct Upgrade {
   double saved_per_bit;
@@ -57,13 +60,13 @@ std::vector<int> plan_bits(std::span<const BitPlanItem> items, double budget_bit
   }
   // Greedy knapsacks can strand budget when a large upgrade no longer fits after small ones
   // were taken; the widest uniform plan the budget affords is the fallback that bounds this.
-  const int uniform_bits = budget_bits >= 8.0 ? 8 : budget_bits >= 4.0 ? 4 : 2;
+  const int uniform = uniform_bits(budget_bits);
   double greedy_variance = 0.0, uniform_variance = 0.0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     greedy_variance += items[i].weight * variance_factor(bits[i]);
-    uniform_variance += items[i].weight * variance_factor(uniform_bits);
+    uniform_variance += items[i].weight * variance_factor(uniform);
   }
-  if (uniform_variance < greedy_variance) bits.assign(items.size(), uniform_bits);
+  if (uniform_variance < greedy_variance) bits.assign(items.size(), uniform);
   return bits;
 }
 

@@ -24,4 +24,9 @@ struct BitPlanItem {
 // budget_bits in [2, 8] (InvalidArgument otherwise). Deterministic: ties go to the lower index.
 std::vector<int> plan_bits(std::span<const BitPlanItem> items, double budget_bits);
 
+// 1/(2^bits − 1)²: the rounding variance of `bits` relative to a row's F·range².
+double variance_factor(int bits);
+// The widest of 2, 4 and 8 bits that budget_bits affords for every value.
+int uniform_bits(double budget_bits);
+
 }  // namespace tessera

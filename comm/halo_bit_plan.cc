@@ -14,11 +14,6 @@ namespace {
 
 constexpr std::array<std::uint8_t, 3> kWidths = {8, 4, 2};  // block order inside a message
 
-double variance_factor(int bits) {
-  const double levels = static_cast<double>((1 << bits) - 1);
-  return 1.0 / (levels * levels);
-}
-
 CodecKind codec_of_bits(int bits) {
   return bits == 8 ? CodecKind::Int8 : bits == 4 ? CodecKind::Int4 : CodecKind::Int2;
 }
@@ -77,7 +72,7 @@ std::string HaloExchange::replan() {
   // variance weight F·Σ receiver weight·range²). The two directions are planned separately, each
   // under the budget: embeddings and gradients differ in scale by orders of magnitude, so one
   // absolute-variance objective would starve the gradients of bits.
-  const int uniform = codecs_.bit_budget >= 8.0 ? 8 : codecs_.bit_budget >= 4.0 ? 4 : 2;
+  const int uniform = uniform_bits(codecs_.bit_budget);
   std::string text;
   for (int d = 0; d < 2; ++d) {
     const std::size_t n = static_cast<std::size_t>(d == 0 ? plan_.num_send() : plan_.num_halo());

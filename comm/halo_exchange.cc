@@ -85,9 +85,7 @@ HaloExchange::HaloExchange(Communicator& comm, const HaloPlan& plan,
   TESSERA_CHECK(codecs.num_layers >= 1, InvalidArgument, "halo exchange: num_layers ",
                 codecs.num_layers);
   // Before the first plan, adaptive rows use the widest width the budget affords.
-  std::uint8_t start = 2;
-  if (codecs.bit_budget >= 4.0) start = 4;
-  if (codecs.bit_budget >= 8.0) start = 8;
+  const auto start = static_cast<std::uint8_t>(uniform_bits(codecs.bit_budget));
   const std::size_t cells = static_cast<std::size_t>(codecs.num_layers) * plan.num_peers();
   const std::size_t layers = static_cast<std::size_t>(codecs.num_layers);
   for (int d = 0; d < 2; ++d) {
@@ -211,8 +209,7 @@ void HaloExchange::update_residual(int direction, int layer, const Route& route)
     pieces(route, p, true, pieces_);
     std::size_t at = out_at_[p];
     for (const Piece& piece : pieces_) {
-      const std::size_t bytes =
-          kMessageHeaderBytes + piece.count * encoded_row_bytes(piece.codec, ef_input_.cols());
+      const std::size_t bytes = piece_bytes(piece, ef_input_.cols());
       decode_piece(piece, std::span<const std::byte>(out_bytes_).subspan(at, bytes), ef_decoded_,
                    "error feedback", false);
       at += bytes;
@@ -231,7 +228,7 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
       pieces(route, p, outgoing, pieces_);
       at[p + 1] = at[p];
       for (const Piece& piece : pieces_)
-        at[p + 1] += kMessageHeaderBytes + piece.count * encoded_row_bytes(piece.codec, f);
+        at[p + 1] += piece_bytes(piece, f);
     }
     bytes.resize(at[k]);
   };
@@ -254,7 +251,7 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
     pieces(route, p, true, pieces_);
     std::size_t at = out_at_[p];
     for (const Piece& piece : pieces_) {
-      const std::size_t bytes = kMessageHeaderBytes + piece.count * encoded_row_bytes(piece.codec, f);
+      const std::size_t bytes = piece_bytes(piece, f);
       std::span<std::byte> block = std::span<std::byte>(out_bytes_).subspan(at, bytes);
       at += bytes;
       write_message_header(block, piece.codec, piece.count, f);
@@ -322,7 +319,7 @@ void HaloExchange::decode_received(const Route& route, Tensor& dest, const char*
     const std::string where = detail::concat(what, " from rank ", p, ", layer ", route.layer);
     std::size_t at = in_at_[p];
     for (const Piece& piece : pieces_) {
-      const std::size_t bytes = kMessageHeaderBytes + piece.count * encoded_row_bytes(piece.codec, f);
+      const std::size_t bytes = piece_bytes(piece, f);
       decode_piece(piece, std::span<const std::byte>(in_bytes_).subspan(at, bytes), dest, where,
                    true);
       at += bytes;

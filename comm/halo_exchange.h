@@ -140,6 +140,11 @@ class HaloExchange {
     std::int64_t count;
     std::span<const std::int64_t> positions;  // empty: contiguous
   };
+  // Bytes of a block on the wire: header and rows.
+  static std::size_t piece_bytes(const Piece& piece, std::int64_t f) {
+    return kMessageHeaderBytes +
+           static_cast<std::size_t>(piece.count) * encoded_row_bytes(piece.codec, f);
+  }
   // The blocks of the message to (outgoing) or from peer p on `route`, in wire order.
   void pieces(const Route& route, int p, bool outgoing, std::vector<Piece>& out) const;
   // Decodes one block from `bytes` (header included) into its rows of `dest`.

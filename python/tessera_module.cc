@@ -152,16 +152,21 @@ tessera::Options options_from(const py::kwargs& kwargs) {
   return o;
 }
 
+// A NumPy array that owns `values` (moved, not copied) with the given shape.
+template <class T>
+py::array_t<T> to_numpy(std::vector<T> values, std::vector<py::ssize_t> shape) {
+  auto* data = new std::vector<T>(std::move(values));
+  py::capsule owner(data, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(std::move(shape), data->data(), owner);
+}
+
 py::array_t<float> to_numpy(tessera::Matrix m) {
-  auto* data = new std::vector<float>(std::move(m.data));
-  py::capsule owner(data, [](void* p) { delete static_cast<std::vector<float>*>(p); });
-  return py::array_t<float>({m.rows, m.cols}, data->data(), owner);
+  return to_numpy(std::move(m.data), {m.rows, m.cols});
 }
 
 py::array_t<std::int64_t> to_numpy(std::vector<std::int64_t> v) {
-  auto* data = new std::vector<std::int64_t>(std::move(v));
-  py::capsule owner(data, [](void* p) { delete static_cast<std::vector<std::int64_t>*>(p); });
-  return py::array_t<std::int64_t>({static_cast<py::ssize_t>(data->size())}, data->data(), owner);
+  const auto n = static_cast<py::ssize_t>(v.size());
+  return to_numpy(std::move(v), {n});
 }
 
 py::dict to_dict(const tessera::EpochStats& e) {
