@@ -79,19 +79,19 @@ bool test_all(std::span<const std::unique_ptr<Request>> requests) {
 void Communicator::all_reduce_sum(std::span<float> values, TrafficCategory category) {
   do_all_reduce_sum(values);
   const std::uint64_t bytes = ring_all_reduce_bytes(values.size_bytes(), size());
-  traffic_.add(category, bytes, bytes);
+  traffic_->add(category, bytes, bytes);
 }
 
 void Communicator::all_reduce_sum(std::span<double> values, TrafficCategory category) {
   do_all_reduce_sum(values);
   const std::uint64_t bytes = ring_all_reduce_bytes(values.size_bytes(), size());
-  traffic_.add(category, bytes, bytes);
+  traffic_->add(category, bytes, bytes);
 }
 
 void Communicator::all_reduce_max(std::span<std::int64_t> values) {
   do_all_reduce_max(values);
   const std::uint64_t bytes = ring_all_reduce_bytes(values.size_bytes(), size());
-  traffic_.add(TrafficCategory::Setup, bytes, bytes);
+  traffic_->add(TrafficCategory::Setup, bytes, bytes);
 }
 
 void Communicator::broadcast(std::span<std::byte> buffer, int root, TrafficCategory category) {
@@ -100,7 +100,7 @@ void Communicator::broadcast(std::span<std::byte> buffer, int root, TrafficCateg
   do_broadcast(buffer, root);
   if (rank() == root) {
     const std::uint64_t bytes = static_cast<std::uint64_t>(size() - 1) * buffer.size();
-    traffic_.add(category, bytes, bytes);
+    traffic_->add(category, bytes, bytes);
   }
 }
 
@@ -110,7 +110,7 @@ std::unique_ptr<Request> Communicator::isend(std::span<const std::byte> buffer, 
   check_peer(*this, peer, "isend");
   std::unique_ptr<Request> request = do_isend(buffer, peer, tag);
   // Counted when posted: from here on the bytes leave this rank whether or not anyone waits.
-  traffic_.add(category, raw_bytes != 0 ? raw_bytes : buffer.size(), buffer.size());
+  traffic_->add(category, raw_bytes != 0 ? raw_bytes : buffer.size(), buffer.size());
   return request;
 }
 
@@ -119,7 +119,21 @@ std::unique_ptr<Request> Communicator::irecv(std::span<std::byte> buffer, int pe
   return do_irecv(buffer, peer, tag);
 }
 
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  TESSERA_CHECK(color >= 0, InvalidArgument, "Communicator::split: color must be >= 0, got ",
+                color);
+  std::unique_ptr<Communicator> part = do_split(color, key);
+  part->traffic_ = traffic_;
+  return part;
+}
+
 SelfCommunicator::SelfCommunicator() = default;
+
+std::unique_ptr<Communicator> SelfCommunicator::do_split(int, int) {
+  auto part = std::make_unique<SelfCommunicator>();
+  part->set_timeout(timeout_s_);
+  return part;
+}
 
 std::unique_ptr<Request> SelfCommunicator::do_isend(std::span<const std::byte>, int peer, int) {
   TESSERA_FAIL(InvalidArgument, "isend: the single-process communicator has no peers, got a "

@@ -70,8 +70,14 @@ class Communicator {
   virtual void set_timeout(double seconds) = 0;
   virtual double timeout() const = 0;
 
-  TrafficCounter& traffic() { return traffic_; }
-  const TrafficCounter& traffic() const { return traffic_; }
+  // The ranks of this communicator with the same `color` (>= 0) as a new communicator, ordered
+  // by `key` (then by rank). Collective over this communicator. The new one counts its traffic
+  // in this one's counter, so a rank's bytes are in one place whatever it was sent through;
+  // this communicator must outlive it.
+  std::unique_ptr<Communicator> split(int color, int key);
+
+  TrafficCounter& traffic() { return *traffic_; }
+  const TrafficCounter& traffic() const { return *traffic_; }
 
  protected:
   virtual void do_all_reduce_sum(std::span<float> values) = 0;
@@ -81,9 +87,11 @@ class Communicator {
   virtual std::unique_ptr<Request> do_isend(std::span<const std::byte> buffer, int peer,
                                             int tag) = 0;
   virtual std::unique_ptr<Request> do_irecv(std::span<std::byte> buffer, int peer, int tag) = 0;
+  virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
 
  private:
-  TrafficCounter traffic_;
+  TrafficCounter own_traffic_;
+  TrafficCounter* traffic_ = &own_traffic_;  // a split's parent's counter
 };
 
 // One rank: reductions and broadcasts are the identity, point-to-point messages to oneself are
@@ -106,6 +114,7 @@ class SelfCommunicator final : public Communicator {
   std::unique_ptr<Request> do_isend(std::span<const std::byte> buffer, int peer,
                                     int tag) override;
   std::unique_ptr<Request> do_irecv(std::span<std::byte> buffer, int peer, int tag) override;
+  std::unique_ptr<Communicator> do_split(int color, int key) override;
 
  private:
   double timeout_s_ = 0.0;

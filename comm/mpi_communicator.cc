@@ -300,6 +300,20 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, double timeout_s) : timeout_s_(t
   set_error_rank(rank_);
 }
 
+std::unique_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {
+  MPI_Comm part = MPI_COMM_NULL;
+  TESSERA_MPI_CHECK(MPI_Comm_split(comm_, color, key, &part));
+  try {
+    auto split = std::make_unique<MpiCommunicator>(part, timeout_s_);
+    MPI_Comm_free(&part);
+    set_error_rank(rank_);  // errors keep naming the rank in the whole job
+    return split;
+  } catch (...) {
+    MPI_Comm_free(&part);
+    throw;
+  }
+}
+
 MpiCommunicator::~MpiCommunicator() {
   // Frees the handle; MPI finishes any operation still pending on it first (no wait here).
   if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm_);

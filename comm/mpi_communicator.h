@@ -52,6 +52,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Request> do_isend(std::span<const std::byte> buffer, int peer,
                                     int tag) override;
   std::unique_ptr<Request> do_irecv(std::span<std::byte> buffer, int peer, int tag) override;
+  std::unique_ptr<Communicator> do_split(int color, int key) override;
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

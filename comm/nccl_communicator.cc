@@ -119,6 +119,14 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, double timeout_s)
              [&] { TESSERA_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_)); });
 }
 
+std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
+  std::unique_ptr<Communicator> bootstrap = bootstrap_->split(color, key);
+  auto split =
+      std::make_unique<NcclCommunicator>(static_cast<MpiCommunicator&>(*bootstrap), timeout_s_);
+  split->owned_bootstrap_ = std::move(bootstrap);
+  return split;
+}
+
 NcclCommunicator::~NcclCommunicator() {
   if (!comm_) return;
   if (failed_) {

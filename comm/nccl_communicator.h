@@ -59,6 +59,9 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Request> do_isend(std::span<const std::byte> buffer, int peer,
                                     int tag) override;
   std::unique_ptr<Request> do_irecv(std::span<std::byte> buffer, int peer, int tag) override;
+  // A new NCCL communicator bootstrapped over the matching split of the MPI bootstrap (which it
+  // owns): a fresh unique id per color.
+  std::unique_ptr<Communicator> do_split(int color, int key) override;
 
  private:
   friend class NcclRequest;
@@ -70,6 +73,7 @@ class NcclCommunicator final : public Communicator {
   void check_async_error(const std::string& what);
 
   MpiCommunicator* bootstrap_;
+  std::unique_ptr<Communicator> owned_bootstrap_;  // a split's MPI communicator
   ncclComm_t comm_ = nullptr;
   int rank_ = 0;
   int size_ = 1;

@@ -294,7 +294,7 @@ std::int64_t Trainer::build_local() {
   codecs.bit_budget = config_.bit_budget;
   codecs.num_layers = config_.num_layers;
   s.exchange = std::make_unique<HaloExchange>(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
-  if (config_.model == ModelKind::Gcn) {
+  if (config_.model != ModelKind::Sage) {
     // D^-1/2 (A + I) D^-1/2 with global degrees: the owned block is symmetric.
     const Csr normalized = gcn_normalized(
         g.adjacency.with_self_loops(),

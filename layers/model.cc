@@ -1,8 +1,10 @@
 // Model: the layer stack of OGB's node-property examples over gcn/sage/batch_norm layers:
-//   [input dropout] -> conv_0 -> [BN] -> ReLU -> dropout -> ... -> conv_{L-1} -> logits.
+//   [input dropout] -> conv_0 -> [BN] -> ReLU -> [+ input (ResGcn, l >= 1)] -> dropout -> ...
+//   -> conv_{L-1} -> logits.
 // Parameters: one flat buffer, per layer "convs.l.weight" (F_in, F_out), "convs.l.bias" (F_out),
 // "convs.l.root_weight" (SAGE), then "bns.l.weight"/"bns.l.bias" (gamma/beta). Only conv
 // weights (weight, root_weight) get decay=true: biases and BN affine parameters are not decayed.
+// A slice holds the same entries for its layers only, in the same order.
 #include "layers/model.h"
 
 #include <algorithm>
@@ -20,10 +22,24 @@ namespace tessera {
 ModelKind parse_model_kind(const std::string& text) {
   if (text == "gcn") return ModelKind::Gcn;
   if (text == "sage") return ModelKind::Sage;
-  TESSERA_FAIL(InvalidArgument, "model kind: expected 'gcn' or 'sage', got '", text, "'");
+  if (text == "resgcn") return ModelKind::ResGcn;
+  TESSERA_FAIL(InvalidArgument, "model kind: expected 'gcn', 'sage' or 'resgcn', got '", text,
+               "'");
 }
 
-std::string to_string(ModelKind kind) { return kind == ModelKind::Gcn ? "gcn" : "sage"; }
+std::string to_string(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::Gcn: return "gcn";
+    case ModelKind::Sage: return "sage";
+    case ModelKind::ResGcn: return "resgcn";
+  }
+  return "?";
+}
+
+bool is_residual_layer(const ModelConfig& config, int layer) {
+  const int total = config.total_layers > 0 ? config.total_layers : config.num_layers;
+  return config.kind == ModelKind::ResGcn && layer >= 1 && layer + 1 < total;
+}
 
 // Everything forward keeps for backward, and the workspaces reused from epoch to epoch.
 struct Model::State {
@@ -40,7 +56,10 @@ struct Model::State {
                       // BN) or the logits (last layer)
     BatchNormCache bn;
     Tensor bn_out;   // (N, F_out) ReLU(BN(conv_out)), ReLU in place (hidden layers with BN)
+    Tensor res_out;  // (N, F_out) the above plus the layer's input (residual layers)
     Tensor dropped;  // (N, F_out) dropout of the embedding (training, dropout > 0, hidden)
+    bool hidden = false;    // not the model's last layer: activation, dropout after it
+    bool residual = false;  // adds its input to its output
 
     // conv_out = conv(x), weights copied from the flat params first.
     void conv_forward(ModelKind kind, std::span<const float> params, const Tensor& x,
@@ -49,7 +68,7 @@ struct Model::State {
     void conv_backward(ModelKind kind, std::span<float> grads, Tensor* d_x, const Tensor& d_out,
                        const Tensor& x, Activation act, Propagator& propagator, int l);
   };
-  std::vector<Layer> layers;
+  std::vector<Layer> layers;         // the slice's layers, in order
   Tensor input_dropped;              // (N, F_in) features after input dropout
   const Tensor* features = nullptr;  // input of the last forward; not owned
   bool has_forward = false;          // embeddings() valid
@@ -57,14 +76,26 @@ struct Model::State {
   bool input_dropout_used = false;   // ... with input dropout
   bool dropout_used = false;         // ... with dropout after the hidden layers
   std::int64_t epoch = 0;            // of the last forward: keys the dropout masks
-  Tensor grad_a, grad_b;             // (N, F_hidden) ping-pong activation gradients
+  Tensor grads[3];                   // (N, F_hidden) rotating activation gradients
 
-  // What conv l read in the last forward: the (dropped-out) features or layer l-1's output.
-  const Tensor& conv_input(int l, bool batch_norm) const {
-    if (l == 0) return input_dropout_used ? input_dropped : *features;
-    const Layer& prev = layers[static_cast<std::size_t>(l - 1)];
-    if (dropout_used) return prev.dropped;
-    return batch_norm ? prev.bn_out : prev.conv_out;
+  // Layer i's embedding (after activation and residual, before dropout).
+  const Tensor& output(std::size_t i, bool batch_norm) const {
+    const Layer& layer = layers[i];
+    if (layer.residual) return layer.res_out;
+    return batch_norm && layer.hidden ? layer.bn_out : layer.conv_out;
+  }
+  // What layer i's conv read in the last forward: the slice's input (features, after input
+  // dropout on the model's first layer) or layer i-1's output after its dropout.
+  const Tensor& conv_input(std::size_t i, bool batch_norm) const {
+    if (i == 0) return input_dropout_used ? input_dropped : *features;
+    if (dropout_used) return layers[i - 1].dropped;
+    return output(i - 1, batch_norm);
+  }
+  // A gradient buffer that is none of the given ones.
+  Tensor& free_grad(const Tensor* a, const Tensor* b = nullptr) {
+    for (Tensor& g : grads)
+      if (&g != a && &g != b) return g;
+    return grads[0];  // unreachable: three buffers, two taken at most
   }
 };
 
@@ -132,14 +163,20 @@ void Model::State::Layer::conv_backward(ModelKind kind, std::span<float> grads, 
   copy_out(d_w, d_weight);
 }
 
-Model::Model(const ModelConfig& config) : config_(config), state_(std::make_unique<State>()) {
-  const ModelConfig& c = config_;
+Model::Model(const ModelConfig& config) : config_(config) {
+  ModelConfig& c = config_;
   TESSERA_CHECK(c.num_layers >= 1, InvalidArgument, "num_layers must be >= 1, got ",
                 c.num_layers);
+  if (c.total_layers == 0) c.total_layers = c.first_layer + c.num_layers;
+  TESSERA_CHECK(c.first_layer >= 0 && c.first_layer + c.num_layers <= c.total_layers,
+                InvalidArgument, "model slice: layers [", c.first_layer, ", ",
+                c.first_layer + c.num_layers, ") do not fit a model of ", c.total_layers,
+                " layers");
+  TESSERA_CHECK(c.slots >= 1, InvalidArgument, "model slots must be >= 1, got ", c.slots);
   TESSERA_CHECK(c.in_channels >= 1 && c.out_channels >= 1, InvalidArgument,
                 "in_channels and out_channels must be >= 1, got ", c.in_channels, " and ",
                 c.out_channels);
-  TESSERA_CHECK(c.num_layers == 1 || c.hidden_channels >= 1, InvalidArgument,
+  TESSERA_CHECK(c.total_layers == 1 || c.hidden_channels >= 1, InvalidArgument,
                 "hidden_channels must be >= 1, got ", c.hidden_channels);
   TESSERA_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f, InvalidArgument,
                 "dropout must be in [0, 1), got ", c.dropout);
@@ -160,20 +197,24 @@ Model::Model(const ModelConfig& config) : config_(config), state_(std::make_uniq
     return offset;
   };
 
-  state_->layers.resize(static_cast<std::size_t>(c.num_layers));
-  for (int l = 0; l < c.num_layers; ++l) {
-    State::Layer& layer = state_->layers[static_cast<std::size_t>(l)];
+  std::vector<State::Layer> layers(static_cast<std::size_t>(c.num_layers));
+  for (int i = 0; i < c.num_layers; ++i) {
+    State::Layer& layer = layers[static_cast<std::size_t>(i)];
+    const int l = c.first_layer + i;
+    layer.hidden = l + 1 < c.total_layers;
+    layer.residual = is_residual_layer(c, l);
     layer.f_in = l == 0 ? c.in_channels : c.hidden_channels;
-    layer.f_out = l + 1 == c.num_layers ? c.out_channels : c.hidden_channels;
+    layer.f_out = layer.hidden ? c.hidden_channels : c.out_channels;
     const std::string prefix = "convs." + std::to_string(l) + ".";
     layer.weight_at = add_param(prefix + "weight", layer.f_in, layer.f_out, true);
     layer.bias_at = add_param(prefix + "bias", 1, layer.f_out, false);
     if (c.kind == ModelKind::Sage)
       layer.root_weight_at = add_param(prefix + "root_weight", layer.f_in, layer.f_out, true);
   }
-  for (int l = 0; l + 1 < c.num_layers && c.batch_norm; ++l) {
-    State::Layer& layer = state_->layers[static_cast<std::size_t>(l)];
-    const std::string prefix = "bns." + std::to_string(l) + ".";
+  for (int i = 0; i < c.num_layers && c.batch_norm; ++i) {
+    State::Layer& layer = layers[static_cast<std::size_t>(i)];
+    if (!layer.hidden) continue;
+    const std::string prefix = "bns." + std::to_string(c.first_layer + i) + ".";
     layer.gamma_at = add_param(prefix + "weight", 1, layer.f_out, false);
     layer.beta_at = add_param(prefix + "bias", 1, layer.f_out, false);
     layer.running_mean_at = add_buffer(prefix + "running_mean", layer.f_out, 0.0f);
@@ -181,11 +222,13 @@ Model::Model(const ModelConfig& config) : config_(config), state_(std::make_uniq
   }
   grads_.assign(params_.size(), 0.0f);
 
-  // Glorot-uniform weights, zero biases, gamma 1, beta 0; deterministic from the seed.
+  // Glorot-uniform weights, zero biases, gamma 1, beta 0; deterministic from the seed and the
+  // layer's index in the whole model.
   std::span<float> p(params_);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const State::Layer& layer = state_->layers[static_cast<std::size_t>(l)];
-    const CounterRng rng(c.seed, 0, static_cast<std::uint64_t>(l), RngPurpose::Init);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const State::Layer& layer = layers[static_cast<std::size_t>(i)];
+    const CounterRng rng(c.seed, 0, static_cast<std::uint64_t>(c.first_layer + i),
+                         RngPurpose::Init);
     const auto size = static_cast<std::size_t>(layer.f_in * layer.f_out);
     glorot_uniform(p.subspan(static_cast<std::size_t>(layer.weight_at), size), layer.f_in,
                    layer.f_out, rng, 0);
@@ -194,6 +237,22 @@ Model::Model(const ModelConfig& config) : config_(config), state_(std::make_uniq
                      layer.f_in, layer.f_out, rng, 1);
     if (layer.gamma_at >= 0)
       std::fill_n(p.begin() + layer.gamma_at, layer.f_out, 1.0f);
+  }
+  // Every slot gets the same layout (offsets, widths, flags) and its own activations.
+  for (int slot = 0; slot < c.slots; ++slot) {
+    states_.push_back(std::make_unique<State>());
+    std::vector<State::Layer>& own = states_.back()->layers;
+    own.resize(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const State::Layer& from = layers[i];
+      State::Layer& to = own[i];
+      to.f_in = from.f_in, to.f_out = from.f_out;
+      to.weight_at = from.weight_at, to.bias_at = from.bias_at;
+      to.root_weight_at = from.root_weight_at;
+      to.gamma_at = from.gamma_at, to.beta_at = from.beta_at;
+      to.running_mean_at = from.running_mean_at, to.running_var_at = from.running_var_at;
+      to.hidden = from.hidden, to.residual = from.residual;
+    }
   }
 }
 
@@ -204,22 +263,25 @@ Model& Model::operator=(Model&&) noexcept = default;
 void Model::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
 void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph, bool training,
-                    std::int64_t epoch) {
+                    std::int64_t epoch, int slot) {
   const ModelConfig& c = config_;
-  State& s = *state_;
-  Propagator* propagator = c.kind == ModelKind::Gcn ? graph.gcn : graph.mean;
+  TESSERA_CHECK(slot >= 0 && slot < c.slots, InvalidArgument, "Model::forward: slot ", slot,
+                " of ", c.slots);
+  State& s = *states_[static_cast<std::size_t>(slot)];
+  const bool model_input = c.first_layer == 0;  // the slice reads the features
+  Propagator* propagator = c.kind == ModelKind::Sage ? graph.mean : graph.gcn;
   TESSERA_CHECK(propagator != nullptr, InvalidArgument, "GraphContext has no ",
-                c.kind == ModelKind::Gcn ? "gcn" : "mean", " propagator for a ", to_string(c.kind),
-                " model");
+                c.kind == ModelKind::Sage ? "mean" : "gcn", " propagator for a ",
+                to_string(c.kind), " model");
   const std::int64_t n = features.rows();
-  check_shape(features, propagator->num_rows(), c.in_channels, "Model::forward features");
-  s.input_dropout_used = training && c.input_dropout > 0.0f;
-  s.dropout_used = training && c.dropout > 0.0f && c.num_layers > 1;
+  check_shape(features, propagator->num_rows(), s.layers.front().f_in, "Model::forward features");
+  s.input_dropout_used = training && model_input && c.input_dropout > 0.0f;
+  s.dropout_used = training && c.dropout > 0.0f && c.total_layers > 1;
   if (s.input_dropout_used || s.dropout_used)
     TESSERA_CHECK(static_cast<std::int64_t>(graph.global_ids.size()) == n, InvalidArgument,
                   "GraphContext::global_ids: expected ", n, " ids (dropout keys), got ",
                   graph.global_ids.size());
-  if (training && c.batch_norm && c.num_layers > 1)
+  if (training && c.batch_norm && c.total_layers > 1)
     TESSERA_CHECK(graph.global_num_nodes >= n, InvalidArgument,
                   "GraphContext::global_num_nodes must count the rows of all ranks (>= ", n,
                   "), got ", graph.global_num_nodes);
@@ -236,12 +298,13 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
                     graph.global_ids);
     h = &s.input_dropped;
   }
-  for (int l = 0; l < c.num_layers; ++l) {
-    State::Layer& layer = s.layers[static_cast<std::size_t>(l)];
-    const bool hidden = l + 1 < c.num_layers;
-    const bool bn = hidden && c.batch_norm;
-    const Activation act = hidden && !bn ? Activation::Relu : Activation::None;
-    layer.conv_forward(c.kind, p, *h, act, *propagator, l);
+  for (std::size_t i = 0; i < s.layers.size(); ++i) {
+    State::Layer& layer = s.layers[i];
+    const int l = c.first_layer + static_cast<int>(i);
+    const bool bn = layer.hidden && c.batch_norm;
+    const Activation act = layer.hidden && !bn ? Activation::Relu : Activation::None;
+    const Tensor& x = *h;
+    layer.conv_forward(c.kind, p, x, act, *propagator, l);
     h = &layer.conv_out;
     if (bn) {
       const auto f = static_cast<std::size_t>(layer.f_out);
@@ -255,71 +318,101 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
       bias_act_forward(layer.bn_out, layer.bn_out, {}, Activation::Relu);
       h = &layer.bn_out;
     }
-    if (hidden && s.dropout_used) {
+    if (layer.residual) {
+      layer.res_out.resize(n, layer.f_out);
+      std::copy(h->f32(), h->f32() + h->numel(), layer.res_out.f32());
+      axpy(layer.res_out, 1.0f, x);
+      h = &layer.res_out;
+    }
+    if (layer.hidden && s.dropout_used) {
       layer.dropped.resize(n, layer.f_out);
       dropout_forward(layer.dropped, *h, c.dropout, dropout_rng(c.seed, epoch, l + 1),
                       graph.global_ids);
       h = &layer.dropped;
     }
   }
-  logits.resize(n, c.out_channels);  // (N, C)
+  logits.resize(n, h->cols());  // (N, C), or (N, F_hidden) for a slice ending in a hidden layer
   std::copy(h->f32(), h->f32() + h->numel(), logits.f32());
   s.has_forward = true;
   s.backward_ready = training;
 }
 
-void Model::backward(const Tensor& d_logits, GraphContext& graph) {
+void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_input, int slot) {
   const ModelConfig& c = config_;
-  State& s = *state_;
+  TESSERA_CHECK(slot >= 0 && slot < c.slots, InvalidArgument, "Model::backward: slot ", slot,
+                " of ", c.slots);
+  State& s = *states_[static_cast<std::size_t>(slot)];
   TESSERA_CHECK(s.backward_ready, InvalidArgument,
                 "Model::backward needs a training forward before it (one backward per forward)");
-  Propagator* propagator = c.kind == ModelKind::Gcn ? graph.gcn : graph.mean;
+  Propagator* propagator = c.kind == ModelKind::Sage ? graph.mean : graph.gcn;
   TESSERA_CHECK(propagator != nullptr, InvalidArgument, "GraphContext has no propagator for a ",
                 to_string(c.kind), " model");
   const std::int64_t n = s.features->rows();
-  check_shape(d_logits, n, c.out_channels, "Model::backward d_logits");
+  check_shape(d_logits, n, s.layers.back().f_out, "Model::backward d_logits");
   s.backward_ready = false;
 
   std::span<float> g(grads_);
   std::span<const float> p(params_);
-  const Tensor* d_h = &d_logits;  // (N, F_out of layer l): gradient w.r.t. conv l's output
-  for (int l = c.num_layers - 1; l >= 0; --l) {
-    State::Layer& layer = s.layers[static_cast<std::size_t>(l)];
-    const bool hidden = l + 1 < c.num_layers;
-    const bool bn = hidden && c.batch_norm;
-    const Activation act = hidden && !bn ? Activation::Relu : Activation::None;
-    // Input of conv l in the forward, and where its gradient goes (none for the features).
-    State::Layer* prev = l > 0 ? &s.layers[static_cast<std::size_t>(l - 1)] : nullptr;
-    Tensor* d_x = prev ? (d_h == &s.grad_a ? &s.grad_b : &s.grad_a) : nullptr;
-    layer.conv_backward(c.kind, g, d_x, *d_h, s.conv_input(l, c.batch_norm), act, *propagator, l);
-    if (!prev) break;
-
-    // Back through layer l-1's dropout, ReLU and batch norm, in place where the kernels allow.
-    Tensor& d = *d_x;  // (N, F_hidden)
-    if (s.dropout_used)
-      dropout_backward(d, d, c.dropout, dropout_rng(c.seed, s.epoch, l), graph.global_ids);
-    d_h = &d;
-    if (c.batch_norm) {
-      const auto f = static_cast<std::size_t>(prev->f_out);
-      std::span<float> d_gamma = g.subspan(static_cast<std::size_t>(prev->gamma_at), f);
-      std::span<float> d_beta = g.subspan(static_cast<std::size_t>(prev->beta_at), f);
-      std::span<const float> gamma = p.subspan(static_cast<std::size_t>(prev->gamma_at), f);
-      bias_act_backward(d, {}, d, prev->bn_out, Activation::Relu);
-      Tensor& d_bn_in = &d == &s.grad_a ? s.grad_b : s.grad_a;  // (N, F_hidden)
-      batch_norm1d_backward(d_bn_in, d_gamma, d_beta, prev->bn, d, gamma, graph.global_num_nodes,
-                            graph.all_reduce);
-      d_h = &d_bn_in;
+  // Gradient w.r.t. what layer i handed on (its output after dropout), read-only until copied.
+  const Tensor* d_h = &d_logits;
+  for (int i = static_cast<int>(s.layers.size()) - 1; i >= 0; --i) {
+    State::Layer& layer = s.layers[static_cast<std::size_t>(i)];
+    const int l = c.first_layer + i;
+    const bool bn = layer.hidden && c.batch_norm;
+    const Activation act = layer.hidden && !bn ? Activation::Relu : Activation::None;
+    const Tensor* d_res = nullptr;  // gradient w.r.t. the residual sum (residual layers)
+    if (layer.hidden) {
+      // Back through dropout and (BN, ReLU) to the conv output, in place where kernels allow.
+      Tensor* d = const_cast<Tensor*>(d_h);
+      if (d_h == &d_logits) {  // the caller's: copy before working in place
+        d = &s.free_grad(nullptr);
+        d->resize(n, layer.f_out);
+        std::copy(d_logits.f32(), d_logits.f32() + d_logits.numel(), d->f32());
+      }
+      if (s.dropout_used)
+        dropout_backward(*d, *d, c.dropout, dropout_rng(c.seed, s.epoch, l + 1),
+                         graph.global_ids);
+      d_h = d;
+      if (layer.residual) d_res = d;
+      if (bn) {
+        const auto f = static_cast<std::size_t>(layer.f_out);
+        std::span<float> d_gamma = g.subspan(static_cast<std::size_t>(layer.gamma_at), f);
+        std::span<float> d_beta = g.subspan(static_cast<std::size_t>(layer.beta_at), f);
+        std::span<const float> gamma = p.subspan(static_cast<std::size_t>(layer.gamma_at), f);
+        Tensor* d_post = d;
+        if (layer.residual) {  // keep d for the shortcut; ReLU backward into another buffer
+          d_post = &s.free_grad(d);
+          d_post->resize(n, layer.f_out);
+        }
+        bias_act_backward(*d_post, {}, *d, layer.bn_out, Activation::Relu);
+        Tensor& d_bn_in = s.free_grad(d_post, d_res);  // (N, F_hidden)
+        batch_norm1d_backward(d_bn_in, d_gamma, d_beta, layer.bn, *d_post, gamma,
+                              graph.global_num_nodes, graph.all_reduce);
+        d_h = &d_bn_in;
+      }
     }
+    // The conv, and the gradient of its input: into d_input for the slice's first layer.
+    Tensor* d_x = nullptr;
+    if (i > 0) {
+      d_x = &s.free_grad(d_h, d_res);
+    } else if (d_input != nullptr) {
+      d_x = d_input;
+    }
+    layer.conv_backward(c.kind, g, d_x, *d_h, s.conv_input(static_cast<std::size_t>(i),
+                                                             c.batch_norm),
+                        act, *propagator, l);
+    if (d_res != nullptr && d_x != nullptr) axpy(*d_x, 1.0f, *d_res);
+    if (d_x == nullptr) break;
+    d_h = d_x;
   }
 }
 
 const Tensor& Model::embeddings(int layer) const {
   TESSERA_CHECK(layer >= 0 && layer < config_.num_layers, InvalidArgument,
                 "embeddings: layer must be in [0, ", config_.num_layers, "), got ", layer);
-  TESSERA_CHECK(state_->has_forward, InvalidArgument, "embeddings: no forward has run yet");
-  const State::Layer& l = state_->layers[static_cast<std::size_t>(layer)];
-  const bool bn = config_.batch_norm && layer + 1 < config_.num_layers;
-  return bn ? l.bn_out : l.conv_out;
+  const State& s = *states_.front();
+  TESSERA_CHECK(s.has_forward, InvalidArgument, "embeddings: no forward has run yet");
+  return s.output(static_cast<std::size_t>(layer), config_.batch_norm);
 }
 
 }  // namespace tessera

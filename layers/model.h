@@ -1,8 +1,10 @@
 // Model: a stack of GCN or GraphSAGE layers with (batch norm,) ReLU and dropout between them,
-// as in OGB's node-property examples. Parameters and their gradients each live in one
-// contiguous buffer (one all-reduce, one checkpoint write); layers index into it.
-// forward() keeps the activations backward() needs; backward() overwrites activation
-// gradients and *accumulates* parameter gradients (call zero_grad() each step).
+// as in OGB's node-property examples, or a residual GCN for deep stacks. Parameters and their
+// gradients each live in one contiguous buffer (one all-reduce, one checkpoint write); layers
+// index into it. forward() keeps the activations backward() needs; backward() overwrites
+// activation gradients and *accumulates* parameter gradients (call zero_grad() each step).
+// A Model may also be a slice of consecutive layers of a deeper one (a pipeline stage), and may
+// keep several forwards in flight at once (slots: one per chunk of a pipeline).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +19,11 @@
 
 namespace tessera {
 
-enum class ModelKind { Gcn, Sage };
-ModelKind parse_model_kind(const std::string& text);  // "gcn" | "sage"; InvalidArgument else
+// ResGcn: GCN layers where every hidden layer after the first adds its input to its output,
+// h_{l+1} = h_l + ReLU(Â h_l W_l + b_l) (He et al.'s identity shortcut, as in DeepGCNs'
+// ResGCN), so that 8-32 layer stacks keep training instead of over-smoothing.
+enum class ModelKind { Gcn, Sage, ResGcn };
+ModelKind parse_model_kind(const std::string& text);  // "gcn" | "sage" | "resgcn"; else InvalidArgument
 std::string to_string(ModelKind kind);
 
 struct ModelConfig {
@@ -31,7 +36,17 @@ struct ModelConfig {
   float input_dropout = 0.0f;  // on the input features (Kipf & Welling use the same p as dropout)
   bool batch_norm = false;     // BatchNorm1d over nodes after every hidden layer
   std::uint64_t seed = 0;      // parameter initialisation (Glorot uniform) and dropout masks
+  // A slice: layers [first_layer, first_layer + num_layers) of a model of total_layers layers
+  // (0: num_layers, the whole model). in_channels and out_channels stay those of the whole
+  // model; initialisation, dropout keys and parameter names are those of the whole model's
+  // layers, so the slices of a model together hold exactly its parameters.
+  int first_layer = 0;
+  int total_layers = 0;
+  int slots = 1;               // forwards that may be in flight at once (see Model::forward)
 };
+
+// Whether layer `layer` of a model adds its input to its output (ResGcn hidden layers >= 1).
+bool is_residual_layer(const ModelConfig& config, int layer);
 
 // Sums a buffer of doubles over all ranks in place (identity on one process). Batch norm uses
 // it so that statistics are those of the whole graph, whatever the partitioning.
@@ -72,15 +87,21 @@ class Model {
   // logits (N, out_channels). training: dropout on and batch-norm batch statistics (and running
   // statistics updated); otherwise no dropout and running statistics. epoch keys dropout masks.
   // `features` is referenced, not copied: keep it alive and unchanged until backward().
+  // A slice reads its first layer's input (the features, or the previous slice's output) and
+  // writes its last layer's output: the logits, or (hidden) the embedding after dropout that
+  // the next layer reads. `slot` in [0, slots) keeps this forward's activations apart from the
+  // other slots' until its backward.
   void forward(Tensor& logits, const Tensor& features, GraphContext& graph, bool training,
-               std::int64_t epoch);
-  // Accumulates parameter gradients from d_logits (N, out_channels) of the last forward
-  // (which must have been a training forward; one backward per forward). No gradient is
-  // computed for the input features.
-  void backward(const Tensor& d_logits, GraphContext& graph);
+               std::int64_t epoch, int slot = 0);
+  // Accumulates parameter gradients from d_logits (N, F_out of the last layer) of the last
+  // forward of `slot` (which must have been a training forward; one backward per forward).
+  // d_input (N, F_in of the first layer), when given, is overwritten with the gradient of the
+  // input (a pipeline stage's upstream gradient); otherwise none is computed for it.
+  void backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_input = nullptr,
+                int slot = 0);
 
-  // Output of layer `layer` (after its activation, before dropout) from the last forward:
-  // node embeddings for users of the library. layer in [0, num_layers).
+  // Output of layer `layer` (after its activation, before dropout) from the last forward of
+  // slot 0: node embeddings for users of the library. layer in [0, num_layers).
   const Tensor& embeddings(int layer) const;
 
   // Batch-norm running statistics (not trained; part of a checkpoint). Empty without BN.
@@ -97,7 +118,7 @@ class Model {
   std::vector<float> buffers_;
   std::vector<ParamInfo> param_info_;
   std::vector<ParamInfo> buffer_info_;
-  std::unique_ptr<State> state_;
+  std::vector<std::unique_ptr<State>> states_;  // (slots)
 };
 
 }  // namespace tessera

@@ -12,7 +12,7 @@ namespace tessera {
 
 struct Options {
   // Model and optimiser.
-  std::string model = "gcn";           // --model: gcn | sage
+  std::string model = "gcn";           // --model: gcn | sage | resgcn (residual, for deep models)
   int num_layers = 3;                  // --num-layers
   std::int64_t hidden_channels = 256;  // --hidden-channels
   float dropout = 0.5f;                // --dropout, after every hidden layer, in [0, 1)

@@ -106,11 +106,26 @@ class CountingCommunicator final : public Communicator {
     ++hook_calls;
     return std::make_unique<FakeRequest>(0);
   }
+  std::unique_ptr<Communicator> do_split(int, int) override {
+    ++hook_calls;
+    return std::make_unique<CountingCommunicator>(0, 1);
+  }
 
  private:
   int rank_;
   int size_;
 };
+
+TEST(CommunicatorTraffic, SplitCountsInTheParentsCounter) {
+  CountingCommunicator comm(/*rank=*/1, /*size=*/4);
+  std::unique_ptr<Communicator> part = comm.split(/*color=*/0, /*key=*/1);
+  std::vector<std::byte> bytes(40);
+  part->isend(bytes, 0, 1, TrafficCategory::Pipeline, 160)->wait();
+  EXPECT_EQ(comm.traffic().sent(TrafficCategory::Pipeline), 40u);
+  EXPECT_EQ(comm.traffic().raw(TrafficCategory::Pipeline), 160u);
+  EXPECT_EQ(&part->traffic(), &comm.traffic());
+  EXPECT_THROW(comm.split(-1, 0), Error);
+}
 
 TEST(CommunicatorTraffic, RingAllReduceAndBroadcastFormulas) {
   CountingCommunicator comm(/*rank=*/1, /*size=*/4);
