@@ -18,9 +18,11 @@
 #include "comm/mpi_communicator.h"
 #include "engine/core/error.h"
 #include "engine/part_loader.h"
+#include "engine/pipeline.h"
 #include "engine/run_report.h"
 #include "engine/system.h"
 #include "engine/trainer.h"
+#include "partition/partition_store.h"
 
 namespace tessera {
 namespace {
@@ -58,6 +60,10 @@ TrainConfig to_config(const Options& o) {
   c.batch_norm = o.batch_norm;
   c.threads = o.threads;
   c.device = o.device;
+  c.parallel = parse_parallel_mode(o.parallel);
+  c.stages = o.stages;
+  c.chunks = o.chunks;
+  c.memory_budget_gb = o.memory_budget_gb;
   c.codec = o.codec;
   c.codec_backward = o.codec_backward;
   c.error_feedback = o.error_feedback;
@@ -180,6 +186,9 @@ struct Session::Impl {
     TESSERA_CHECK(!results.empty(), InvalidArgument, "Session::", what, ": train first");
   }
   void load(PartSource source);
+  // Pipelined modes: the first stage of every pipeline loads (or partitions) one graph part per
+  // pipeline and ships it to the other stages of its pipeline.
+  LoadedPart load_pipelined(PartSource source);
 };
 
 Session::Session(const Options& options) : Session(options, MPI_COMM_NULL) {}
@@ -213,6 +222,12 @@ Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique
         s.config.threads = std::max(1, cores / s.comm->ranks_on_node());
       }
     }
+    // Pipelined modes refuse a stage that would not fit: by default this node's memory shared
+    // among its ranks.
+    if (s.config.memory_budget_gb == 0.0) {
+      s.config.memory_budget_gb = static_cast<double>(physical_memory_bytes()) /
+                                  std::max(1, s.comm->ranks_on_node()) / (1024.0 * 1024.0 * 1024.0);
+    }
   });
 }
 
@@ -236,7 +251,8 @@ void Session::Impl::load(PartSource source) {
   trainer.reset();
   results.clear();
   since_start = Stopwatch();
-  LoadedPart loaded = load_part(source, *comm);
+  LoadedPart loaded = config.parallel == ParallelMode::Graph ? load_part(source, *comm)
+                                                             : load_pipelined(std::move(source));
   info = loaded.part.dataset;
   method = loaded.method;
   stats = loaded.stats;
@@ -258,6 +274,43 @@ void Session::Impl::load(PartSource source) {
   run_agreed(*comm, "setting up training", [&] {
     trainer = std::make_unique<Trainer>(config, std::move(loaded.part), *comm);
   });
+}
+
+LoadedPart Session::Impl::load_pipelined(PartSource source) {
+  const int rank = comm->rank();
+  // Placement only (rank -> part, stage); the layers are balanced once the data is known.
+  const std::vector<double> unit(static_cast<std::size_t>(config.num_layers), 1.0);
+  const PipelineLayout layout = run_agreed(*comm, "checking --parallel", [&] {
+    const PipelineLayout l = pipeline_layout(config, rank, comm->size(), unit);
+    TESSERA_CHECK(options.parts == 0 || options.parts == l.groups, InvalidArgument, "--parts ",
+                  options.parts, ": --parallel ", to_string(config.parallel), " with ",
+                  comm->size(), " ranks and ", l.stages, " stages trains ", l.groups,
+                  " graph part", l.groups == 1 ? "" : "s");
+    return l;
+  });
+  std::unique_ptr<Communicator> first_stages = comm->split(layout.first_stage() ? 0 : 1, rank);
+  std::unique_ptr<Communicator> pipeline = comm->split(layout.group, layout.stage);
+  source.parts = 0;  // checked above against the parts, not the ranks
+  source.launcher_tasks = 0;
+  LoadedPart loaded;
+  std::vector<std::byte> image;
+  run_agreed(*comm, "loading the graph parts", [&] {
+    if (!layout.first_stage()) return;
+    loaded = load_part(source, *first_stages);
+    if (layout.stages > 1) image = part_image(loaded.part);
+  });
+  if (layout.stages > 1) {
+    std::vector<std::int64_t> size = {static_cast<std::int64_t>(image.size())};
+    pipeline->all_reduce_max(size);
+    image.resize(static_cast<std::size_t>(size[0]));
+    pipeline->broadcast(image, 0, TrafficCategory::Setup);
+    run_agreed(*comm, "receiving the graph part", [&] {
+      if (!layout.first_stage())
+        loaded.part = part_from_image(image, "part " + std::to_string(layout.group) +
+                                                 " from stage 0");
+    });
+  }
+  return loaded;
 }
 
 void Session::load(const std::string& spec) {
@@ -402,6 +455,11 @@ std::vector<std::int64_t> Session::node_ids() const {
 Matrix Session::embeddings(int layer) const {
   return impl_->guarded([&] {
     impl_->require_trained("embeddings");
+    TESSERA_CHECK(impl_->config.parallel == ParallelMode::Graph, InvalidArgument,
+                  "Session::embeddings: not available with parallel=",
+                  to_string(impl_->config.parallel),
+                  " (each rank holds the activations of its stage's chunks only); train with "
+                  "parallel=graph to read embeddings");
     const int layers = impl_->config.num_layers;
     TESSERA_CHECK(layer >= 0 && layer < layers, InvalidArgument, "Session::embeddings: layer ",
                   layer, " is not in [0, ", layers, ")");

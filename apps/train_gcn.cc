@@ -35,8 +35,9 @@ void add_flags(CLI::App& app, Flags& f) {
                  "OGB raw-layout directory, Tessera .h5 file, or synth:PRESET[:SEED] "
                  "(presets: default, arxiv-like, products-like)")
       ->capture_default_str();
-  app.add_option("--model", c.model, "gcn or sage")
-      ->check(CLI::IsMember({"gcn", "sage"}))
+  app.add_option("--model", c.model, "gcn, sage, or resgcn (GCN with residual connections, for "
+                 "deep models)")
+      ->check(CLI::IsMember({"gcn", "sage", "resgcn"}))
       ->capture_default_str();
   app.add_option("--num-layers", c.num_layers, "number of graph convolutions")
       ->check(CLI::Range(1, 1024))
@@ -92,6 +93,23 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--parts", c.parts,
                  "number of graph parts; must equal the number of MPI ranks (default: the ranks)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--parallel", c.parallel,
+                 "graph: one graph part per rank, halos exchanged every layer; pipeline: one "
+                 "stage of consecutive layers per rank, graph chunks streamed between stages "
+                 "(GNNPipe); hybrid: ranks = parts x --stages, a pipeline per graph part")
+      ->check(CLI::IsMember({"graph", "pipeline", "hybrid"}))
+      ->capture_default_str();
+  app.add_option("--stages", c.stages,
+                 "pipeline stages (hybrid: per graph part; pipeline: must equal the ranks)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--chunks", c.chunks,
+                 "chunks each graph part is cut into for the pipeline, >= --stages (default: "
+                 "the stages)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--memory-budget", c.memory_budget_gb,
+                 "GiB one rank may use (pipeline/hybrid refuse a stage estimated above it; "
+                 "default: the node's memory shared among its ranks)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--partition", c.partition, "partitioner when partitioning in process")
       ->check(CLI::IsMember({"metis", "random", "block"}))
       ->capture_default_str();

@@ -38,6 +38,12 @@ void install_stop_handlers() {
 int stop_signal() { return g_stop_signal; }
 void clear_stop_signal() { g_stop_signal = 0; }
 
+std::uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                               : 0;
+}
+
 std::uint64_t peak_rss_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

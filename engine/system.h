@@ -25,6 +25,8 @@ class Stopwatch {
 
 // Peak resident set size of this process so far, in bytes (getrusage).
 std::uint64_t peak_rss_bytes();
+// This machine's physical memory in bytes (sysconf).
+std::uint64_t physical_memory_bytes();
 
 // Median of the values (mean of the two middle ones for an even count); 0 for none.
 double median(std::vector<double> values);

@@ -12,6 +12,16 @@ namespace tessera {
 
 enum class ResumeMode { Auto, Require, Never };
 
+// How the ranks share the work (engine/pipeline.h for the two pipelined modes):
+//   Graph     one graph part per rank; halo rows exchanged at every layer
+//   Pipeline  K ranks = K stages of consecutive layers over the whole graph, which is cut into
+//             chunks that stream from stage to stage (GNNPipe)
+//   Hybrid    K = G x S ranks: G graph parts, each trained by a pipeline of S stages; halos
+//             between the parts at the stage level, stage gradients all-reduced over the parts
+enum class ParallelMode { Graph, Pipeline, Hybrid };
+ParallelMode parse_parallel_mode(const std::string& text);  // graph | pipeline | hybrid
+std::string to_string(ParallelMode mode);
+
 struct TrainConfig {
   std::string dataset = "synth:default";  // raw-layout dir, .h5 file or synth:PRESET[:SEED]
   ModelKind model = ModelKind::Gcn;
@@ -29,6 +39,12 @@ struct TrainConfig {
   bool batch_norm = false;
   int threads = 0;                // 0: keep OpenMP's default
   std::string device = "cpu";
+  ParallelMode parallel = ParallelMode::Graph;
+  int stages = 0;                 // hybrid: S stages per pipeline (K / S graph parts); pipeline:
+                                  // 0 or the number of ranks
+  int chunks = 0;                 // pipeline/hybrid: chunks per part, >= stages; 0: 2 x stages
+  double memory_budget_gb = 0.0;  // pipeline/hybrid: GiB one rank may use; 0: this node's
+                                  // memory shared among its ranks
   // Halo embeddings (forward): none|bf16|fp16|int8|int4|int2, or adaptive (2/4/8 bits per
   // message, both directions, under bit_budget bits per value, re-planned every replan_every).
   std::string codec = "none";

@@ -22,10 +22,29 @@
 #include "engine/core/kernels.h"
 #include "engine/checkpoint.h"
 #include "engine/halo_propagator.h"
+#include "engine/loss.h"
+#include "engine/pipeline.h"
 #include "engine/optimizer.h"
 #include "engine/system.h"
 
 namespace tessera {
+
+ParallelMode parse_parallel_mode(const std::string& text) {
+  if (text == "graph") return ParallelMode::Graph;
+  if (text == "pipeline") return ParallelMode::Pipeline;
+  if (text == "hybrid") return ParallelMode::Hybrid;
+  TESSERA_FAIL(InvalidArgument, "--parallel: expected graph, pipeline or hybrid, got '", text,
+               "'");
+}
+
+std::string to_string(ParallelMode mode) {
+  switch (mode) {
+    case ParallelMode::Graph: return "graph";
+    case ParallelMode::Pipeline: return "pipeline";
+    case ParallelMode::Hybrid: return "hybrid";
+  }
+  return "?";
+}
 
 void validate(const TrainConfig& c) {
   TESSERA_CHECK(c.num_layers >= 1, InvalidArgument, "--num-layers must be >= 1, got ", c.num_layers);
@@ -56,6 +75,30 @@ void validate(const TrainConfig& c) {
   Device device = parse_device(c.device);
   TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument, "--device ", c.device,
                 ": only the CPU backend is available in this build");
+  TESSERA_CHECK(c.stages >= 0, InvalidArgument, "--stages must be >= 0, got ", c.stages);
+  TESSERA_CHECK(c.chunks >= 0, InvalidArgument, "--chunks must be >= 0, got ", c.chunks);
+  TESSERA_CHECK(c.memory_budget_gb >= 0.0 && std::isfinite(c.memory_budget_gb), InvalidArgument,
+                "--memory-budget must be >= 0 GiB, got ", c.memory_budget_gb);
+  if (c.parallel == ParallelMode::Graph) {
+    TESSERA_CHECK(c.stages == 0 && c.chunks == 0, InvalidArgument,
+                  "--stages and --chunks apply to --parallel pipeline or hybrid");
+    return;
+  }
+  const std::string mode = "--parallel " + to_string(c.parallel);
+  TESSERA_CHECK(c.parallel != ParallelMode::Hybrid || c.stages >= 1, InvalidArgument, mode,
+                " needs --stages S (pipeline stages per graph part)");
+  TESSERA_CHECK(!c.batch_norm, InvalidArgument, mode,
+                ": --batch-norm needs every layer's statistics over the whole graph, which a "
+                "chunk does not see; use --parallel graph");
+  TESSERA_CHECK(c.codec != "adaptive" && !c.error_feedback, InvalidArgument, mode,
+                ": --codec adaptive and --error-feedback apply to --parallel graph; the "
+                "fixed codecs (bf16, fp16, int8, int4, int2) apply to the pipeline streams");
+  TESSERA_CHECK(c.checkpoint_dir.empty(), InvalidArgument, mode,
+                ": checkpoints are written in --parallel graph only (a stage holds only its "
+                "layers' weights)");
+  TESSERA_CHECK(c.chunks == 0 || c.stages == 0 || c.chunks >= c.stages, InvalidArgument,
+                "--chunks ", c.chunks, " < --stages ", c.stages,
+                ": every stage needs a chunk to work on (use --chunks >= ", c.stages, ")");
 }
 
 namespace {
@@ -244,6 +287,14 @@ struct Trainer::Impl {
   std::vector<RunResult> finished;      // train(): the runs finished so far
   std::unique_ptr<Model> model;
   Tensor logits, logp, d_logits;        // (N, C)
+  // Pipeline and hybrid modes: this rank's place, the operator until the engine takes it, and
+  // the engine (no halo exchange or propagator then).
+  std::optional<PipelineLayout> layout;
+  Csr pipeline_operator;
+  MatrixSymmetry pipeline_symmetry = MatrixSymmetry::General;
+  std::unique_ptr<PipelineEngine> pipeline;
+  // Where weight gradients are summed: all ranks, or (pipelined) this stage's ranks.
+  Communicator* grad_comm = nullptr;
 };
 
 Trainer::Trainer(const TrainConfig& config, GraphPart part, Communicator& comm)
@@ -266,6 +317,31 @@ Trainer::Trainer(const TrainConfig& config, const Dataset& dataset)
   setup();
 }
 
+// Pipelined modes: refuses, before training, a stage whose estimated memory exceeds the budget
+// (--memory-budget GiB, else this machine's memory).
+static void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
+                        const GraphPart& part, std::int64_t nnz) {
+  const DatasetInfo& data = part.dataset;
+  const StageMemory m = estimate_stage_memory(
+      layout, config.model, data.num_features, config.hidden_channels, data.num_outputs(),
+      part.graph.num_owned(), part.graph.num_halo(), nnz);
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const double budget = config.memory_budget_gb > 0.0
+                            ? config.memory_budget_gb * gib
+                            : static_cast<double>(physical_memory_bytes());
+  char need[32], have[32];
+  std::snprintf(need, sizeof need, "%.2f", static_cast<double>(m.bytes) / gib);
+  std::snprintf(have, sizeof have, "%.2f", budget / gib);
+  TESSERA_CHECK(budget <= 0.0 || static_cast<double>(m.bytes) <= budget, InvalidInput,
+                "--parallel ", to_string(layout.mode), ": stage ", layout.stage, " (layers ",
+                layout.first_layer(), "-", layout.first_layer() + layout.num_layers() - 1,
+                ") of part ", layout.group, " needs an estimated ", need, " GiB (",
+                m.nodes, " nodes, ", m.halo_nodes, " halo nodes, ", m.nnz,
+                " operator entries), more than the ", have,
+                " GiB one rank may use (--memory-budget); use --parallel hybrid with more "
+                "graph parts, more stages, or a larger budget");
+}
+
 // Local set-up of this rank: checks, the normalised operator behind the overlapping
 // propagator, the training rows. Returns this rank's number of loss terms.
 std::int64_t Trainer::build_local() {
@@ -274,9 +350,20 @@ std::int64_t Trainer::build_local() {
   GraphPart& part = s.part;
   const DatasetInfo& data = part.dataset;
   validate(config_);
-  TESSERA_CHECK(part.graph.num_parts == comm.size() && part.graph.part == comm.rank(),
-                InvalidArgument, "part ", part.graph.part, " of ", part.graph.num_parts,
-                " given to rank ", comm.rank(), " of ", comm.size());
+  if (config_.parallel != ParallelMode::Graph) {
+    const std::vector<double> cost =
+        layer_costs(config_.model, config_.num_layers, data.num_features, config_.hidden_channels,
+                    data.num_outputs(), data.num_nodes, 2 * data.num_edges + data.num_nodes);
+    s.layout = pipeline_layout(config_, comm.rank(), comm.size(), cost);
+    TESSERA_CHECK(part.graph.num_parts == s.layout->groups && part.graph.part == s.layout->group,
+                  InvalidArgument, "part ", part.graph.part, " of ", part.graph.num_parts,
+                  " given to rank ", comm.rank(), ", which trains part ", s.layout->group, " of ",
+                  s.layout->groups);
+  } else {
+    TESSERA_CHECK(part.graph.num_parts == comm.size() && part.graph.part == comm.rank(),
+                  InvalidArgument, "part ", part.graph.part, " of ", part.graph.num_parts,
+                  " given to rank ", comm.rank(), " of ", comm.size());
+  }
   validate(part, "part " + std::to_string(part.graph.part));
   TESSERA_CHECK(data.num_outputs() > 0, InvalidInput, "dataset '", data.name,
                 "' has no classes or tasks");
@@ -285,29 +372,33 @@ std::int64_t Trainer::build_local() {
   if (config_.normalize_features) row_normalize(part.features);
 
   LocalGraph& g = part.graph;
-  ExchangeCodecs codecs;
-  codecs.adaptive = config_.codec == "adaptive";
-  codecs.forward = codecs.adaptive ? CodecKind::None : parse_codec(config_.codec);
-  codecs.backward =
-      config_.codec_backward.empty() ? codecs.forward : parse_codec(config_.codec_backward);
-  codecs.error_feedback = config_.error_feedback;
-  codecs.bit_budget = config_.bit_budget;
-  codecs.num_layers = config_.num_layers;
-  s.exchange = std::make_unique<HaloExchange>(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
-  if (config_.model != ModelKind::Sage) {
-    // D^-1/2 (A + I) D^-1/2 with global degrees: the owned block is symmetric.
-    const Csr normalized = gcn_normalized(
-        g.adjacency.with_self_loops(),
-        std::span<const float>(g.degrees).first(static_cast<std::size_t>(g.num_owned())),
-        g.degrees);
-    s.propagator =
-        std::make_unique<HaloPropagator>(normalized, MatrixSymmetry::Symmetric, *s.exchange);
-    s.context.gcn = s.propagator.get();
+  // GCN: D^-1/2 (A + I) D^-1/2 with global degrees (the owned block is symmetric); SAGE: the
+  // mean over neighbours.
+  const MatrixSymmetry symmetry =
+      config_.model == ModelKind::Sage ? MatrixSymmetry::General : MatrixSymmetry::Symmetric;
+  Csr normalized =
+      config_.model == ModelKind::Sage
+          ? mean_normalized(g.adjacency)
+          : gcn_normalized(g.adjacency.with_self_loops(),
+                           std::span<const float>(g.degrees).first(
+                               static_cast<std::size_t>(g.num_owned())),
+                           g.degrees);
+  if (s.layout) {
+    check_stage_memory(config_, *s.layout, part, normalized.nnz());
+    s.pipeline_operator = std::move(normalized);
+    s.pipeline_symmetry = symmetry;
   } else {
-    const Csr normalized = mean_normalized(g.adjacency);
-    s.propagator =
-        std::make_unique<HaloPropagator>(normalized, MatrixSymmetry::General, *s.exchange);
-    s.context.mean = s.propagator.get();
+    ExchangeCodecs codecs;
+    codecs.adaptive = config_.codec == "adaptive";
+    codecs.forward = codecs.adaptive ? CodecKind::None : parse_codec(config_.codec);
+    codecs.backward =
+        config_.codec_backward.empty() ? codecs.forward : parse_codec(config_.codec_backward);
+    codecs.error_feedback = config_.error_feedback;
+    codecs.bit_budget = config_.bit_budget;
+    codecs.num_layers = config_.num_layers;
+    s.exchange = std::make_unique<HaloExchange>(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
+    s.propagator = std::make_unique<HaloPropagator>(normalized, symmetry, *s.exchange);
+    (config_.model == ModelKind::Sage ? s.context.mean : s.context.gcn) = s.propagator.get();
   }
   s.context.global_ids = g.owned_ids;
   s.context.global_num_nodes = data.num_nodes;
@@ -340,17 +431,31 @@ void Trainer::setup() {
   // The local work is agreed first, so that no rank enters the all-reduce below alone.
   const std::int64_t local_terms =
       run_agreed(comm, "building the graph operator", [&] { return build_local(); });
-  std::vector<double> sums = {static_cast<double>(local_terms),
-                              static_cast<double>(part.train_rows.size()),
-                              static_cast<double>(part.valid_rows.size()),
-                              static_cast<double>(part.test_rows.size()),
-                              static_cast<double>(s.propagator->nnz())};
+  // Each part counts once: in pipelined modes the S ranks of a part hold the same rows.
+  const double counted = !s.layout || s.layout->first_stage() ? 1.0 : 0.0;
+  const double nnz = static_cast<double>(s.propagator ? s.propagator->nnz()
+                                                      : s.pipeline_operator.nnz());
+  std::vector<double> sums = {counted * static_cast<double>(local_terms),
+                              counted * static_cast<double>(part.train_rows.size()),
+                              counted * static_cast<double>(part.valid_rows.size()),
+                              counted * static_cast<double>(part.test_rows.size()),
+                              counted * nnz};
   comm.all_reduce_sum(std::span<double>(sums), TrafficCategory::Setup);
   s.train_loss_terms = static_cast<std::int64_t>(sums[0]);
   s.totals = {static_cast<std::int64_t>(sums[1]), static_cast<std::int64_t>(sums[2]),
               static_cast<std::int64_t>(sums[3]), static_cast<std::int64_t>(sums[4])};
   TESSERA_CHECK(s.train_loss_terms > 0, InvalidInput, "dataset '", part.dataset.name,
                 "' has no labelled training node");
+  s.grad_comm = &comm;
+  if (s.layout) {
+    run_agreed(comm, "setting up the pipeline", [&] {
+      s.pipeline = std::make_unique<PipelineEngine>(config_, *s.layout, s.part, comm,
+                                                    s.pipeline_operator, s.pipeline_symmetry,
+                                                    s.train_loss_rows, s.train_loss_terms);
+    });
+    s.pipeline_operator = Csr();
+    s.grad_comm = &s.pipeline->stage_comm();
+  }
   setup_s_ = watch.seconds();
 }
 
@@ -385,7 +490,8 @@ Trainer::RunState Trainer::begin_run(int run) {
   model_config.input_dropout = config_.input_dropout;
   model_config.batch_norm = config_.batch_norm;
   model_config.seed = config_.seed + static_cast<std::uint64_t>(run);
-  s.model = std::make_unique<Model>(model_config);
+  s.model = std::make_unique<Model>(s.pipeline ? s.pipeline->stage_model(model_config)
+                                               : model_config);
   RunState state;
   state.run = run;
   state.adam = std::make_unique<Adam>(
@@ -394,9 +500,10 @@ Trainer::RunState Trainer::begin_run(int run) {
   state.result.run = run;
   state.result.seed = model_config.seed;
   state.result.best_valid = -1.0;
-  // Error-feedback residuals start empty in every run, and after a resume (they are per rank
-  // and not part of a checkpoint).
-  s.exchange->reset_residuals();
+  // Error-feedback residuals (and pipeline histories) start empty in every run, and after a
+  // resume (they are per rank and not part of a checkpoint).
+  if (s.exchange) s.exchange->reset_residuals();
+  if (s.pipeline) s.pipeline->reset_run();
   return state;
 }
 
@@ -415,33 +522,30 @@ bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
   EpochRecord record;
   record.run = state.run;
   record.epoch = epoch;
-  s.exchange->reset_times();
-  s.exchange->set_noise(seed, static_cast<std::uint64_t>(epoch));
-  if (s.exchange->codecs().adaptive && epoch > 1 && (epoch - 1) % config_.replan_every == 0) {
-    record.bit_plan = s.exchange->replan();
+  if (s.exchange) {
+    s.exchange->reset_times();
+    s.exchange->set_noise(seed, static_cast<std::uint64_t>(epoch));
+    if (s.exchange->codecs().adaptive && epoch > 1 && (epoch - 1) % config_.replan_every == 0) {
+      record.bit_plan = s.exchange->replan();
+    }
   }
   s.all_reduce_s = 0.0;
   const TrafficCounter traffic_before = comm.traffic();
   if (s.fault.rank == comm.rank() && s.fault.epoch == epoch) inject_fault(s.fault, epoch);
   Stopwatch step;
   model.zero_grad();
-  model.forward(s.logits, part.features, s.context, /*training=*/true, epoch);
-  s.d_logits.resize(s.logits.rows(), s.logits.cols());
   double loss_sum = 0.0;
-  if (multiclass) {
-    s.logp.resize(s.logits.rows(), s.logits.cols());
-    log_softmax_forward(s.logp, s.logits);
-    loss_sum = nll_loss_sum(s.logp, part.labels, s.train_loss_rows);
-    log_softmax_nll_backward(s.d_logits, s.logp, part.labels, s.train_loss_rows, loss_scale);
+  if (s.pipeline) {
+    loss_sum = s.pipeline->train_step(model, epoch, seed);
   } else {
-    std::int64_t terms = 0;
-    loss_sum = sigmoid_bce_loss_sum(s.logits, part.targets, s.train_loss_rows, &terms);
-    sigmoid_bce_backward(s.d_logits, s.logits, part.targets, s.train_loss_rows, loss_scale);
+    model.forward(s.logits, part.features, s.context, /*training=*/true, epoch);
+    loss_sum = loss_and_gradient(s.d_logits, s.logp, s.logits, multiclass, part.labels,
+                                 part.targets, s.train_loss_rows, loss_scale);
+    model.backward(s.d_logits, s.context);
   }
-  model.backward(s.d_logits, s.context);
   {
     Stopwatch reduce;
-    comm.all_reduce_sum(model.grads(), TrafficCategory::AllReduce);
+    s.grad_comm->all_reduce_sum(model.grads(), TrafficCategory::AllReduce);
     s.all_reduce_s += reduce.seconds();
   }
   state.adam->step(model.params(), model.grads());
@@ -450,7 +554,7 @@ bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
   // One all-reduce for the loss, the step's communication figures (means over ranks) and
   // whether any rank received a stop signal (so that all ranks stop after the same epoch).
   state.local_stop = stop_signal();
-  const ExchangeTimes& times = s.exchange->times();
+  const ExchangeTimes times = s.pipeline ? s.pipeline->times() : s.exchange->times();
   std::vector<double> step_sums = {loss_sum,       times.comm_s + s.all_reduce_s, times.hidden_s(),
                                    times.encode_s, times.decode_s,
                                    state.local_stop != 0 ? 1.0 : 0.0};
@@ -487,11 +591,21 @@ bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
 
   if (epoch % config_.eval_every == 0 || epoch == config_.epochs) {
     Stopwatch eval;
-    model.forward(s.logits, part.features, s.context, /*training=*/false, epoch);
+    // Pipelined: the last stage holds the logits; the other stages count no rows.
+    static const std::vector<NodeId> kNoRows;
+    const bool scored = !s.pipeline || s.layout->last_stage();
+    const std::vector<NodeId>& train_rows = scored ? part.train_rows : kNoRows;
+    const std::vector<NodeId>& valid_rows = scored ? part.valid_rows : kNoRows;
+    const std::vector<NodeId>& test_rows = scored ? part.test_rows : kNoRows;
+    if (s.pipeline) {
+      s.pipeline->evaluate(model, s.logits, epoch);
+    } else {
+      model.forward(s.logits, part.features, s.context, /*training=*/false, epoch);
+    }
     if (multiclass) {
-      const AccuracyCounts splits[3] = {split_counts(s.logits, part.labels, part.train_rows),
-                                        split_counts(s.logits, part.labels, part.valid_rows),
-                                        split_counts(s.logits, part.labels, part.test_rows)};
+      const AccuracyCounts splits[3] = {split_counts(s.logits, part.labels, train_rows),
+                                        split_counts(s.logits, part.labels, valid_rows),
+                                        split_counts(s.logits, part.labels, test_rows)};
       std::vector<double> counts;
       for (const AccuracyCounts& c : splits) {
         counts.push_back(static_cast<double>(c.labelled));
@@ -503,9 +617,9 @@ bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
       record.valid_metric = acc(1);
       record.test_metric = acc(2);
     } else {
-      record.train_metric = split_rocauc(comm, s.logits, part.targets, part.train_rows);
-      record.valid_metric = split_rocauc(comm, s.logits, part.targets, part.valid_rows);
-      record.test_metric = split_rocauc(comm, s.logits, part.targets, part.test_rows);
+      record.train_metric = split_rocauc(comm, s.logits, part.targets, train_rows);
+      record.valid_metric = split_rocauc(comm, s.logits, part.targets, valid_rows);
+      record.test_metric = split_rocauc(comm, s.logits, part.targets, test_rows);
     }
     record.evaluated = true;
     record.eval_s = eval.seconds();

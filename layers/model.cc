@@ -134,7 +134,7 @@ void Model::State::Layer::conv_forward(ModelKind kind, std::span<const float> pa
   copy_into(weight, params.subspan(static_cast<std::size_t>(weight_at), w_size), f_in, f_out);
   std::span<const float> bias =
       params.subspan(static_cast<std::size_t>(bias_at), static_cast<std::size_t>(f_out));
-  if (kind == ModelKind::Gcn) {
+  if (kind != ModelKind::Sage) {  // GCN and residual GCN
     gcn_forward(conv_out, gcn, x, weight, bias, act, propagator, l);
     return;
   }
@@ -151,7 +151,7 @@ void Model::State::Layer::conv_backward(ModelKind kind, std::span<float> grads, 
   std::span<float> d_bias =
       grads.subspan(static_cast<std::size_t>(bias_at), static_cast<std::size_t>(f_out));
   copy_into(d_weight, d_w, f_in, f_out);  // gemm accumulates into a Tensor
-  if (kind == ModelKind::Gcn) {
+  if (kind != ModelKind::Sage) {  // GCN and residual GCN
     gcn_backward(d_x, d_weight, d_bias, gcn, d_out, x, conv_out, weight, act, propagator, l);
   } else {
     std::span<float> d_root = grads.subspan(static_cast<std::size_t>(root_weight_at), w_size);

@@ -35,6 +35,14 @@ struct Options {
   std::string partition = "metis";     // --partition: metis | random | block (in process)
   std::string partitions_dir;          // --partitions: a store made by partition_graph
   double comm_timeout = 900.0;         // --comm-timeout seconds per wait; <= 0: never
+  // Parallelism: graph (one part per rank, halos every layer), pipeline (one stage of
+  // consecutive layers per rank over the whole graph, chunks streamed between stages) or
+  // hybrid (ranks = parts x stages: a pipeline per graph part).
+  std::string parallel = "graph";      // --parallel: graph | pipeline | hybrid
+  int stages = 0;                      // --stages S per pipeline (hybrid; pipeline: the ranks)
+  int chunks = 0;                      // --chunks per part, >= stages; 0: as many as stages
+  double memory_budget_gb = 0.0;       // --memory-budget GiB per rank (pipelined modes refuse a
+                                       // stage estimated above it); 0: node memory / its ranks
 
   // Halo message codecs.
   std::string codec = "none";          // --codec: none bf16 fp16 int8 int4 int2 adaptive

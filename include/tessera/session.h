@@ -126,7 +126,8 @@ class TESSERA_API Session {
   // mean ± std over the runs.
   std::string report() const;
 
-  // After train, from the last run's final evaluation (no dropout) — this rank's own nodes:
+  // After train, from the last run's final evaluation (no dropout) — this rank's own nodes
+  // (parallel = "graph" only: a pipeline stage holds no whole layer's output):
   std::vector<std::int64_t> node_ids() const;  // (n) global ids of the rows below
   Matrix embeddings(int layer) const;          // (n, width) layer output; layer in [0, L)
   Matrix logits() const;                       // (n, outputs): embeddings(L - 1)
@@ -134,7 +135,8 @@ class TESSERA_API Session {
   // Collective: the same for the whole graph on rank 0, rows in node-id order (other ranks get
   // an empty matrix).
   Matrix gather_embeddings(int layer) const;
-  // Trained parameters (identical on every rank).
+  // Trained parameters (identical on every rank; with parallel = "pipeline" or "hybrid", those
+  // of this rank's stage, named by their layer in the whole model).
   std::vector<Parameter> weights() const;
 
  private:

@@ -1,0 +1,193 @@
+// Chunk layout (METIS on the owned subgraph), the operator renumbered into chunk order and cut
+// into row blocks, the historical buffers and the chunk propagator over them.
+#include "engine/chunk_graph.h"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "engine/core/error.h"
+#include "engine/core/kernels.h"
+#include "partition/metis_partition.h"
+
+namespace tessera {
+
+ChunkLayout make_chunks(const Csr& adjacency, std::span<const NodeId> train_rows, int chunks,
+                        std::uint64_t seed) {
+  const std::int64_t n = adjacency.num_rows();
+  TESSERA_CHECK(chunks >= 1 && chunks <= n, InvalidArgument, "--chunks ", chunks,
+                ": a part of ", n, " nodes can be cut into 1 to ", n, " chunks");
+  std::vector<std::int32_t> owner(static_cast<std::size_t>(n), 0);
+  if (chunks > 1) {
+    // The owned block's pattern (N, N): METIS sees the edges inside the part only.
+    std::vector<EdgeOffset> indptr(static_cast<std::size_t>(n) + 1, 0);
+    std::vector<NodeId> indices;
+    for (std::int64_t v = 0; v < n; ++v) {
+      for (EdgeOffset e = adjacency.indptr()[v]; e < adjacency.indptr()[v + 1]; ++e) {
+        const NodeId u = adjacency.indices()[e];
+        if (u < n) indices.push_back(u);
+      }
+      indptr[static_cast<std::size_t>(v) + 1] = static_cast<EdgeOffset>(indices.size());
+    }
+    const Csr owned(n, n, std::move(indptr), std::move(indices));
+    const std::vector<GlobalId> train(train_rows.begin(), train_rows.end());
+    owner = partition_metis(owned, train, chunks, seed).owner;
+  }
+  ChunkLayout layout;
+  layout.offsets.assign(static_cast<std::size_t>(chunks) + 1, 0);
+  for (std::int32_t c : owner) ++layout.offsets[static_cast<std::size_t>(c) + 1];
+  std::partial_sum(layout.offsets.begin(), layout.offsets.end(), layout.offsets.begin());
+  layout.order.resize(static_cast<std::size_t>(n));
+  layout.position.resize(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> next(layout.offsets.begin(), layout.offsets.end() - 1);
+  for (std::int64_t v = 0; v < n; ++v) {
+    const std::int64_t at = next[static_cast<std::size_t>(owner[static_cast<std::size_t>(v)])]++;
+    layout.order[static_cast<std::size_t>(at)] = static_cast<NodeId>(v);
+    layout.position[static_cast<std::size_t>(v)] = static_cast<NodeId>(at);
+  }
+  return layout;
+}
+
+namespace {
+
+// Rows [first, last) of `a`, keeping the columns in [col_begin, col_end) shifted by -col_begin.
+Csr row_block(const Csr& a, std::int64_t first, std::int64_t last, std::int64_t col_begin,
+              std::int64_t col_end) {
+  std::vector<EdgeOffset> indptr(static_cast<std::size_t>(last - first) + 1, 0);
+  std::vector<NodeId> indices;
+  std::vector<float> values;
+  for (std::int64_t r = first; r < last; ++r) {
+    for (EdgeOffset e = a.indptr()[r]; e < a.indptr()[r + 1]; ++e) {
+      const NodeId c = a.indices()[e];
+      if (c < col_begin || c >= col_end) continue;
+      indices.push_back(static_cast<NodeId>(c - col_begin));
+      if (a.has_values()) values.push_back(a.values()[e]);
+    }
+    indptr[static_cast<std::size_t>(r - first) + 1] = static_cast<EdgeOffset>(indices.size());
+  }
+  return Csr(last - first, col_end - col_begin, std::move(indptr), std::move(indices),
+             std::move(values));
+}
+
+// `a` (N, N + H) with owned rows and columns permuted into chunk order (columns sorted again).
+Csr in_chunk_order(const Csr& a, const ChunkLayout& layout) {
+  const std::int64_t n = a.num_rows();
+  std::vector<EdgeOffset> indptr(static_cast<std::size_t>(n) + 1, 0);
+  std::vector<NodeId> indices(static_cast<std::size_t>(a.nnz()));
+  std::vector<float> values(a.has_values() ? static_cast<std::size_t>(a.nnz()) : 0);
+  std::vector<std::pair<NodeId, float>> row;
+  EdgeOffset at = 0;
+  for (std::int64_t r = 0; r < n; ++r) {
+    const NodeId old = layout.order[static_cast<std::size_t>(r)];
+    row.clear();
+    for (EdgeOffset e = a.indptr()[old]; e < a.indptr()[old + 1]; ++e) {
+      const NodeId c = a.indices()[e];
+      row.emplace_back(c < n ? layout.position[static_cast<std::size_t>(c)] : c,
+                       a.has_values() ? a.values()[e] : 1.0f);
+    }
+    std::sort(row.begin(), row.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (const auto& [c, w] : row) {
+      indices[static_cast<std::size_t>(at)] = c;
+      if (a.has_values()) values[static_cast<std::size_t>(at)] = w;
+      ++at;
+    }
+    indptr[static_cast<std::size_t>(r) + 1] = at;
+  }
+  return Csr(n, a.num_cols(), std::move(indptr), std::move(indices), std::move(values));
+}
+
+}  // namespace
+
+ChunkedOperator::ChunkedOperator(const Csr& a, MatrixSymmetry owned_symmetry,
+                                 const ChunkLayout& layout)
+    : whole_(in_chunk_order(a, layout)), symmetric_(owned_symmetry == MatrixSymmetry::Symmetric) {
+  const std::int64_t n = whole_.num_rows(), cols = whole_.num_cols();
+  TESSERA_CHECK(static_cast<std::int64_t>(layout.order.size()) == n, InvalidArgument,
+                "chunk layout of ", layout.order.size(), " rows for an operator of ", n);
+  Csr owned_t;
+  if (!symmetric_) owned_t = row_block(whole_, 0, n, 0, n).transpose();
+  for (int c = 0; c < layout.num_chunks(); ++c) {
+    const std::int64_t first = layout.begin(c), last = first + layout.size(c);
+    owned_.push_back(row_block(whole_, first, last, 0, n));
+    halo_.push_back(row_block(whole_, first, last, n, cols));
+    if (!symmetric_) owned_t_.push_back(row_block(owned_t, first, last, 0, n));
+  }
+  halo_t_ = row_block(whole_, 0, n, n, cols).transpose();
+}
+
+History::History(std::int64_t num_owned, std::int64_t num_halo, int first_layer, int num_layers)
+    : num_owned_(num_owned), num_halo_(num_halo), first_layer_(first_layer),
+      layers_(static_cast<std::size_t>(num_layers)) {}
+
+History::Layer& History::layer(int l) {
+  TESSERA_CHECK(has(l), Internal, "history of layer ", l, ": this stage keeps layers ",
+                first_layer_, " to ", first_layer_ + static_cast<int>(layers_.size()) - 1);
+  return layers_[static_cast<std::size_t>(l - first_layer_)];
+}
+
+History::Layer& History::sized(int l, std::int64_t f) {
+  Layer& h = layer(l);
+  if (h.inputs.cols() != f || h.inputs.rows() != num_owned_) {
+    for (Tensor* t : {&h.inputs, &h.grads, &h.remote_grads}) {
+      t->resize(num_owned_, f);
+      t->zero();
+    }
+    h.halo_inputs.resize(num_halo_, f);
+    h.halo_inputs.zero();
+  }
+  return h;
+}
+
+void History::clear() {
+  for (Layer& h : layers_)
+    for (Tensor* t : {&h.inputs, &h.halo_inputs, &h.grads, &h.remote_grads}) t->zero();
+}
+
+void copy_rows_into(Tensor& dst, std::int64_t first, const Tensor& src) {
+  TESSERA_CHECK(src.cols() == dst.cols() && first >= 0 && first + src.rows() <= dst.rows(),
+                Internal, "copy_rows_into: ", src.shape_string(), " at row ", first, " of ",
+                dst.shape_string());
+  std::copy(src.f32(), src.f32() + src.numel(), dst.row<float>(first));
+}
+
+void add_rows_from(Tensor& dst, const Tensor& src, std::int64_t first) {
+  TESSERA_CHECK(src.cols() == dst.cols() && first >= 0 && first + dst.rows() <= src.rows(),
+                Internal, "add_rows_from: rows ", first, " of ", src.shape_string(), " into ",
+                dst.shape_string());
+  const float* from = src.row<float>(first);
+  float* to = dst.f32();
+  const std::int64_t count = dst.numel();
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < count; ++i) to[i] += from[i];
+}
+
+ChunkPropagator::ChunkPropagator(const ChunkedOperator& op, History& history,
+                                 const ChunkLayout& layout, int chunk)
+    : op_(op), history_(history), layout_(layout), chunk_(chunk) {}
+
+void ChunkPropagator::forward(Tensor& out, const Tensor& x, int layer) {
+  const std::int64_t n = num_rows(), f = x.cols();
+  check_shape(x, n, f, "ChunkPropagator::forward x");
+  History::Layer& h = history_.sized(layer, f);
+  copy_rows_into(h.inputs, layout_.begin(chunk_), x);  // this chunk's rows are fresh now
+  out.resize(n, f);
+  spmm(out, op_.owned(chunk_).view(), h.inputs);
+  if (op_.halo(chunk_).nnz() > 0) {
+    halo_part_.resize(n, f);
+    spmm(halo_part_, op_.halo(chunk_).view(), h.halo_inputs);
+    axpy(out, 1.0f, halo_part_);
+  }
+}
+
+void ChunkPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
+  const std::int64_t n = num_rows(), f = d_out.cols();
+  check_shape(d_out, n, f, "ChunkPropagator::backward d_out");
+  History::Layer& h = history_.sized(layer, f);
+  copy_rows_into(h.grads, layout_.begin(chunk_), d_out);
+  d_x.resize(n, f);
+  spmm(d_x, op_.owned_t(chunk_).view(), h.grads);
+  if (op_.num_halo() > 0) add_rows_from(d_x, h.remote_grads, layout_.begin(chunk_));
+}
+
+}  // namespace tessera

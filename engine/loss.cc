@@ -1,0 +1,25 @@
+// Multi-class and multi-label training losses over the engine kernels.
+#include "engine/loss.h"
+
+#include "engine/core/kernels.h"
+
+namespace tessera {
+
+double loss_and_gradient(Tensor& d_logits, Tensor& logp, const Tensor& logits, bool multiclass,
+                         std::span<const std::int64_t> labels, const Tensor& targets,
+                         std::span<const NodeId> rows, float scale) {
+  d_logits.resize(logits.rows(), logits.cols());
+  if (multiclass) {
+    logp.resize(logits.rows(), logits.cols());
+    log_softmax_forward(logp, logits);
+    const double sum = nll_loss_sum(logp, labels, rows);
+    log_softmax_nll_backward(d_logits, logp, labels, rows, scale);
+    return sum;
+  }
+  std::int64_t terms = 0;
+  const double sum = sigmoid_bce_loss_sum(logits, targets, rows, &terms);
+  sigmoid_bce_backward(d_logits, logits, targets, rows, scale);
+  return sum;
+}
+
+}  // namespace tessera

@@ -1,0 +1,424 @@
+// Pipeline and hybrid training of one rank: the layout (layers balanced over stages, checks),
+// the memory estimate, and the engine: chunks, historical buffers, the 1F1B schedule over the
+// stage streams, the hybrid halo refresh and the exact evaluation pass.
+#include "engine/pipeline.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "comm/codec.h"
+#include "engine/core/error.h"
+#include "engine/core/kernels.h"
+#include "engine/halo_propagator.h"
+#include "engine/loss.h"
+#include "engine/system.h"
+
+namespace tessera {
+
+namespace {
+
+std::int64_t layer_in(int l, std::int64_t in, std::int64_t hidden) { return l == 0 ? in : hidden; }
+std::int64_t layer_out(int l, int layers, std::int64_t hidden, std::int64_t out) {
+  return l + 1 == layers ? out : hidden;
+}
+
+// Message tags on a part's pipe communicator.
+int forward_tag(int chunk) { return 2 * chunk; }
+int backward_tag(int chunk) { return 2 * chunk + 1; }
+constexpr int kEvalTag = 1 << 24;
+
+std::span<std::byte> bytes_of(Tensor& t) {
+  return {reinterpret_cast<std::byte*>(t.raw()), t.bytes()};
+}
+std::span<const std::byte> bytes_of(const Tensor& t) {
+  return {reinterpret_cast<const std::byte*>(t.raw()), t.bytes()};
+}
+
+}  // namespace
+
+std::vector<double> layer_costs(ModelKind kind, int layers, std::int64_t in_channels,
+                                std::int64_t hidden, std::int64_t out_channels,
+                                std::int64_t nodes, std::int64_t nnz) {
+  std::vector<double> cost;
+  const double gemms = kind == ModelKind::Sage ? 2.0 : 1.0;  // SAGE adds the root weight
+  for (int l = 0; l < layers; ++l) {
+    const std::int64_t f_in = layer_in(l, in_channels, hidden);
+    const std::int64_t f_out = layer_out(l, layers, hidden, out_channels);
+    cost.push_back(2.0 * static_cast<double>(nnz) * static_cast<double>(std::min(f_in, f_out)) +
+                   2.0 * gemms * static_cast<double>(nodes) * static_cast<double>(f_in) *
+                       static_cast<double>(f_out));
+  }
+  return cost;
+}
+
+std::vector<int> balance_layers(std::span<const double> cost, int stages) {
+  const int layers = static_cast<int>(cost.size());
+  TESSERA_CHECK(stages >= 1 && stages <= layers, InvalidArgument, "--stages ", stages,
+                " with --num-layers ", layers, ": every stage needs at least one layer");
+  std::vector<double> prefix(static_cast<std::size_t>(layers) + 1, 0.0);
+  for (int l = 0; l < layers; ++l) prefix[l + 1] = prefix[l] + cost[static_cast<std::size_t>(l)];
+  // best[s][l]: the least possible costliest stage when layers [0, l) go to s stages.
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(static_cast<std::size_t>(stages) + 1,
+                                        std::vector<double>(static_cast<std::size_t>(layers) + 1, inf));
+  std::vector<std::vector<int>> cut(best.size(), std::vector<int>(best[0].size(), 0));
+  best[0][0] = 0.0;
+  for (int s = 1; s <= stages; ++s) {
+    for (int l = s; l <= layers; ++l) {
+      for (int k = s - 1; k < l; ++k) {
+        const double worst = std::max(best[s - 1][k], prefix[l] - prefix[k]);
+        if (worst < best[s][l]) {  // strict: the earliest cut wins ties (deterministic)
+          best[s][l] = worst;
+          cut[s][l] = k;
+        }
+      }
+    }
+  }
+  std::vector<int> first(static_cast<std::size_t>(stages) + 1, layers);
+  int l = layers;
+  for (int s = stages; s >= 1; --s) {
+    l = cut[s][l];
+    first[static_cast<std::size_t>(s) - 1] = l;
+  }
+  return first;
+}
+
+PipelineLayout pipeline_layout(const TrainConfig& config, int rank, int ranks,
+                               std::span<const double> layer_cost) {
+  PipelineLayout layout;
+  layout.mode = config.parallel;
+  const int layers = config.num_layers;
+  int stages = config.stages;
+  if (config.parallel == ParallelMode::Pipeline) {
+    if (stages == 0) stages = ranks;
+    TESSERA_CHECK(stages == ranks, InvalidArgument, "--parallel pipeline runs one stage per rank: "
+                  "--stages ", stages, " does not match the ", ranks,
+                  " ranks (use --parallel hybrid for ranks = parts x stages)");
+  } else {
+    TESSERA_CHECK(stages >= 1 && stages <= ranks, InvalidArgument, "--stages ", stages,
+                  " with ", ranks, " ranks: a pipeline cannot have more stages than ranks");
+    TESSERA_CHECK(ranks % stages == 0, InvalidArgument, "--parallel hybrid: ", ranks,
+                  " ranks are not a multiple of --stages ", stages,
+                  " (ranks = graph parts x stages)");
+  }
+  TESSERA_CHECK(stages <= layers, InvalidArgument, "--stages ", stages, " > --num-layers ",
+                layers, ": every stage needs at least one layer");
+  layout.stages = stages;
+  layout.groups = ranks / stages;
+  layout.group = rank / stages;
+  layout.stage = rank % stages;
+  layout.chunks = config.chunks == 0 ? stages : config.chunks;
+  TESSERA_CHECK(layout.chunks >= stages, InvalidArgument, "--chunks ", layout.chunks,
+                " < --stages ", stages, ": every stage needs a chunk to work on");
+  layout.stage_first = balance_layers(layer_cost, stages);
+  return layout;
+}
+
+StageMemory estimate_stage_memory(const PipelineLayout& layout, ModelKind kind,
+                                  std::int64_t in_channels, std::int64_t hidden,
+                                  std::int64_t out_channels, std::int64_t nodes,
+                                  std::int64_t halo_nodes, std::int64_t nnz) {
+  StageMemory m;
+  m.nodes = nodes;
+  m.halo_nodes = halo_nodes;
+  m.nnz = nnz;
+  const int layers = layout.stage_first.back();
+  const double n = static_cast<double>(nodes), h = static_cast<double>(halo_nodes);
+  double floats = 0.0;
+  for (int l = layout.first_layer(); l < layout.first_layer() + layout.num_layers(); ++l) {
+    const double f_in = static_cast<double>(layer_in(l, in_channels, hidden));
+    const double f_out = static_cast<double>(layer_out(l, layers, hidden, out_channels));
+    const double w = std::min(f_in, f_out);
+    floats += (n + h) * w + n * w + (halo_nodes > 0 ? n * w : 0.0);  // history
+    // Activations and workspaces (conv output, aggregate, bias/activation gradient, residual,
+    // dropout), once over the chunks and once for the evaluation pass; weights per slot.
+    const double per_node = 4.0 * f_out + std::max(f_in, f_out) + (kind == ModelKind::Sage ? f_out : 0.0);
+    floats += 2.0 * n * per_node + static_cast<double>(layout.chunks + 1) * f_in * f_out * 2.0;
+  }
+  const double f_in0 = static_cast<double>(layer_in(layout.first_layer(), in_channels, hidden));
+  floats += 2.0 * n * f_in0 + 3.0 * n * static_cast<double>(hidden);  // inputs, their gradients
+  if (layout.first_stage()) {
+    m.features = nodes * in_channels;
+    floats += n * static_cast<double>(in_channels);  // the chunks' features (and the eval copy)
+  }
+  // The operator in chunk order, its per-chunk blocks (and transposes), 12 bytes an entry.
+  const double operator_bytes = 12.0 * static_cast<double>(nnz) * 3.0 + 16.0 * n;
+  m.bytes = static_cast<std::uint64_t>(4.0 * floats + operator_bytes);
+  return m;
+}
+
+struct PipelineEngine::Chunk {
+  std::unique_ptr<ChunkPropagator> propagator;
+  GraphContext context;
+  std::span<const GlobalId> ids;        // (n_c) global ids: dropout and codec noise keys
+  Tensor features;                      // (n_c, F) first stage
+  std::vector<std::int64_t> labels;     // (n_c) last stage, multi-class
+  Tensor targets;                       // (n_c, T) last stage, multi-label
+  std::vector<NodeId> loss_rows;        // chunk rows with a training label (last stage)
+  Tensor input;                         // (n_c, H) from the previous stage
+  Tensor output;                        // (n_c, H) to the next stage, or the logits (n_c, C)
+  Tensor d_output;                      // gradient of the output (from the next stage / loss)
+  Tensor d_input;                       // (n_c, H) gradient of the input, to the previous stage
+  Tensor logp;                          // loss workspace
+  std::vector<std::byte> forward_bytes, backward_bytes, received;  // encoded messages
+};
+
+PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& layout,
+                               GraphPart& part, Communicator& world, const Csr& op,
+                               MatrixSymmetry owned_symmetry, std::span<const NodeId> loss_rows,
+                               std::int64_t loss_terms_total)
+    : config_(config), layout_(layout), world_(world), symmetry_(owned_symmetry) {
+  pipe_comm_ = world.split(layout.group, layout.stage);
+  stage_comm_ = world.split(layout.stage, layout.group);
+  const LocalGraph& g = part.graph;
+  const std::int64_t n = g.num_owned();
+  chunks_ = make_chunks(g.adjacency, part.train_rows, layout.chunks, config.seed);
+  op_ = std::make_unique<ChunkedOperator>(op, owned_symmetry, chunks_);
+  history_ = std::make_unique<History>(n, g.num_halo(), layout.first_layer(), layout.num_layers());
+  owned_ids_.resize(static_cast<std::size_t>(n));
+  for (std::int64_t r = 0; r < n; ++r)
+    owned_ids_[static_cast<std::size_t>(r)] = g.owned_ids[chunks_.order[static_cast<std::size_t>(r)]];
+  halo_ids_ = g.halo_ids;
+  halo_plan_ = g.halo;
+  for (NodeId& row : halo_plan_.send_rows) row = chunks_.position[static_cast<std::size_t>(row)];
+  forward_codec_ = parse_codec(config.codec);
+  backward_codec_ =
+      config.codec_backward.empty() ? forward_codec_ : parse_codec(config.codec_backward);
+  global_nodes_ = part.dataset.num_nodes;
+  loss_scale_ = 1.0f / static_cast<float>(loss_terms_total);
+  multiclass_ = part.dataset.task == TaskType::MultiClass;
+  if (layout.groups > 1) {
+    ExchangeCodecs codecs;
+    codecs.forward = forward_codec_;
+    codecs.backward = backward_codec_;
+    codecs.num_layers = config.num_layers;
+    halo_ = std::make_unique<HaloExchange>(*stage_comm_, halo_plan_, owned_ids_, halo_ids_, codecs);
+    eval_propagator_ = std::make_unique<HaloPropagator>(op_->whole(), owned_symmetry, *halo_);
+  } else {
+    eval_propagator_ = std::make_unique<LocalPropagator>(op_->whole(), owned_symmetry);
+  }
+
+  // Per chunk: its propagator and context, and what its stage needs of the data.
+  std::vector<int> chunk_of(static_cast<std::size_t>(n));
+  for (int c = 0; c < chunks_.num_chunks(); ++c)
+    std::fill_n(chunk_of.begin() + chunks_.begin(c), chunks_.size(c), c);
+  chunk_state_.resize(static_cast<std::size_t>(chunks_.num_chunks()));
+  for (int c = 0; c < chunks_.num_chunks(); ++c) {
+    Chunk& k = chunk_state_[static_cast<std::size_t>(c)];
+    const std::int64_t first = chunks_.begin(c), rows = chunks_.size(c);
+    k.propagator = std::make_unique<ChunkPropagator>(*op_, *history_, chunks_, c);
+    k.ids = std::span<const GlobalId>(owned_ids_).subspan(static_cast<std::size_t>(first),
+                                                          static_cast<std::size_t>(rows));
+    (config.model == ModelKind::Sage ? k.context.mean : k.context.gcn) = k.propagator.get();
+    k.context.global_ids = k.ids;
+    k.context.global_num_nodes = global_nodes_;
+    const std::span<const NodeId> order =
+        std::span<const NodeId>(chunks_.order).subspan(static_cast<std::size_t>(first),
+                                                       static_cast<std::size_t>(rows));
+    if (layout.first_stage()) {
+      k.features.resize(rows, part.features.cols());
+      gather_rows(k.features, part.features, order);
+    }
+    if (layout.last_stage()) {
+      if (multiclass_) {
+        k.labels.resize(static_cast<std::size_t>(rows));
+        for (std::int64_t i = 0; i < rows; ++i) k.labels[i] = part.labels[order[i]];
+      } else {
+        k.targets.resize(rows, part.targets.cols());
+        gather_rows(k.targets, part.targets, order);
+      }
+    }
+  }
+  if (layout.last_stage()) {
+    for (NodeId v : loss_rows) {
+      const NodeId p = chunks_.position[static_cast<std::size_t>(v)];
+      Chunk& k = chunk_state_[static_cast<std::size_t>(chunk_of[static_cast<std::size_t>(p)])];
+      k.loss_rows.push_back(static_cast<NodeId>(p - chunks_.begin(chunk_of[p])));
+    }
+    for (Chunk& k : chunk_state_) std::sort(k.loss_rows.begin(), k.loss_rows.end());
+  }
+  part.features = Tensor();  // the chunks hold what this stage needs
+}
+
+PipelineEngine::~PipelineEngine() = default;
+
+ModelConfig PipelineEngine::stage_model(const ModelConfig& whole) const {
+  ModelConfig c = whole;
+  c.first_layer = layout_.first_layer();
+  c.num_layers = layout_.num_layers();
+  c.total_layers = whole.num_layers;
+  c.slots = chunks_.num_chunks() + 1;  // the last one for evaluation
+  return c;
+}
+
+void PipelineEngine::reset_run() {
+  history_->clear();
+  if (halo_) halo_->reset_residuals();
+}
+
+ExchangeTimes PipelineEngine::times() const {
+  ExchangeTimes t = halo_times_;
+  t.comm_s += wait_s_;
+  t.exposed_s += wait_s_;
+  t.encode_s += encode_s_;
+  t.decode_s += decode_s_;
+  return t;
+}
+
+void PipelineEngine::send_rows(const Tensor& x, int c, int peer, int tag, int layer,
+                               bool backward, std::uint64_t seed, std::int64_t epoch,
+                               std::vector<std::byte>& bytes) {
+  const CodecKind kind = backward ? backward_codec_ : forward_codec_;
+  if (kind == CodecKind::None) {
+    sends_.push_back(pipe_comm_->isend(bytes_of(x), peer, tag, TrafficCategory::Pipeline));
+    return;
+  }
+  Stopwatch watch;
+  const std::int64_t rows = x.rows(), f = x.cols();
+  bytes.resize(kMessageHeaderBytes + static_cast<std::size_t>(rows) * encoded_row_bytes(kind, f));
+  write_message_header(bytes, kind, rows, f);
+  if (identity_.size() < static_cast<std::size_t>(rows)) {
+    identity_.resize(static_cast<std::size_t>(rows));
+    std::iota(identity_.begin(), identity_.end(), 0);
+  }
+  const CodecNoise noise{seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(layer),
+                         backward ? RngPurpose::CodecBackward : RngPurpose::CodecForward};
+  encode_rows(kind, std::span<std::byte>(bytes).subspan(kMessageHeaderBytes), x,
+              std::span<const NodeId>(identity_).first(static_cast<std::size_t>(rows)),
+              chunk_state_[static_cast<std::size_t>(c)].ids, noise);
+  encode_s_ += watch.seconds();
+  sends_.push_back(pipe_comm_->isend(bytes, peer, tag, TrafficCategory::Pipeline, x.bytes()));
+}
+
+void PipelineEngine::receive_rows(Tensor& x, int c, std::int64_t width, int peer, int tag,
+                                  bool backward, std::vector<std::byte>& bytes) {
+  const CodecKind kind = backward ? backward_codec_ : forward_codec_;
+  const std::int64_t rows = chunks_.size(c);
+  x.resize(rows, width);
+  Stopwatch watch;
+  if (kind == CodecKind::None) {
+    pipe_comm_->irecv(bytes_of(x), peer, tag)->wait();
+    wait_s_ += watch.seconds();
+    return;
+  }
+  bytes.resize(kMessageHeaderBytes + static_cast<std::size_t>(rows) * encoded_row_bytes(kind, width));
+  pipe_comm_->irecv(bytes, peer, tag)->wait();
+  wait_s_ += watch.seconds();
+  Stopwatch decode;
+  const std::string where = std::string("pipeline ") + (backward ? "gradients" : "embeddings") +
+                            " from stage " + std::to_string(peer) + ", chunk " +
+                            std::to_string(c);
+  read_message_header(bytes, rows, width, kind, where);
+  decode_rows(kind, x, 0, rows, std::span<const std::byte>(bytes).subspan(kMessageHeaderBytes));
+  decode_s_ += decode.seconds();
+}
+
+void PipelineEngine::forward_chunk(Model& model, int c, std::int64_t epoch, std::uint64_t seed) {
+  Chunk& k = chunk_state_[static_cast<std::size_t>(c)];
+  const Tensor* input = &k.features;
+  if (!layout_.first_stage()) {
+    receive_rows(k.input, c, config_.hidden_channels, layout_.stage - 1, forward_tag(c), false,
+                 k.received);
+    input = &k.input;
+  }
+  model.forward(k.output, *input, k.context, /*training=*/true, epoch, c);
+  if (layout_.last_stage()) {
+    loss_sum_ += loss_and_gradient(k.d_output, k.logp, k.output, multiclass_, k.labels, k.targets,
+                                   k.loss_rows, loss_scale_);
+  } else {
+    const int next_layer = layout_.first_layer() + layout_.num_layers();
+    send_rows(k.output, c, layout_.stage + 1, forward_tag(c), next_layer, false, seed, epoch,
+              k.forward_bytes);
+  }
+}
+
+void PipelineEngine::backward_chunk(Model& model, int c, std::int64_t epoch, std::uint64_t seed) {
+  Chunk& k = chunk_state_[static_cast<std::size_t>(c)];
+  if (!layout_.last_stage()) {
+    receive_rows(k.d_output, c, config_.hidden_channels, layout_.stage + 1, backward_tag(c), true,
+                 k.received);
+  }
+  model.backward(k.d_output, k.context, layout_.first_stage() ? nullptr : &k.d_input, c);
+  if (!layout_.first_stage()) {
+    send_rows(k.d_input, c, layout_.stage - 1, backward_tag(c), layout_.first_layer(), true, seed,
+              epoch, k.backward_bytes);
+  }
+}
+
+double PipelineEngine::train_step(Model& model, std::int64_t epoch, std::uint64_t seed) {
+  wait_s_ = encode_s_ = decode_s_ = 0.0;
+  halo_times_ = {};
+  loss_sum_ = 0.0;
+  sends_.clear();
+  // 1F1B: stage s starts S - s - 1 chunks ahead, then alternates one forward and one backward
+  // (the last stage runs each chunk's backward right after its forward). Every stage handles
+  // the chunks in the same order in both directions, so which rows are fresh does not depend
+  // on timing: the run is deterministic.
+  const int chunks = chunks_.num_chunks();
+  const int warmup = std::min(chunks, layout_.stages - layout_.stage - 1);
+  int forwards = 0, backwards = 0;
+  while (forwards < warmup) forward_chunk(model, forwards++, epoch, seed);
+  while (backwards < chunks) {
+    if (forwards < chunks) forward_chunk(model, forwards++, epoch, seed);
+    backward_chunk(model, backwards++, epoch, seed);
+  }
+  Stopwatch watch;
+  wait_all(sends_);
+  wait_s_ += watch.seconds();
+  sends_.clear();
+  if (halo_) refresh_halos(epoch, seed);
+  return loss_sum_;
+}
+
+void PipelineEngine::refresh_halos(std::int64_t epoch, std::uint64_t seed) {
+  halo_->reset_times();
+  halo_->set_noise(seed, static_cast<std::uint64_t>(epoch));
+  for (int l = layout_.first_layer(); l < layout_.first_layer() + layout_.num_layers(); ++l) {
+    History::Layer& h = history_->layer(l);
+    // Boundary rows of this epoch's inputs to the parts that aggregate them ...
+    halo_->start_forward(h.inputs, h.halo_inputs, l);
+    halo_->finish_forward(h.halo_inputs);
+    // ... and what this part's rows contribute to the gradients of the other parts' rows.
+    d_halo_.resize(op_->num_halo(), h.grads.cols());
+    spmm(d_halo_, op_->halo_t().view(), h.grads);
+    h.remote_grads.zero();
+    halo_->start_backward(d_halo_, l);
+    halo_->finish_backward(h.remote_grads);
+  }
+  halo_times_ = halo_->times();
+}
+
+void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) {
+  const int chunks = chunks_.num_chunks();
+  const std::int64_t n = op_->num_owned();
+  Tensor input;  // (N, F_in) of the stage's first layer, in chunk order
+  if (layout_.first_stage()) {
+    input.resize(n, chunk_state_.front().features.cols());
+    for (int c = 0; c < chunks; ++c)
+      copy_rows_into(input, chunks_.begin(c), chunk_state_[static_cast<std::size_t>(c)].features);
+  } else {
+    input.resize(n, config_.hidden_channels);
+    pipe_comm_->irecv(bytes_of(input), layout_.stage - 1, kEvalTag)->wait();
+  }
+  GraphContext context;
+  (config_.model == ModelKind::Sage ? context.mean : context.gcn) = eval_propagator_.get();
+  context.global_ids = owned_ids_;
+  context.global_num_nodes = global_nodes_;
+  Tensor output;
+  model.forward(output, input, context, /*training=*/false, epoch, chunks);
+  if (!layout_.last_stage()) {
+    pipe_comm_->isend(bytes_of(std::as_const(output)), layout_.stage + 1, kEvalTag,
+                      TrafficCategory::Pipeline)
+        ->wait();
+    logits = Tensor();
+    return;
+  }
+  logits.resize(n, output.cols());
+  for (std::int64_t r = 0; r < n; ++r)
+    std::copy_n(output.row<float>(r), output.cols(),
+                logits.row<float>(chunks_.order[static_cast<std::size_t>(r)]));
+}
+
+}  // namespace tessera
