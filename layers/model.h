@@ -19,9 +19,10 @@
 
 namespace tessera {
 
-// ResGcn: GCN layers where every hidden layer after the first adds its input to its output,
-// h_{l+1} = h_l + ReLU(Â h_l W_l + b_l) (He et al.'s identity shortcut, as in DeepGCNs'
-// ResGCN), so that 8-32 layer stacks keep training instead of over-smoothing.
+// ResGcn: GCN layers where every hidden layer after the first adds a scaled branch to an
+// identity shortcut that skips the dropout (He et al.; DeepGCNs' ResGCN; SkipInit's scaling):
+// h_{l+1} = h_l + 0.1 ReLU(Â dropout(h_l) W_l + b_l). The small branch scale keeps h from
+// growing with depth, so 8-32 layer stacks train (model.cc has the measurements).
 enum class ModelKind { Gcn, Sage, ResGcn };
 ModelKind parse_model_kind(const std::string& text);  // "gcn" | "sage" | "resgcn"; else InvalidArgument
 std::string to_string(ModelKind kind);
@@ -88,8 +89,8 @@ class Model {
   // statistics updated); otherwise no dropout and running statistics. epoch keys dropout masks.
   // `features` is referenced, not copied: keep it alive and unchanged until backward().
   // A slice reads its first layer's input (the features, or the previous slice's output) and
-  // writes its last layer's output: the logits, or (hidden) the embedding after dropout that
-  // the next layer reads. `slot` in [0, slots) keeps this forward's activations apart from the
+  // writes its last layer's output: the logits, or (hidden) the embedding the next layer reads
+  // (dropout is applied by the layer that reads it). `slot` in [0, slots) keeps this forward's activations apart from the
   // other slots' until its backward.
   void forward(Tensor& logits, const Tensor& features, GraphContext& graph, bool training,
                std::int64_t epoch, int slot = 0);
@@ -100,7 +101,7 @@ class Model {
   void backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_input = nullptr,
                 int slot = 0);
 
-  // Output of layer `layer` (after its activation, before dropout) from the last forward of
+  // Output of layer `layer` (after its activation and residual) from the last forward of
   // slot 0: node embeddings for users of the library. layer in [0, num_layers).
   const Tensor& embeddings(int layer) const;
 

@@ -56,39 +56,20 @@ struct Graph {
   }
 };
 
-// Forwards to another propagator and keeps what each layer's forward propagated (by layer tag).
-// A residual layer has F_in = F_out, so it aggregates first: that is the conv's input, the
-// shortcut its embedding adds.
-class RecordingPropagator final : public Propagator {
- public:
-  explicit RecordingPropagator(Propagator& inner) : inner_(inner) {}
-  void forward(Tensor& out, const Tensor& x, int layer) override {
-    inputs[layer].assign(x.f32(), x.f32() + x.numel());
-    inner_.forward(out, x, layer);
-  }
-  void backward(Tensor& d_x, const Tensor& d_out, int layer) override {
-    inner_.backward(d_x, d_out, layer);
-  }
-  std::int64_t num_rows() const override { return inner_.num_rows(); }
-  std::map<int, std::vector<float>> inputs;  // (N, F_in) per layer tag, of the last forward
-
- private:
-  Propagator& inner_;
-};
-
 // On/off state of every ReLU in the hidden layers of `model`'s last forward (slot 0), for
-// expect_gradient. A residual layer's embedding is ReLU(...) + input: its ReLU is on where the
-// embedding exceeds the input `recorder` saw.
-std::vector<bool> relu_pattern(const Model& model, const RecordingPropagator& recorder) {
+// expect_gradient. A residual layer's embedding is its clean input (the previous layer's
+// embedding, or the slice's input) plus 0.1 ReLU(...): its ReLU is on where the embedding
+// exceeds that input.
+std::vector<bool> relu_pattern(const Model& model, const Tensor& input) {
   const ModelConfig& c = model.config();  // total_layers filled in by the constructor
   std::vector<bool> on;
   for (int i = 0; i < c.num_layers && c.first_layer + i + 1 < c.total_layers; ++i) {
     const int l = c.first_layer + i;
     const Tensor& h = model.embeddings(i);
-    const std::vector<float>* input =
-        is_residual_layer(c, l) ? &recorder.inputs.at(l) : nullptr;
+    const Tensor* in = nullptr;
+    if (is_residual_layer(c, l)) in = i > 0 ? &model.embeddings(i - 1) : &input;
     for (std::int64_t j = 0; j < h.numel(); ++j)
-      on.push_back(h.f32()[j] > (input ? (*input)[static_cast<std::size_t>(j)] : 0.0f));
+      on.push_back(h.f32()[j] > (in ? in->f32()[j] : 0.0f));
   }
   return on;
 }
@@ -159,8 +140,6 @@ class ModelGradient : public ::testing::TestWithParam<GradCase> {};
 TEST_P(ModelGradient, MatchesFiniteDifferences) {
   const ModelConfig& config = GetParam().config;
   Graph g(config.out_channels, 31);
-  RecordingPropagator recorder(g.gcn);
-  g.context.gcn = &recorder;
   Tensor x = random_tensor(kNodes, config.in_channels, 1);
   Model model(config);
   // Random biases and BN affine parameters (instead of 0 and 1): with a zero bias, a node whose
@@ -183,7 +162,7 @@ TEST_P(ModelGradient, MatchesFiniteDifferences) {
   const std::vector<float> analytic(model.grads().begin(), model.grads().end());
 
   auto loss = [&] { return training_loss(model, g, x, kEpoch); };
-  auto pattern = [&] { return relu_pattern(model, recorder); };
+  auto pattern = [&] { return relu_pattern(model, x); };
   // float32 forward through up to 5 layers, BN and log_softmax (smooth between ReLU kinks):
   // step 5e-3 leaves truncation ~1e-5 and loss rounding ~1e-6 / 1e-2; measured <= 5.1e-4
   // (resgcn_bn_dropout), 2e-3 gives 4x.
@@ -218,7 +197,9 @@ INSTANTIATE_TEST_SUITE_P(
         GradCase{"resgcn_bn_dropout",
                  make_config(ModelKind::ResGcn, 7, 5, 3, 5, true, 0.5f, 0.3f)},
         GradCase{"resgcn_same_width", make_config(ModelKind::ResGcn, 5, 5, 3, 4, false)},
-        GradCase{"resgcn_widening", make_config(ModelKind::ResGcn, 3, 9, 4, 4, false)}),
+        // 3 -> 8 (with 9 hidden, one pre-activation of the last hidden layer sits within 1e-6
+        // of its kink, so that every perturbation flips it and the check skips most entries).
+        GradCase{"resgcn_widening", make_config(ModelKind::ResGcn, 3, 8, 4, 4, false)}),
     [](const ::testing::TestParamInfo<GradCase>& p) { return p.param.name; });
 
 TEST(Model, ParamInfoCoversTheBufferExactly) {
@@ -518,8 +499,6 @@ TEST(Model, SliceInputGradientMatchesFiniteDifferences) {
     SCOPED_TRACE(to_string(config.kind) + " layers [" + std::to_string(ic.first) + ", " +
                  std::to_string(ic.first + ic.count) + ")" + (config.batch_norm ? " BN" : ""));
     Graph g(3, 40);
-    RecordingPropagator recorder(g.gcn);
-    g.context.gcn = &recorder;
     Model slice(config);
     const bool last = ic.first + ic.count == ic.config.num_layers;
     Tensor x = random_tensor(kNodes, 5, 1);  // (N, F_hidden): what layer first-1 hands on
@@ -536,7 +515,7 @@ TEST(Model, SliceInputGradientMatchesFiniteDifferences) {
       slice.forward(out, x, g.context, true, kEpoch);
       return test::dot(out, r);
     };
-    auto pattern = [&] { return relu_pattern(slice, recorder); };
+    auto pattern = [&] { return relu_pattern(slice, x); };
     // As in ModelGradient: float32 through up to 3 layers and BN, smooth between kinks;
     // measured <= 2.7e-4.
     expect_gradient("d_input", span_of(x), analytic, loss, 5e-3f, 2e-3, pattern);
