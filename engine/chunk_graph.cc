@@ -185,6 +185,7 @@ void ChunkPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
   check_shape(d_out, n, f, "ChunkPropagator::backward d_out");
   History::Layer& h = history_.sized(layer, f);
   copy_rows_into(h.grads, layout_.begin(chunk_), d_out);
+  h.backward_used = true;
   d_x.resize(n, f);
   spmm(d_x, op_.owned_t(chunk_).view(), h.grads);
   if (op_.num_halo() > 0) add_rows_from(d_x, h.remote_grads, layout_.begin(chunk_));

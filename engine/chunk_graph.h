@@ -76,6 +76,8 @@ class History {
  public:
   struct Layer {
     Tensor inputs, halo_inputs, grads, remote_grads;
+    bool backward_used = false;  // a backward aggregated gradients (not the first layer when
+                                 // it aggregates first: the features get no gradient)
   };
   History(std::int64_t num_owned, std::int64_t num_halo, int first_layer, int num_layers);
   Layer& layer(int l);  // l in [first_layer, first_layer + num_layers)

@@ -381,6 +381,7 @@ void PipelineEngine::refresh_halos(std::int64_t epoch, std::uint64_t seed) {
     halo_->start_forward(h.inputs, h.halo_inputs, l);
     halo_->finish_forward(h.halo_inputs);
     // ... and what this part's rows contribute to the gradients of the other parts' rows.
+    if (!h.backward_used) continue;
     d_halo_.resize(op_->num_halo(), h.grads.cols());
     spmm(d_halo_, op_->halo_t().view(), h.grads);
     h.remote_grads.zero();
