@@ -370,7 +370,9 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
     const TrainConfig& config = s.config;
     std::optional<MetricsWriter> metrics;
     run_agreed(*s.comm, "opening the metrics file", [&] {
-      if (root) metrics.emplace(config.metrics_file, s.info.eval_metric);
+      if (root)
+        metrics.emplace(config.metrics_file, s.info.eval_metric,
+                        parallel_info(*s.trainer, s.comm->size()));
     });
     s.results.clear();
     const TrainOutcome outcome = s.trainer->train([&](const EpochRecord& record) {
@@ -400,10 +402,10 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
     if (outcome.stopped) {
       return out;
     }
-    std::vector<std::int64_t> rss_max = {static_cast<std::int64_t>(peak_rss_bytes())};
-    std::vector<double> rss_sum = {static_cast<double>(peak_rss_bytes())};
-    s.comm->all_reduce_max(rss_max);
-    s.comm->all_reduce_sum(std::span<double>(rss_sum), TrafficCategory::Setup);
+    // Every rank's peak resident memory, one slot each.
+    std::vector<std::int64_t> rss(static_cast<std::size_t>(s.comm->size()), 0);
+    rss[static_cast<std::size_t>(s.comm->rank())] = static_cast<std::int64_t>(peak_rss_bytes());
+    s.comm->all_reduce_max(rss);
     run_agreed(*s.comm, "writing results", [&] {
       if (!root) return;
       metrics->commit();
@@ -418,8 +420,13 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
       run_info.load_s = s.load_s;
       run_info.setup_s = s.trainer->setup_seconds();
       run_info.total_s = s.since_start.seconds();
-      run_info.peak_rss_bytes_max = static_cast<std::uint64_t>(rss_max[0]);
-      run_info.peak_rss_bytes_sum = static_cast<std::uint64_t>(rss_sum[0]);
+      for (std::int64_t bytes : rss) {
+        run_info.peak_rss_bytes_per_rank.push_back(static_cast<std::uint64_t>(bytes));
+        run_info.peak_rss_bytes_max =
+            std::max(run_info.peak_rss_bytes_max, static_cast<std::uint64_t>(bytes));
+        run_info.peak_rss_bytes_sum += static_cast<std::uint64_t>(bytes);
+      }
+      run_info.parallel = parallel_info(*s.trainer, s.comm->size());
       write_file_atomic(config.summary_file, summary_json(run_info, s.results));
     });
     return out;

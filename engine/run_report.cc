@@ -1,12 +1,14 @@
 // Metrics lines, summary JSON and progress text for training runs.
 #include "engine/run_report.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/pipeline.h"
 #include "engine/system.h"
 
 namespace tessera {
@@ -51,8 +53,25 @@ std::uint64_t halo_bytes(const TrafficBytes& bytes) {
 
 }  // namespace
 
-MetricsWriter::MetricsWriter(const std::string& path, const std::string& metric)
-    : path_(path), metric_(metric) {
+ParallelInfo parallel_info(const Trainer& trainer, int ranks) {
+  ParallelInfo p;
+  const PipelineLayout* layout = trainer.pipeline_layout();
+  if (layout == nullptr) {
+    p.mode = ranks > 1 ? "graph" : "single";
+    p.parts = ranks;
+    return p;
+  }
+  p.mode = to_string(layout->mode);
+  p.parts = layout->groups;
+  p.stages = layout->stages;
+  p.chunks = layout->chunks;
+  p.stage_first_layer.assign(layout->stage_first.begin(), layout->stage_first.end() - 1);
+  return p;
+}
+
+MetricsWriter::MetricsWriter(const std::string& path, const std::string& metric,
+                             ParallelInfo parallel)
+    : path_(path), metric_(metric), parallel_(std::move(parallel)) {
   if (path_.empty()) return;
   out_.open(path_ + ".tmp", std::ios::trunc);
   TESSERA_CHECK(out_.good(), Io, "--metrics: cannot open '", path_, ".tmp' for writing: ",
@@ -90,6 +109,13 @@ void MetricsWriter::write(const EpochRecord& r) {
   line["comm_bytes_raw"] = bytes_json(r.raw_bytes);
   line["encode_s"] = r.encode_s;
   line["decode_s"] = r.decode_s;
+  line["parallel"] = parallel_.mode;
+  line["stages"] = parallel_.stages;
+  line["chunks"] = parallel_.chunks;
+  if (!r.peak_rss_bytes.empty()) {
+    line["peak_rss_bytes_max"] = *std::max_element(r.peak_rss_bytes.begin(), r.peak_rss_bytes.end());
+    line["peak_rss_bytes_per_rank"] = r.peak_rss_bytes;
+  }
   if (!r.bit_plan.empty()) line["bit_plan"] = r.bit_plan;
   out_ << line.dump() << '\n';
   out_.flush();
@@ -143,8 +169,12 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
     s["bit_budget"] = c.bit_budget;
     s["replan_every"] = c.replan_every;
   }
-  s["parallel"] = info.ranks > 1 ? "graph" : "single";
+  s["parallel"] = info.parallel.mode;
   s["ranks"] = info.ranks;
+  s["graph_parts"] = info.parallel.parts;
+  s["stages"] = info.parallel.stages;
+  s["chunks"] = info.parallel.chunks;
+  s["stage_first_layer"] = info.parallel.stage_first_layer;
   Json partition;
   partition["method"] = info.partition_method;
   if (info.partition) {
@@ -206,6 +236,7 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["peak_rss_bytes"] = peak_rss_bytes();
   s["peak_rss_bytes_max"] = info.peak_rss_bytes_max;
   s["peak_rss_bytes_sum"] = info.peak_rss_bytes_sum;
+  s["peak_rss_bytes_per_rank"] = info.peak_rss_bytes_per_rank;
   return s.dump(2) + "\n";
 }
 

@@ -19,11 +19,24 @@
 
 namespace tessera {
 
+// How the ranks shared the work: the mode ("single", "graph", "pipeline" or "hybrid"), the
+// graph parts, the pipeline stages per part with the first layer of each, and the chunks.
+struct ParallelInfo {
+  std::string mode = "single";
+  int parts = 1;
+  int stages = 1;
+  int chunks = 1;
+  std::vector<int> stage_first_layer{0};  // (stages)
+};
+// The parallel layout of a trainer (mode "single" for graph mode on one rank).
+ParallelInfo parallel_info(const Trainer& trainer, int ranks);
+
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  // Opens path + ".tmp"; an empty path makes a writer that writes nothing.
-  MetricsWriter(const std::string& path, const std::string& metric);
+  // Opens path + ".tmp"; an empty path makes a writer that writes nothing. Every line carries
+  // the parallel mode, stages and chunks.
+  MetricsWriter(const std::string& path, const std::string& metric, ParallelInfo parallel = {});
   ~MetricsWriter();  // removes the temporary file unless commit() ran
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
@@ -34,6 +47,7 @@ class MetricsWriter {
  private:
   std::string path_;
   std::string metric_;
+  ParallelInfo parallel_;
   std::ofstream out_;
   bool committed_ = false;
 };
@@ -52,6 +66,8 @@ struct RunInfo {
   double total_s = 0.0;
   std::uint64_t peak_rss_bytes_max = 0;  // over ranks
   std::uint64_t peak_rss_bytes_sum = 0;
+  std::vector<std::uint64_t> peak_rss_bytes_per_rank;  // (ranks)
+  ParallelInfo parallel;
 };
 
 // The summary JSON text (one object, newline-terminated).

@@ -354,7 +354,7 @@ std::int64_t Trainer::build_local() {
     const std::vector<double> cost =
         layer_costs(config_.model, config_.num_layers, data.num_features, config_.hidden_channels,
                     data.num_outputs(), data.num_nodes, 2 * data.num_edges + data.num_nodes);
-    s.layout = pipeline_layout(config_, comm.rank(), comm.size(), cost);
+    s.layout = tessera::pipeline_layout(config_, comm.rank(), comm.size(), cost);
     TESSERA_CHECK(part.graph.num_parts == s.layout->groups && part.graph.part == s.layout->group,
                   InvalidArgument, "part ", part.graph.part, " of ", part.graph.num_parts,
                   " given to rank ", comm.rank(), ", which trains part ", s.layout->group, " of ",
@@ -467,6 +467,9 @@ const Model& Trainer::model() const {
 }
 const GraphPart& Trainer::part() const { return impl_->part; }
 const GraphTotals& Trainer::totals() const { return impl_->totals; }
+const PipelineLayout* Trainer::pipeline_layout() const {
+  return impl_->layout ? &*impl_->layout : nullptr;
+}
 
 struct Trainer::RunState {
   int run = 0;
@@ -566,7 +569,14 @@ bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
     step_sums.push_back(
         static_cast<double>(comm.traffic().raw(category) - traffic_before.raw(category)));
   }
+  // Every rank's peak resident memory, one slot each.
+  const std::size_t first_rss = step_sums.size();
+  step_sums.resize(first_rss + static_cast<std::size_t>(comm.size()), 0.0);
+  step_sums[first_rss + static_cast<std::size_t>(comm.rank())] =
+      static_cast<double>(peak_rss_bytes());
   comm.all_reduce_sum(std::span<double>(step_sums), TrafficCategory::Setup);
+  for (std::size_t r = first_rss; r < step_sums.size(); ++r)
+    record.peak_rss_bytes.push_back(static_cast<std::uint64_t>(step_sums[r]));
   const double k = comm.size();
   record.loss = step_sums[0] * static_cast<double>(loss_scale);
   record.comm_s = step_sums[1] / k;

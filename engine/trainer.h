@@ -43,6 +43,7 @@ struct EpochRecord {
   double encode_s = 0.0;     // codec time of the step, mean over ranks
   double decode_s = 0.0;
   std::string bit_plan;      // adaptive codec: this rank's new plan (on re-planning epochs)
+  std::vector<std::uint64_t> peak_rss_bytes;  // (K) every rank's peak resident memory so far
   // Trainer::train after a resume: an epoch trained before the checkpoint, handed to the
   // callback again (from the checkpoint) so that a metrics file equals the uninterrupted one.
   bool replayed = false;
@@ -78,6 +79,7 @@ struct GraphTotals {
 
 using EpochCallback = std::function<void(const EpochRecord&)>;
 struct CheckpointState;  // engine/checkpoint.h
+struct PipelineLayout;   // engine/pipeline.h
 
 // Exit status of train_gcn when a stop signal ended training after a checkpoint was written
 // (EX_TEMPFAIL: run it again to continue). Batch scripts requeue on it.
@@ -118,6 +120,8 @@ class Trainer {
   const Model& model() const;
   const GraphPart& part() const;
   const GraphTotals& totals() const;
+  // Pipeline and hybrid modes: this rank's place (part, stage, layers, chunks); else null.
+  const PipelineLayout* pipeline_layout() const;
   // Seconds spent building the graph operators.
   double setup_seconds() const { return setup_s_; }
 

@@ -43,6 +43,12 @@ TEST(RunReport, SummaryHasStableKeys) {
   info.ranks = 2;
   info.partition_method = "metis";
   info.partition = &partition;
+  info.parallel.mode = "hybrid";
+  info.parallel.parts = 2;
+  info.parallel.stages = 2;
+  info.parallel.chunks = 3;
+  info.parallel.stage_first_layer = {0, 2};
+  info.peak_rss_bytes_per_rank = {10, 20};
   auto s = nlohmann::json::parse(summary_json(info, {a, b}));
   for (const char* key : {"dataset", "nodes", "edges", "model", "num_layers", "hidden_channels",
                           "epochs", "best_valid_acc", "test_acc_at_best_valid", "final_test_acc",
@@ -51,7 +57,13 @@ TEST(RunReport, SummaryHasStableKeys) {
                           "peak_rss_bytes_max", "peak_rss_bytes_sum"})
     EXPECT_TRUE(s.contains(key)) << key;
   EXPECT_EQ(s["ranks"].get<int>(), 2);
-  EXPECT_EQ(s["parallel"].get<std::string>(), "graph");
+  EXPECT_EQ(s["parallel"].get<std::string>(), "hybrid");
+  EXPECT_EQ(s["graph_parts"].get<int>(), 2);
+  EXPECT_EQ(s["stages"].get<int>(), 2);
+  EXPECT_EQ(s["chunks"].get<int>(), 3);
+  EXPECT_EQ(s["stage_first_layer"].get<std::vector<int>>(), (std::vector<int>{0, 2}));
+  EXPECT_EQ(s["peak_rss_bytes_per_rank"].get<std::vector<std::uint64_t>>(),
+            (std::vector<std::uint64_t>{10, 20}));
   EXPECT_EQ(s["partition"]["method"].get<std::string>(), "metis");
   EXPECT_EQ(s["partition"]["edge_cut"].get<std::int64_t>(), 12);
   EXPECT_EQ(s["partition"]["halo_nodes"].get<std::int64_t>(), 5);
