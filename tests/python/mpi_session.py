@@ -25,3 +25,24 @@ if session.rank == 0:
         assert abs(runs[0]["final_test"] - expected) < 1e-9, (runs[0]["final_test"], expected)
 else:
     assert everything.shape == (0, 0) or everything.size == 0
+
+# The same model trained as a pipeline (every rank a stage; with 4 ranks also 2 parts x 2 stages):
+# every rank reports the same run, each holds only its stage's weights (together all of them),
+# and embeddings are refused with a ValueError naming the mode.
+modes = [dict(parallel="pipeline")]
+if session.size == 4:
+    modes.append(dict(parallel="hybrid", stages=2))
+for mode in modes:
+    piped = tessera.Session(**{**options, "num_layers": 4}, **mode)  # a layer per stage at least
+    piped.load("synth:default")
+    piped_runs = piped.train()["runs"]
+    assert len(piped_runs) == 1 and piped_runs[0]["final_test"] > 0.0, piped_runs
+    names = sorted(piped.weights().keys())
+    assert names and all(n.startswith("convs.") for n in names), names
+    try:
+        piped.embeddings(0)
+        raise AssertionError("embeddings() accepted in pipeline mode")
+    except ValueError as e:
+        assert "parallel=" + mode["parallel"] in str(e), str(e)
+    if session.rank == 0:
+        print(f"ranks {session.size}, {mode}: final test {piped_runs[0]['final_test']:.6f}")
