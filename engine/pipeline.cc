@@ -125,20 +125,27 @@ StageMemory estimate_stage_memory(const PipelineLayout& layout, ModelKind kind,
   m.halo_nodes = halo_nodes;
   m.nnz = nnz;
   const int layers = layout.stage_first.back();
-  const double n = static_cast<double>(nodes), h = static_cast<double>(halo_nodes);
+  const double n = static_cast<double>(nodes), halo = static_cast<double>(halo_nodes);
   double floats = 0.0;
   for (int l = layout.first_layer(); l < layout.first_layer() + layout.num_layers(); ++l) {
     const double f_in = static_cast<double>(layer_in(l, in_channels, hidden));
     const double f_out = static_cast<double>(layer_out(l, layers, hidden, out_channels));
     const double w = std::min(f_in, f_out);
-    floats += (n + h) * w + n * w + (halo_nodes > 0 ? n * w : 0.0);  // history
-    // Activations and workspaces (conv output, aggregate, bias/activation gradient, residual,
-    // dropout), once over the chunks and once for the evaluation pass; weights per slot.
-    const double per_node = 4.0 * f_out + std::max(f_in, f_out) + (kind == ModelKind::Sage ? f_out : 0.0);
-    floats += 2.0 * n * per_node + static_cast<double>(layout.chunks + 1) * f_in * f_out * 2.0;
+    floats += (n + halo) * w + n * w + (halo_nodes > 0 ? n * w : 0.0);  // history
+    // Activations over the chunks: conv output, aggregate, residual sum, and the dropped-out
+    // input where the backward needs it (SAGE, or a GCN layer that transforms first); weights
+    // per slot.
+    const double per_node = 3.0 * f_out + std::max(f_in, f_out) +
+                            (kind == ModelKind::Sage || f_out < f_in ? f_in : 0.0);
+    floats += n * per_node + static_cast<double>(layout.chunks + 1) * f_in * f_out * 4.0;
   }
+  // The stage's input and output per chunk and their gradients, the backward workspaces (three
+  // rotating gradients and one before the activation, chunk-sized), and the evaluation pass
+  // (inference only: the whole input and output and one layer's working set).
   const double f_in0 = static_cast<double>(layer_in(layout.first_layer(), in_channels, hidden));
-  floats += 2.0 * n * f_in0 + 3.0 * n * static_cast<double>(hidden);  // inputs, their gradients
+  const double h = static_cast<double>(hidden);
+  const double chunk = n / static_cast<double>(layout.chunks);
+  floats += 2.0 * n * f_in0 + 2.0 * n * h + 4.0 * chunk * h + n * (f_in0 + 5.0 * h);
   if (layout.first_stage()) {
     m.features = nodes * in_channels;
     floats += n * static_cast<double>(in_channels);  // the chunks' features (and the eval copy)
@@ -249,7 +256,7 @@ ModelConfig PipelineEngine::stage_model(const ModelConfig& whole) const {
   c.first_layer = layout_.first_layer();
   c.num_layers = layout_.num_layers();
   c.total_layers = whole.num_layers;
-  c.slots = chunks_.num_chunks() + 1;  // the last one for evaluation
+  c.slots = chunks_.num_chunks() + 1;  // the last one for evaluation (inference only)
   return c;
 }
 
@@ -403,6 +410,7 @@ void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) 
     input.resize(n, config_.hidden_channels);
     pipe_comm_->irecv(bytes_of(input), layout_.stage - 1, kEvalTag)->wait();
   }
+  model.set_inference_slot(chunks);  // two layers of activations, not all of them
   GraphContext context;
   (config_.model == ModelKind::Sage ? context.mean : context.gcn) = eval_propagator_.get();
   context.global_ids = owned_ids_;

@@ -33,7 +33,8 @@ void gcn_forward(Tensor& out, GcnCache& cache, const Tensor& x, const Tensor& we
                  ConvOrder order = ConvOrder::Auto);
 
 // d_out (N, F_out) is the gradient of the loss w.r.t. `out` (the activated output of the
-// forward that filled `cache`), x and weight as in that forward.
+// forward that filled `cache`), x and weight as in that forward. When the forward aggregated
+// first, x is read for its shape only (Model frees dropped-out inputs on that basis).
 // d_x (N, F_in): overwritten (resized; must not alias d_out); nullptr skips it (first layer):
 //   saves a GEMM, and with aggregate-first also a propagator backward (SpMM + halo traffic).
 // d_weight (F_in, F_out), d_bias (F_out, or empty when the forward had no bias): accumulated.

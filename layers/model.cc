@@ -69,25 +69,37 @@ struct Model::State {
     BatchNormCache bn;
     Tensor bn_out;   // (N, F_out) ReLU(BN(conv_out)), ReLU in place (hidden layers with BN)
     Tensor res_out;  // (N, F_out) the above mixed with the layer's input (residual layers)
-    Tensor dropped;  // (N, F_in) the conv's input after dropout (when `dropout`)
+    Tensor dropped;  // (N, F_in) the conv's input after dropout (when `dropout`); freed after
+                     // the forward when the backward needs only its shape (see conv_input)
+    bool input_released = false;  // `dropped` was freed after the forward
     const Tensor* in = nullptr;  // the layer's input in the last forward (before dropout)
     bool dropout = false;   // the last forward dropped out the conv's input
     bool hidden = false;    // not the model's last layer: activation, dropout before the next
     bool residual = false;  // mixes its input into its output
 
+    // Frees the activations and workspaces (inference-only slots).
+    // Frees the activations and workspaces except `keep` (inference-only slots).
+    void release(const Tensor* keep = nullptr) {
+      for (Tensor* t : {&conv_out, &bn_out, &res_out, &dropped, &gcn.mixed, &gcn.d_pre,
+                        &sage.mixed, &sage.d_pre, &bn.x_hat})
+        if (t != keep) *t = Tensor();
+    }
     // conv_out = conv(x), weights copied from the flat params first.
     void conv_forward(ModelKind kind, std::span<const float> params, const Tensor& x,
                       Activation act, Propagator& propagator, int l);
     // Accumulates this conv's parameter gradients into the flat grads; d_x as in gcn_backward.
+    // `workspace` lends the conv its backward workspace for the call (one for all layers and
+    // slots, as backward runs one layer at a time).
     void conv_backward(ModelKind kind, std::span<float> grads, Tensor* d_x, const Tensor& d_out,
-                       const Tensor& x, Activation act, Propagator& propagator, int l);
+                       const Tensor& x, Activation act, Propagator& propagator, int l,
+                       Tensor& workspace);
   };
   std::vector<Layer> layers;         // the slice's layers, in order
   const Tensor* features = nullptr;  // input of the last forward; not owned
   bool has_forward = false;          // embeddings() valid
   bool backward_ready = false;       // last forward was a training one, not yet backpropagated
+  bool inference_only = false;       // set_inference_slot: keeps no activations
   std::int64_t epoch = 0;            // of the last forward: keys the dropout masks
-  Tensor grads[3];                   // (N, F_hidden) rotating activation gradients
 
   // Layer i's embedding (after activation and residual, before dropout).
   const Tensor& output(std::size_t i, bool batch_norm) const {
@@ -96,10 +108,21 @@ struct Model::State {
     return batch_norm && layer.hidden ? layer.bn_out : layer.conv_out;
   }
   // What layer i's conv read in the last forward: its input, after dropout when there was one.
+  // A GCN that aggregates first reads its input in backward only for its shape, which its
+  // aggregate P x shares: then the dropped-out input is freed after the forward and the
+  // aggregate stands in for it.
   const Tensor& conv_input(std::size_t i) const {
     const Layer& layer = layers[i];
+    if (layer.input_released) return layer.gcn.mixed;
     return layer.dropout ? layer.dropped : *layer.in;
   }
+};
+
+// Backward workspaces, shared by all slots (one backward runs at a time): rotating activation
+// gradients and the convs' gradient before bias + activation.
+struct Model::Workspace {
+  Tensor grads[3];  // (N, F_hidden)
+  Tensor d_pre;     // (N, F_out)
   // A gradient buffer that is none of the given ones.
   Tensor& free_grad(const Tensor* a, const Tensor* b = nullptr) {
     for (Tensor& g : grads)
@@ -154,7 +177,14 @@ void Model::State::Layer::conv_forward(ModelKind kind, std::span<const float> pa
 
 void Model::State::Layer::conv_backward(ModelKind kind, std::span<float> grads, Tensor* d_x,
                                         const Tensor& d_out, const Tensor& x, Activation act,
-                                        Propagator& propagator, int l) {
+                                        Propagator& propagator, int l, Tensor& workspace) {
+  Tensor& d_pre = kind == ModelKind::Sage ? sage.d_pre : gcn.d_pre;
+  std::swap(d_pre, workspace);
+  struct GiveBack {
+    Tensor& a;
+    Tensor& b;
+    ~GiveBack() { std::swap(a, b); }
+  } give_back{d_pre, workspace};
   const auto w_size = static_cast<std::size_t>(f_in * f_out);
   std::span<float> d_w = grads.subspan(static_cast<std::size_t>(weight_at), w_size);
   std::span<float> d_bias =
@@ -172,7 +202,8 @@ void Model::State::Layer::conv_backward(ModelKind kind, std::span<float> grads, 
   copy_out(d_w, d_weight);
 }
 
-Model::Model(const ModelConfig& config) : config_(config) {
+Model::Model(const ModelConfig& config)
+    : config_(config), workspace_(std::make_unique<Workspace>()) {
   ModelConfig& c = config_;
   TESSERA_CHECK(c.num_layers >= 1, InvalidArgument, "num_layers must be >= 1, got ",
                 c.num_layers);
@@ -271,12 +302,20 @@ Model& Model::operator=(Model&&) noexcept = default;
 
 void Model::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
+void Model::set_inference_slot(int slot) {
+  TESSERA_CHECK(slot >= 0 && slot < config_.slots, InvalidArgument,
+                "Model::set_inference_slot: slot ", slot, " of ", config_.slots);
+  states_[static_cast<std::size_t>(slot)]->inference_only = true;
+}
+
 void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph, bool training,
                     std::int64_t epoch, int slot) {
   const ModelConfig& c = config_;
   TESSERA_CHECK(slot >= 0 && slot < c.slots, InvalidArgument, "Model::forward: slot ", slot,
                 " of ", c.slots);
   State& s = *states_[static_cast<std::size_t>(slot)];
+  TESSERA_CHECK(!training || !s.inference_only, InvalidArgument, "Model::forward: slot ", slot,
+                " is inference only");
   Propagator* propagator = c.kind == ModelKind::Sage ? graph.mean : graph.gcn;
   TESSERA_CHECK(propagator != nullptr, InvalidArgument, "GraphContext has no ",
                 c.kind == ModelKind::Sage ? "mean" : "gcn", " propagator for a ",
@@ -316,7 +355,12 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
       dropout_forward(layer.dropped, *h, dropout_rate(l), dropout_rng(c.seed, epoch, l),
                       graph.global_ids);
     }
+    layer.input_released = false;
     layer.conv_forward(c.kind, p, s.conv_input(i), act, *propagator, l);
+    if (training && layer.dropout && c.kind != ModelKind::Sage && !layer.gcn.transform_first) {
+      layer.dropped = Tensor();  // (see conv_input)
+      layer.input_released = true;
+    }
     h = &layer.conv_out;
     if (bn) {
       const auto f = static_cast<std::size_t>(layer.f_out);
@@ -337,9 +381,14 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
       axpy(layer.res_out, kResidualSkip, *layer.in);
       h = &layer.res_out;
     }
+    if (s.inference_only) {  // keep only this layer's output for the next one
+      if (i > 0) s.layers[i - 1].release();
+      layer.release(h);
+    }
   }
   logits.resize(n, h->cols());  // (N, C), or (N, F_hidden) for a slice ending in a hidden layer
   std::copy(h->f32(), h->f32() + h->numel(), logits.f32());
+  if (s.inference_only) s.layers.back().release();
   s.has_forward = true;
   s.backward_ready = training;
 }
@@ -360,6 +409,7 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
 
   std::span<float> g(grads_);
   std::span<const float> p(params_);
+  Workspace& ws = *workspace_;
   // Gradient w.r.t. layer i's output, read-only until copied.
   const Tensor* d_h = &d_logits;
   for (int i = static_cast<int>(s.layers.size()) - 1; i >= 0; --i) {
@@ -371,7 +421,7 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
     if (layer.residual) {
       // out = kResidualBranch * branch + kResidualSkip * in: the branch gets a scaled copy.
       d_skip = d_h;
-      Tensor& d_branch = s.free_grad(d_h);
+      Tensor& d_branch = ws.free_grad(d_h);
       d_branch.resize(n, layer.f_out);
       d_branch.zero();
       axpy(d_branch, kResidualBranch, *d_h);
@@ -381,7 +431,7 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
       // Back through ReLU (in place, on a copy when the tensor is the caller's) and BN.
       Tensor* d = const_cast<Tensor*>(d_h);
       if (d_h == &d_logits) {
-        d = &s.free_grad(d_skip);
+        d = &ws.free_grad(d_skip);
         d->resize(n, layer.f_out);
         std::copy(d_logits.f32(), d_logits.f32() + d_logits.numel(), d->f32());
       }
@@ -390,7 +440,7 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
       std::span<float> d_beta = g.subspan(static_cast<std::size_t>(layer.beta_at), f);
       std::span<const float> gamma = p.subspan(static_cast<std::size_t>(layer.gamma_at), f);
       bias_act_backward(*d, {}, *d, layer.bn_out, Activation::Relu);
-      Tensor& d_bn_in = s.free_grad(d, d_skip);  // (N, F_hidden)
+      Tensor& d_bn_in = ws.free_grad(d, d_skip);  // (N, F_hidden)
       batch_norm1d_backward(d_bn_in, d_gamma, d_beta, layer.bn, *d, gamma, graph.global_num_nodes,
                             graph.all_reduce);
       d_h = &d_bn_in;
@@ -399,12 +449,12 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
     // input, into d_input for the slice's first layer.
     Tensor* d_x = nullptr;
     if (i > 0) {
-      d_x = &s.free_grad(d_h, d_skip);
+      d_x = &ws.free_grad(d_h, d_skip);
     } else if (d_input != nullptr) {
       d_x = d_input;
     }
     layer.conv_backward(c.kind, g, d_x, *d_h, s.conv_input(static_cast<std::size_t>(i)), act,
-                        *propagator, l);
+                        *propagator, l, ws.d_pre);
     if (d_x == nullptr) break;
     if (layer.dropout)
       dropout_backward(*d_x, *d_x, l == 0 ? c.input_dropout : c.dropout,

@@ -101,6 +101,11 @@ class Model {
   void backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_input = nullptr,
                 int slot = 0);
 
+  // Marks `slot` as inference only: its forwards keep no activations (each layer's are freed
+  // once the next layer has read them), so a whole-graph evaluation slot costs two layers of
+  // memory instead of all of them. Such a slot cannot run a training forward.
+  void set_inference_slot(int slot);
+
   // Output of layer `layer` (after its activation and residual) from the last forward of
   // slot 0: node embeddings for users of the library. layer in [0, num_layers).
   const Tensor& embeddings(int layer) const;
@@ -120,6 +125,8 @@ class Model {
   std::vector<ParamInfo> param_info_;
   std::vector<ParamInfo> buffer_info_;
   std::vector<std::unique_ptr<State>> states_;  // (slots)
+  struct Workspace;
+  std::unique_ptr<Workspace> workspace_;
 };
 
 }  // namespace tessera
