@@ -42,7 +42,7 @@ struct TrainConfig {
   ParallelMode parallel = ParallelMode::Graph;
   int stages = 0;                 // hybrid: S stages per pipeline (K / S graph parts); pipeline:
                                   // 0 or the number of ranks
-  int chunks = 0;                 // pipeline/hybrid: chunks per part, >= stages; 0: 2 x stages
+  int chunks = 0;                 // pipeline/hybrid: chunks per part, >= stages; 0: the stages
   double memory_budget_gb = 0.0;  // pipeline/hybrid: GiB one rank may use; 0: this node's
                                   // memory shared among its ranks
   // Halo embeddings (forward): none|bf16|fp16|int8|int4|int2, or adaptive (2/4/8 bits per

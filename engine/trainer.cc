@@ -330,8 +330,8 @@ static void check_stage_memory(const TrainConfig& config, const PipelineLayout& 
                             ? config.memory_budget_gb * gib
                             : static_cast<double>(physical_memory_bytes());
   char need[32], have[32];
-  std::snprintf(need, sizeof need, "%.2f", static_cast<double>(m.bytes) / gib);
-  std::snprintf(have, sizeof have, "%.2f", budget / gib);
+  std::snprintf(need, sizeof need, "%.3g", static_cast<double>(m.bytes) / gib);
+  std::snprintf(have, sizeof have, "%.3g", budget / gib);
   TESSERA_CHECK(budget <= 0.0 || static_cast<double>(m.bytes) <= budget, InvalidInput,
                 "--parallel ", to_string(layout.mode), ": stage ", layout.stage, " (layers ",
                 layout.first_layer(), "-", layout.first_layer() + layout.num_layers() - 1,
