@@ -28,7 +28,7 @@
 #include "bench/bench_common.h"
 #include "engine/core/error.h"
 #include "engine/system.h"
-#include "layers/conv_common.h"
+#include "engine/traffic_model.h"
 
 namespace tessera {
 namespace {
@@ -66,8 +66,9 @@ struct PartitionResult {
   double wall_s = kNaN;   // partition_graph: load, partition, write the store (NaN: reused)
 };
 
-// Widths summed over layers of what goes through the propagator, hence of the halo rows.
-struct ExchangedWidths {
+// Widths summed over layers of what goes through the propagator, hence of the halo rows
+// (engine/traffic_model.h says which width each layer sends in each direction).
+struct WidthSums {
   std::int64_t forward = 0, backward = 0;
 };
 
@@ -76,7 +77,7 @@ struct Row {
   PartitionResult partition;
   std::int64_t nodes = 0, f_in = 0, outputs = 0;
   double halo_forward = 0, halo_backward = 0, all_reduce = 0;  // bytes per epoch, all ranks
-  ExchangedWidths widths;
+  WidthSums widths;
   double epoch_s = 0, epoch_min_s = 0, epoch_max_s = 0, first_epoch_s = 0;
   double comm_s = 0, hidden_s = 0;  // medians over timed epochs of the means over ranks
   double peak_rss_max = 0, peak_rss_sum = 0;
@@ -188,22 +189,12 @@ void read_summary(Row& row, const fs::path& summary) {
   row.test_acc = s.at("final_test_acc").get<double>();
 }
 
-// Σ over GCN layers of the width each one sends through the propagator. Forward: the Auto
-// order (layers/conv_common.h) transforms first exactly when F_out < F_in, so min(F_in, F_out)
-// is aggregated. Backward: P^T runs for every layer but the first, whose input gradient is not
-// needed; the first runs it only when it transformed first (d_weight needs P^T d_out then).
-ExchangedWidths exchanged_widths(std::int64_t f_in, std::int64_t hidden, std::int64_t outputs,
-                                 int layers) {
-  ExchangedWidths w;
-  for (int l = 0; l < layers; ++l) {
-    const std::int64_t in = l == 0 ? f_in : hidden;
-    const std::int64_t out = l + 1 == layers ? outputs : hidden;
-    const bool transform_first = is_transform_first(ConvOrder::Auto, in, out);
-    const std::int64_t width = transform_first ? out : in;
-    w.forward += width;
-    if (l > 0 || transform_first) w.backward += width;
-  }
-  return w;
+WidthSums width_sums(std::int64_t f_in, std::int64_t hidden, std::int64_t outputs, int layers) {
+  const ExchangedWidths w = exchanged_widths(layers, f_in, hidden, outputs);
+  WidthSums sums;
+  for (std::int64_t width : w.forward) sums.forward += width;
+  for (std::int64_t width : w.backward) sums.backward += width;
+  return sums;
 }
 
 Row measure(const Flags& flags, const Config& c, const fs::path& scratch) {
@@ -223,7 +214,7 @@ Row measure(const Flags& flags, const Config& c, const fs::path& scratch) {
                 child_env(c), scratch / (slug(c) + ".train"));
   read_summary(row, summary);
   read_epochs(row, metrics);
-  row.widths = exchanged_widths(row.f_in, flags.hidden, row.outputs, flags.layers);
+  row.widths = width_sums(row.f_in, flags.hidden, row.outputs, flags.layers);
   if (c.ranks > 1 && flags.keep_stores.empty()) fs::remove_all(store);  // disk: big datasets
   return row;
 }
