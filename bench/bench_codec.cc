@@ -62,7 +62,6 @@ struct Flags {
   std::string tmpdir;
 };
 
-Json number(double v) { return std::isnan(v) ? Json(nullptr) : Json(v); }
 
 // ---- 1. kernels ----
 
@@ -184,9 +183,6 @@ struct TrainRow {
 
 int threads_per_rank(const Flags& f) { return std::max(1, f.cores / f.ranks); }
 
-std::vector<std::string> child_env(const Flags& f) {
-  return {"OMP_NUM_THREADS=" + std::to_string(threads_per_rank(f)), "OPENBLAS_NUM_THREADS=1"};
-}
 
 std::string budget_text(double b) {
   std::ostringstream s;
@@ -209,7 +205,7 @@ TrainRow train_one(const Flags& flags, const std::string& codec, const fs::path&
                codec.c_str(), flags.ranks, threads_per_rank(flags));
   TrainRow row;
   row.codec = codec;
-  row.wall_s = run_child("bench_codec", argv, child_env(flags), scratch / ("train-" + codec));
+  row.wall_s = run_child("bench_codec", argv, child_env(threads_per_rank(flags)), scratch / ("train-" + codec));
   const Json s = Json::parse(read_text(summary));
   const Json& bytes = s.at("comm_bytes_per_epoch");
   const Json& raw = s.at("comm_bytes_per_epoch_raw");
@@ -303,7 +299,7 @@ int run(Flags flags) {
       run_child("bench_codec", {PARTITION_GRAPH_PATH, "--dataset", flags.dataset, "--parts",
                  std::to_string(flags.ranks), "--partition", "metis", "--out", store.string(),
                  "--quiet"},
-                child_env(flags), scratch.path() / "partition");
+                child_env(threads_per_rank(flags)), scratch.path() / "partition");
   std::vector<TrainRow> rows;
   for (const std::string& codec : flags.codecs)
     rows.push_back(train_one(flags, codec, store, scratch.path()));

@@ -107,4 +107,17 @@ double run_child(const char* program, const std::vector<std::string>& argv,
                            " (its output is above)");
 }
 
+std::vector<std::string> child_env(int threads) {
+  return {"OMP_NUM_THREADS=" + std::to_string(threads), "OPENBLAS_NUM_THREADS=1"};
+}
+
+double load_average() {
+  double avg[1];
+  return ::getloadavg(avg, 1) == 1 ? avg[0] : -1.0;
+}
+
+nlohmann::ordered_json number(double v) {
+  return std::isnan(v) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v);
+}
+
 }  // namespace tessera

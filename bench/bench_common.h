@@ -71,5 +71,12 @@ std::string join(const std::vector<std::string>& words);  // words separated by 
 // "<program>: this command ..." with the command and its output, and throws.
 double run_child(const char* program, const std::vector<std::string>& argv,
                  const std::vector<std::string>& env, const std::filesystem::path& log);
+// The environment of a training child with `threads` OpenMP threads per rank (BLAS single-threaded
+// inside them).
+std::vector<std::string> child_env(int threads);
+// 1-minute load average of the machine (-1 when unknown).
+double load_average();
+// A JSON number, or null for NaN.
+nlohmann::ordered_json number(double v);
 
 }  // namespace tessera

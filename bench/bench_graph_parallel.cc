@@ -96,9 +96,6 @@ std::string slug(const Config& c) {
   return name;
 }
 
-std::vector<std::string> child_env(const Config& c) {
-  return {"OMP_NUM_THREADS=" + std::to_string(c.threads), "OPENBLAS_NUM_THREADS=1"};
-}
 
 PartitionResult stats_of_store(const fs::path& store) {
   const Json meta = Json::parse(read_text(store / "meta.json"));
@@ -122,7 +119,7 @@ PartitionResult partition(const Config& c, const fs::path& store, const fs::path
       run_child("bench_graph_parallel",
                 {PARTITION_GRAPH_PATH, "--dataset", c.dataset, "--parts", std::to_string(c.ranks),
                  "--partition", c.method, "--out", store.string(), "--quiet"},
-                child_env(c), logs / (slug(c) + ".partition"));
+                child_env(c.threads), logs / (slug(c) + ".partition"));
   PartitionResult r = stats_of_store(store);
   r.wall_s = wall;
   return r;
@@ -211,7 +208,7 @@ Row measure(const Flags& flags, const Config& c, const fs::path& scratch) {
                slug(c).c_str(), c.threads);
   row.train_wall_s =
       run_child("bench_graph_parallel", train_command(flags, c, store, summary, metrics),
-                child_env(c), scratch / (slug(c) + ".train"));
+                child_env(c.threads), scratch / (slug(c) + ".train"));
   read_summary(row, summary);
   read_epochs(row, metrics);
   row.widths = width_sums(row.f_in, flags.hidden, row.outputs, flags.layers);
@@ -327,11 +324,6 @@ void print_notes(const Flags& flags) {
       kWarmupEpochs, flags.epochs, flags.cores);
 }
 
-// 1-minute load average of the machine (-1 when unknown).
-double load_average() {
-  double avg[1];
-  return ::getloadavg(avg, 1) == 1 ? avg[0] : -1.0;
-}
 
 void print_report(const Flags& flags, const std::vector<Row>& rows, double load_start) {
   std::printf("\n# bench_graph_parallel: GCN, %d layers, hidden %lld | %d cores | 1-min load "

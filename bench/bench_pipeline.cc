@@ -58,7 +58,6 @@ struct Flags {
   std::string tmpdir;
 };
 
-Json number(double v) { return std::isnan(v) ? Json(nullptr) : Json(v); }
 
 // A flag value for train_gcn (6 significant digits, as the flags are floats there).
 std::string flag_text(double v) {
@@ -69,15 +68,7 @@ std::string flag_text(double v) {
 
 int threads_per_rank(const Flags& f) { return std::max(1, f.cores / f.ranks); }
 
-std::vector<std::string> child_env(const Flags& f) {
-  return {"OMP_NUM_THREADS=" + std::to_string(threads_per_rank(f)), "OPENBLAS_NUM_THREADS=1"};
-}
 
-// 1-minute load average of the machine (-1 when unknown).
-double load_average() {
-  double avg[1];
-  return ::getloadavg(avg, 1) == 1 ? avg[0] : -1.0;
-}
 
 // ---- partition stores ----
 
@@ -99,7 +90,8 @@ Store make_store(const Flags& flags, int parts, const fs::path& scratch) {
                        {PARTITION_GRAPH_PATH, "--dataset", flags.dataset, "--parts",
                         std::to_string(parts), "--partition", "metis", "--out", s.path.string(),
                         "--quiet"},
-                       child_env(flags), scratch / ("partition-" + std::to_string(parts)));
+                       child_env(threads_per_rank(flags)),
+                       scratch / ("partition-" + std::to_string(parts)));
   const Json stats = Json::parse(read_text(s.path / "meta.json")).at("stats");
   s.edge_cut = stats.at("edge_cut").get<std::int64_t>();
   s.halo_nodes = stats.at("halo_nodes_total").get<std::int64_t>();
@@ -281,7 +273,7 @@ Run measure(const Flags& flags, int depth, ParallelMode mode, const std::map<int
                to_string(mode).c_str(), r.parts, r.stages);
   try {
     r.wall_s = run_child("bench_pipeline", train_command(flags, r, store, summary, metrics),
-                         child_env(flags), log);
+                         child_env(threads_per_rank(flags)), log);
     read_summary(r, summary);
     read_epochs(r, metrics);
   } catch (const std::exception& e) {
