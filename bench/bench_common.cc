@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -118,6 +119,33 @@ double load_average() {
 
 nlohmann::ordered_json number(double v) {
   return std::isnan(v) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v);
+}
+
+EpochTimes read_epoch_times(const std::filesystem::path& metrics, int warmup_epochs) {
+  std::ifstream in(metrics);
+  std::vector<double> epoch_s, comm_s, hidden_s;
+  EpochTimes t;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const nlohmann::ordered_json record = nlohmann::ordered_json::parse(line);
+    const double seconds = record.at("epoch_s").get<double>();
+    if (record.at("epoch").get<int>() <= warmup_epochs) {
+      if (record.at("run").get<int>() == 0 && record.at("epoch").get<int>() == 1)
+        t.first_epoch_s = seconds;
+      continue;
+    }
+    epoch_s.push_back(seconds);
+    comm_s.push_back(record.at("comm_s").get<double>());
+    hidden_s.push_back(record.at("comm_hidden_s").get<double>());
+  }
+  TESSERA_CHECK(!epoch_s.empty(), InvalidInput, metrics.string(), ": no timed epoch");
+  t.epoch_s = median(epoch_s);
+  t.epoch_min_s = *std::min_element(epoch_s.begin(), epoch_s.end());
+  t.epoch_max_s = *std::max_element(epoch_s.begin(), epoch_s.end());
+  t.comm_s = median(comm_s);
+  t.hidden_s = median(hidden_s);
+  return t;
 }
 
 }  // namespace tessera

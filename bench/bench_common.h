@@ -79,4 +79,12 @@ double load_average();
 // A JSON number, or null for NaN.
 nlohmann::ordered_json number(double v);
 
+// Epoch figures from a train_gcn --metrics file, the first `warmup_epochs` epochs of every run
+// left out of the medians (the first run's first epoch is kept as first_epoch_s).
+struct EpochTimes {
+  double epoch_s = kNaN, epoch_min_s = kNaN, epoch_max_s = kNaN, first_epoch_s = kNaN;
+  double comm_s = kNaN, hidden_s = kNaN;  // medians of the means over ranks
+};
+EpochTimes read_epoch_times(const std::filesystem::path& metrics, int warmup_epochs);
+
 }  // namespace tessera

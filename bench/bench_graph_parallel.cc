@@ -147,27 +147,13 @@ std::vector<std::string> train_command(const Flags& flags, const Config& c, cons
 // Per-epoch figures from the metrics file, warm-up epochs dropped. (The summary's medians take
 // every epoch, the first, slow one included.)
 void read_epochs(Row& row, const fs::path& metrics) {
-  std::ifstream in(metrics);
-  std::vector<double> epoch_s, comm_s, hidden_s;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const Json record = Json::parse(line);
-    const double seconds = record.at("epoch_s").get<double>();
-    if (record.at("epoch").get<int>() <= kWarmupEpochs) {
-      row.first_epoch_s = seconds;
-      continue;
-    }
-    epoch_s.push_back(seconds);
-    comm_s.push_back(record.at("comm_s").get<double>());
-    hidden_s.push_back(record.at("comm_hidden_s").get<double>());
-  }
-  TESSERA_CHECK(!epoch_s.empty(), InvalidInput, metrics.string(), ": no timed epoch");
-  row.epoch_s = median(epoch_s);
-  row.epoch_min_s = *std::min_element(epoch_s.begin(), epoch_s.end());
-  row.epoch_max_s = *std::max_element(epoch_s.begin(), epoch_s.end());
-  row.comm_s = median(comm_s);
-  row.hidden_s = median(hidden_s);
+  const EpochTimes t = read_epoch_times(metrics, kWarmupEpochs);
+  row.epoch_s = t.epoch_s;
+  row.epoch_min_s = t.epoch_min_s;
+  row.epoch_max_s = t.epoch_max_s;
+  row.first_epoch_s = t.first_epoch_s;
+  row.comm_s = t.comm_s;
+  row.hidden_s = t.hidden_s;
 }
 
 void read_summary(Row& row, const fs::path& summary) {

@@ -156,25 +156,12 @@ std::vector<std::string> train_command(const Flags& flags, const Run& r, const S
 
 // Epoch times from the metrics file, the warm-up epoch of every run dropped.
 void read_epochs(Run& r, const fs::path& metrics) {
-  std::ifstream in(metrics);
-  std::vector<double> epoch_s, comm_s;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const Json record = Json::parse(line);
-    const double seconds = record.at("epoch_s").get<double>();
-    if (record.at("epoch").get<int>() <= kWarmupEpochs) {
-      if (record.at("run").get<int>() == 0) r.first_epoch_s = seconds;
-      continue;
-    }
-    epoch_s.push_back(seconds);
-    comm_s.push_back(record.at("comm_s").get<double>());
-  }
-  TESSERA_CHECK(!epoch_s.empty(), InvalidInput, metrics.string(), ": no timed epoch");
-  r.epoch_s = median(epoch_s);
-  r.epoch_min_s = *std::min_element(epoch_s.begin(), epoch_s.end());
-  r.epoch_max_s = *std::max_element(epoch_s.begin(), epoch_s.end());
-  r.comm_s = median(comm_s);
+  const EpochTimes t = read_epoch_times(metrics, kWarmupEpochs);
+  r.epoch_s = t.epoch_s;
+  r.epoch_min_s = t.epoch_min_s;
+  r.epoch_max_s = t.epoch_max_s;
+  r.first_epoch_s = t.first_epoch_s;
+  r.comm_s = t.comm_s;
 }
 
 void read_summary(Run& r, const fs::path& summary) {
