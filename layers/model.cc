@@ -109,9 +109,8 @@ struct Model::State {
   }
   // What layer i's conv read in the last forward: its input, after dropout when there was one.
   // A GCN that aggregates first reads its input in backward only for its shape, which its
-  // aggregate P x shares: in a model with several slots (a pipeline stage, where memory binds)
-  // the dropped-out input is then freed after the forward and the aggregate stands in for it.
-  // One slot keeps it: allocating it again every epoch cost ~5% of an arxiv-like epoch.
+  // aggregate P x shares: then the dropped-out input is freed after the forward and the
+  // aggregate stands in for it.
   const Tensor& conv_input(std::size_t i) const {
     const Layer& layer = layers[i];
     if (layer.input_released) return layer.gcn.mixed;
@@ -358,8 +357,7 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
     }
     layer.input_released = false;
     layer.conv_forward(c.kind, p, s.conv_input(i), act, *propagator, l);
-    if (training && c.slots > 1 && layer.dropout && c.kind != ModelKind::Sage &&
-        !layer.gcn.transform_first) {
+    if (training && layer.dropout && c.kind != ModelKind::Sage && !layer.gcn.transform_first) {
       layer.dropped = Tensor();  // (see conv_input)
       layer.input_released = true;
     }
