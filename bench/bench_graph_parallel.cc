@@ -78,8 +78,7 @@ struct Row {
   std::int64_t nodes = 0, f_in = 0, outputs = 0;
   double halo_forward = 0, halo_backward = 0, all_reduce = 0;  // bytes per epoch, all ranks
   WidthSums widths;
-  double epoch_s = 0, epoch_min_s = 0, epoch_max_s = 0, first_epoch_s = 0;
-  double comm_s = 0, hidden_s = 0;  // medians over timed epochs of the means over ranks
+  EpochTimes times;  // from the metrics file, warm-up epochs left out
   double peak_rss_max = 0, peak_rss_sum = 0;
   double load_s = 0, setup_s = 0, train_wall_s = 0, test_acc = 0;
   double rss_vs_one_rank = kNaN, speedup = kNaN, halo_vs_random = kNaN;
@@ -144,18 +143,6 @@ std::vector<std::string> train_command(const Flags& flags, const Config& c, cons
   return argv;
 }
 
-// Per-epoch figures from the metrics file, warm-up epochs dropped. (The summary's medians take
-// every epoch, the first, slow one included.)
-void read_epochs(Row& row, const fs::path& metrics) {
-  const EpochTimes t = read_epoch_times(metrics, kWarmupEpochs);
-  row.epoch_s = t.epoch_s;
-  row.epoch_min_s = t.epoch_min_s;
-  row.epoch_max_s = t.epoch_max_s;
-  row.first_epoch_s = t.first_epoch_s;
-  row.comm_s = t.comm_s;
-  row.hidden_s = t.hidden_s;
-}
-
 void read_summary(Row& row, const fs::path& summary) {
   const Json s = Json::parse(read_text(summary));
   row.nodes = s.at("nodes").get<std::int64_t>();
@@ -196,7 +183,7 @@ Row measure(const Flags& flags, const Config& c, const fs::path& scratch) {
       run_child("bench_graph_parallel", train_command(flags, c, store, summary, metrics),
                 child_env(c.threads), scratch / (slug(c) + ".train"));
   read_summary(row, summary);
-  read_epochs(row, metrics);
+  row.times = read_epoch_times(metrics, kWarmupEpochs);
   row.widths = width_sums(row.f_in, flags.hidden, row.outputs, flags.layers);
   if (c.ranks > 1 && flags.keep_stores.empty()) fs::remove_all(store);  // disk: big datasets
   return row;
@@ -217,10 +204,11 @@ Json row_json(const Flags& flags, const Row& r) {
           {"partition_s", number(r.partition.seconds)},
           {"partition_wall_s", number(r.partition.wall_s)},
           {"halo_forward_bytes", r.halo_forward}, {"halo_backward_bytes", r.halo_backward},
-          {"all_reduce_bytes", r.all_reduce}, {"epoch_s_median", r.epoch_s},
-          {"epoch_s_min", r.epoch_min_s}, {"epoch_s_max", r.epoch_max_s},
-          {"first_epoch_s", r.first_epoch_s}, {"comm_s", r.comm_s}, {"comm_hidden_s", r.hidden_s},
-          {"comm_hidden_share", number(ratio(r.hidden_s, r.comm_s))},
+          {"all_reduce_bytes", r.all_reduce}, {"epoch_s_median", r.times.epoch_s},
+          {"epoch_s_min", r.times.epoch_min_s}, {"epoch_s_max", r.times.epoch_max_s},
+          {"first_epoch_s", r.times.first_epoch_s}, {"comm_s", r.times.comm_s},
+          {"comm_hidden_s", r.times.hidden_s},
+          {"comm_hidden_share", number(ratio(r.times.hidden_s, r.times.comm_s))},
           {"peak_rss_bytes_max", r.peak_rss_max}, {"peak_rss_bytes_sum", r.peak_rss_sum},
           {"peak_rss_vs_1rank", number(r.rss_vs_one_rank)}, {"speedup_vs_1rank", number(r.speedup)},
           {"widths_forward", r.widths.forward}, {"widths_backward", r.widths.backward},
@@ -261,9 +249,10 @@ void print_time_table(const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     std::printf("%s %d | %.1f | %.1f | %.1f | %.1f | %s | %.2f | %.2f | %s | %.0f | %s | %.0f | "
                 "%.4f |\n",
-                label(r).c_str(), r.config.threads, 1e3 * r.epoch_s, 1e3 * r.epoch_min_s,
-                1e3 * r.epoch_max_s, 1e3 * r.first_epoch_s, fixed(r.speedup, 2).c_str(),
-                1e3 * r.comm_s, 1e3 * r.hidden_s, fixed(ratio(r.hidden_s, r.comm_s), 2).c_str(),
+                label(r).c_str(), r.config.threads, 1e3 * r.times.epoch_s,
+                1e3 * r.times.epoch_min_s, 1e3 * r.times.epoch_max_s, 1e3 * r.times.first_epoch_s,
+                fixed(r.speedup, 2).c_str(), 1e3 * r.times.comm_s, 1e3 * r.times.hidden_s,
+                fixed(ratio(r.times.hidden_s, r.times.comm_s), 2).c_str(),
                 r.peak_rss_max / kMB, fixed(r.rss_vs_one_rank, 2).c_str(), r.peak_rss_sum / kMB,
                 r.test_acc);
   }
@@ -338,7 +327,7 @@ void compare_methods(std::span<Row> group, JsonLines& out) {
               {"halo_bytes_ratio", r.halo_vs_random},
               {"edge_cut_ratio", ratio(double(r.partition.edge_cut),
                                        double(random->partition.edge_cut))},
-              {"epoch_s_ratio", ratio(r.epoch_s, random->epoch_s)}});
+              {"epoch_s_ratio", ratio(r.times.epoch_s, random->times.epoch_s)}});
   }
 }
 
@@ -352,10 +341,10 @@ void measure_dataset(const Flags& flags, const std::string& dataset, const fs::p
       Row row = measure(flags, {dataset, k, method, std::max(1, flags.cores / k)}, scratch);
       if (k == 1) {
         one_rank_rss = row.peak_rss_max;
-        one_rank_epoch_s = row.epoch_s;
+        one_rank_epoch_s = row.times.epoch_s;
       }
       row.rss_vs_one_rank = ratio(row.peak_rss_max, one_rank_rss);
-      row.speedup = ratio(one_rank_epoch_s, row.epoch_s);
+      row.speedup = ratio(one_rank_epoch_s, row.times.epoch_s);
       out.emit("graph_parallel", row_json(flags, row));
       rows.push_back(std::move(row));
     }

@@ -110,8 +110,7 @@ struct Run {
   std::int64_t nodes = 0, f_in = 0, outputs = 0, halo_nodes = 0;
   double halo_forward = 0, halo_backward = 0, pipeline = 0, all_reduce = 0;  // bytes per epoch
   double model_halo = 0, model_pipeline = 0;                               // the traffic model
-  double epoch_s = kNaN, epoch_min_s = kNaN, epoch_max_s = kNaN, first_epoch_s = kNaN;
-  double comm_s = kNaN;
+  EpochTimes times;  // from the metrics file, warm-up epochs left out
   double peak_rss_max = kNaN;
   std::vector<double> peak_rss_per_rank;  // when the summary has it
   double final_test = kNaN, final_test_std = kNaN, test_at_best = kNaN, best_valid = kNaN;
@@ -152,16 +151,6 @@ std::vector<std::string> train_command(const Flags& flags, const Run& r, const S
                std::to_string(threads_per_rank(flags)), "--quiet", "--summary", summary.string(),
                "--metrics", metrics.string()});
   return argv;
-}
-
-// Epoch times from the metrics file, the warm-up epoch of every run dropped.
-void read_epochs(Run& r, const fs::path& metrics) {
-  const EpochTimes t = read_epoch_times(metrics, kWarmupEpochs);
-  r.epoch_s = t.epoch_s;
-  r.epoch_min_s = t.epoch_min_s;
-  r.epoch_max_s = t.epoch_max_s;
-  r.first_epoch_s = t.first_epoch_s;
-  r.comm_s = t.comm_s;
 }
 
 void read_summary(Run& r, const fs::path& summary) {
@@ -262,7 +251,7 @@ Run measure(const Flags& flags, int depth, ParallelMode mode, const std::map<int
     r.wall_s = run_child("bench_pipeline", train_command(flags, r, store, summary, metrics),
                          child_env(threads_per_rank(flags)), log);
     read_summary(r, summary);
-    read_epochs(r, metrics);
+    r.times = read_epoch_times(metrics, kWarmupEpochs);
   } catch (const std::exception& e) {
     r.error = failure_reason(log, e);
     std::fprintf(stderr, "[bench_pipeline] depth %d, %s failed: %s\n", depth,
@@ -303,9 +292,10 @@ Json run_json(const Flags& flags, const Run& r) {
                 {"total_bytes", r.total()}, {"model_halo_bytes", r.model_halo},
                 {"model_pipeline_bytes", r.model_pipeline}, {"model_bytes", r.model()},
                 {"traffic_vs_model", number(ratio(r.traffic(), r.model()))},
-                {"epoch_s_median", r.epoch_s}, {"epoch_s_min", r.epoch_min_s},
-                {"epoch_s_max", r.epoch_max_s}, {"first_epoch_s", number(r.first_epoch_s)},
-                {"comm_s", r.comm_s}, {"final_test_acc", r.final_test},
+                {"epoch_s_median", r.times.epoch_s}, {"epoch_s_min", r.times.epoch_min_s},
+                {"epoch_s_max", r.times.epoch_max_s},
+                {"first_epoch_s", number(r.times.first_epoch_s)},
+                {"comm_s", r.times.comm_s}, {"final_test_acc", r.final_test},
                 {"final_test_acc_std", r.final_test_std},
                 {"test_acc_at_best_valid", r.test_at_best}, {"best_valid_acc", r.best_valid},
                 {"peak_rss_bytes_max", r.peak_rss_max},
@@ -344,11 +334,11 @@ std::optional<DepthComparison> compare(const std::vector<Run>& runs, int depth) 
   c.model_pipeline = p->model();
   c.graph_total = g->total();
   c.pipeline_total = p->total();
-  c.graph_epoch_s = g->epoch_s;
-  c.pipeline_epoch_s = p->epoch_s;
+  c.graph_epoch_s = g->times.epoch_s;
+  c.pipeline_epoch_s = p->times.epoch_s;
   if (const Run* h = find_run(runs, depth, ParallelMode::Hybrid)) {
     c.hybrid = h->traffic();
-    c.hybrid_epoch_s = h->epoch_s;
+    c.hybrid_epoch_s = h->times.epoch_s;
   }
   return c;
 }
@@ -423,9 +413,10 @@ void print_time_table(const std::vector<Run>& runs) {
     const std::string chunks = r.chunks > 0 ? " (" + std::to_string(r.chunks) + ")" : "";
     std::printf("%s %d x %d%s | %.1f | %.1f | %.1f | %s | %.1f | %.0f | %s | %.2f ± %.2f | %.2f | "
                 "%.1f |\n",
-                label(r).c_str(), r.parts, r.stages, chunks.c_str(), 1e3 * r.epoch_s,
-                1e3 * r.epoch_min_s, 1e3 * r.epoch_max_s, fixed(1e3 * r.first_epoch_s, 1).c_str(),
-                1e3 * r.comm_s, r.peak_rss_max / kMB, rss_per_rank(r).c_str(), 100 * r.final_test,
+                label(r).c_str(), r.parts, r.stages, chunks.c_str(), 1e3 * r.times.epoch_s,
+                1e3 * r.times.epoch_min_s, 1e3 * r.times.epoch_max_s,
+                fixed(1e3 * r.times.first_epoch_s, 1).c_str(), 1e3 * r.times.comm_s,
+                r.peak_rss_max / kMB, rss_per_rank(r).c_str(), 100 * r.final_test,
                 100 * r.final_test_std, 100 * r.test_at_best, r.wall_s);
   }
 }
@@ -501,7 +492,7 @@ std::string csv_text(const std::vector<Run>& runs) {
     std::snprintf(buf, sizeof buf,
                   "%d,%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.6f,%.6f,%.6f,%.6f,ok\n", r.depth,
                   to_string(r.mode).c_str(), r.traffic(), r.model(), r.total(), r.halo_forward,
-                  r.halo_backward, r.pipeline, r.all_reduce, r.epoch_s, r.final_test,
+                  r.halo_backward, r.pipeline, r.all_reduce, r.times.epoch_s, r.final_test,
                   r.final_test_std, r.test_at_best);
     text += buf;
   }

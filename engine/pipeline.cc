@@ -176,7 +176,7 @@ PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& 
                                GraphPart& part, Communicator& world, const Csr& op,
                                MatrixSymmetry owned_symmetry, std::span<const NodeId> loss_rows,
                                std::int64_t loss_terms_total)
-    : config_(config), layout_(layout), world_(world), symmetry_(owned_symmetry) {
+    : config_(config), layout_(layout) {
   pipe_comm_ = world.split(layout.group, layout.stage);
   stage_comm_ = world.split(layout.stage, layout.group);
   const LocalGraph& g = part.graph;

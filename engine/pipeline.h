@@ -111,12 +111,10 @@ class PipelineEngine {
 
   const TrainConfig& config_;
   PipelineLayout layout_;
-  Communicator& world_;
   std::unique_ptr<Communicator> pipe_comm_;   // this part's stages, rank = stage
   std::unique_ptr<Communicator> stage_comm_;  // this stage in every part, rank = group
   ChunkLayout chunks_;
   std::unique_ptr<ChunkedOperator> op_;
-  MatrixSymmetry symmetry_;
   std::unique_ptr<History> history_;
   std::vector<GlobalId> owned_ids_;  // (N) in chunk order
   std::vector<GlobalId> halo_ids_;
