@@ -5,11 +5,14 @@
 // test skips, printing the reason, when no GPU is usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <span>
 #include <vector>
 
+#include "engine/core/cpu/kernels_cpu.h"
 #include "engine/core/cuda/allocator.h"
 #include "engine/core/cuda/check.h"
 #include "engine/core/cuda/kernels_cuda.h"
@@ -321,6 +324,265 @@ TEST_F(CudaKernels, LogSoftmaxNllAndBackward) {
                                      0.125f, rows, c);
       EXPECT_TRUE(test::near(download(d_grad, static_cast<std::size_t>(rows * c)),
                              as_double(test::values_of(d_logits)), 1e-7, 8 * kFloatEps, c));
+    }
+  }
+}
+
+// ---- multi-label loss and batch normalisation ----
+
+// Unit roundoff of double.
+constexpr double kDoubleEps = 1.0 / (std::int64_t{1} << 53);
+
+// |got[i] - want[i]| <= tol[i] for double results; on failure the largest error and the first
+// mismatching index, as test::near_each reports for floats.
+::testing::AssertionResult near_doubles(const std::vector<double>& got,
+                                        const std::vector<double>& want,
+                                        const std::vector<double>& tol) {
+  if (got.size() != want.size() || tol.size() != want.size()) {
+    return ::testing::AssertionFailure() << "size differs: got " << got.size() << ", want "
+                                         << want.size() << ", tolerances " << tol.size();
+  }
+  std::size_t bad = 0, first = 0, worst = 0;
+  double worst_err = -1.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(got[i] - want[i]);
+    if (err <= tol[i]) continue;
+    if (bad++ == 0) first = i;
+    if (err > worst_err || std::isnan(err)) {
+      worst_err = err;
+      worst = i;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << bad << " of " << got.size() << " values off; largest error " << worst_err << " at "
+         << worst << " (got " << got[worst] << ", want " << want[worst] << "); first mismatch at "
+         << first << " (got " << got[first] << ", want " << want[first] << ", tolerance "
+         << tol[first] << ")";
+}
+
+// Targets (R, T) of a multi-label task: every 5th entry NaN (no label), the others 0 or 1, with
+// every 7th a soft label in [0, 1).
+std::vector<float> bce_targets(std::int64_t rows, std::int64_t t) {
+  std::vector<float> targets = test::random_floats(static_cast<std::size_t>(rows * t), 17, 0.0f,
+                                                   1.0f);
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (i % 5 == 3) {
+      targets[i] = std::numeric_limits<float>::quiet_NaN();
+    } else if (i % 7 != 0) {
+      targets[i] = targets[i] < 0.5f ? 0.0f : 1.0f;
+    }
+  }
+  return targets;
+}
+
+TEST_F(CudaKernels, SigmoidBceLossAndBackwardMatchCpu) {
+  constexpr float kScale = 0.125f;
+  // 5000 rows x wide T: more terms than the loss's 1024 x 256 threads (grid-stride loop).
+  for (std::int64_t rows : {std::int64_t{0}, std::int64_t{1}, std::int64_t{203},
+                            std::int64_t{5000}}) {
+    for (std::int64_t t : kWidths) {
+      // Logits in [-8, 8]: both branches of the stable sigmoid, and terms far from 0.
+      const std::vector<float> logits =
+          test::random_floats(static_cast<std::size_t>(rows * t), 16, -8.0f, 8.0f);
+      const std::vector<float> targets = bce_targets(rows, t);
+      // Listed: rows r % 3 != 1 in descending order; and no row at all (n = 0 on R rows).
+      std::vector<NodeId> some;
+      for (std::int64_t r = rows - 1; r >= 0; --r) {
+        if (r % 3 != 1) some.push_back(static_cast<NodeId>(r));
+      }
+      const cuda::DeviceBuffer d_logits = upload(logits), d_targets = upload(targets);
+      for (const std::vector<NodeId>& listed : {some, std::vector<NodeId>{}}) {
+        const auto n = static_cast<std::int64_t>(listed.size());
+        const cuda::DeviceBuffer d_listed = upload(listed);
+        std::int64_t want_count = -1;
+        const double want = cpu::sigmoid_bce_loss_sum(&want_count, logits.data(), targets.data(),
+                                                      listed, t);
+        std::int64_t got_count = -1;
+        const double got = cuda::sigmoid_bce_loss_sum(&got_count, d_logits.as<float>(),
+                                                      d_targets.as<float>(),
+                                                      d_listed.as<NodeId>(), n, t);
+        EXPECT_EQ(got_count, want_count) << "R " << rows << " T " << t << " n " << n;
+        // Each term is a few double operations plus exp and log1p (within 2 ulps on both sides),
+        // summed in different orders: each side is within (m + 4) eps_d of the exact sum of the
+        // terms' absolute parts A = sum max(z, 0) + |z y| + log1p(exp(-|z|)) (Higham 4.4).
+        double abs_parts = 0.0;
+        for (NodeId r : listed) {
+          for (std::int64_t k = 0; k < t; ++k) {
+            const double y = targets[static_cast<std::size_t>(r * t + k)];
+            if (std::isnan(y)) continue;
+            const double z = logits[static_cast<std::size_t>(r * t + k)];
+            abs_parts += std::max(z, 0.0) + std::abs(z * y) + std::log1p(std::exp(-std::abs(z)));
+          }
+        }
+        const double tol =
+            2.0 * (static_cast<double>(want_count) + 8.0) * kDoubleEps * abs_parts;
+        EXPECT_NEAR(got, want, tol) << "R " << rows << " T " << t << " n " << n;
+
+        // Backward; the output starts as garbage, so that the zeroing of every entry is checked.
+        std::vector<float> want_grad(static_cast<std::size_t>(rows * t));
+        cpu::sigmoid_bce_backward(want_grad.data(), logits.data(), targets.data(), listed, kScale,
+                                  rows, t);
+        const cuda::DeviceBuffer d_grad =
+            upload(std::vector<float>(static_cast<std::size_t>(rows * t), -7.0f));
+        cuda::sigmoid_bce_backward(d_grad.as<float>(), d_logits.as<float>(),
+                                   d_targets.as<float>(), d_listed.as<NodeId>(), n, kScale, rows,
+                                   t);
+        // sigmoid in float: expf within 2 ulps on the GPU and 1 on the CPU, then an add and a
+        // divide, so each sigmoid in [0, 1] is within ~8u (u = 2^-24) of the exact one and the
+        // two differ by < 13u; the subtraction and the scaling round once more on each side (4u
+        // relative). Entries with a NaN target or off the list are exactly 0 on both.
+        EXPECT_TRUE(test::near(download(d_grad, static_cast<std::size_t>(rows * t)),
+                               as_double(want_grad), 16 * kFloatEps * kScale, 4 * kFloatEps, t))
+            << "R " << rows << " T " << t << " n " << n;
+      }
+    }
+  }
+}
+
+// Host (F) vectors for the forward: mean and inv_std from CPU statistics (1 / sqrt(var + 1e-5)),
+// gamma and beta random.
+struct BatchNormParams {
+  std::vector<float> mean, inv_std, gamma, beta;
+};
+
+BatchNormParams batch_norm_params(const std::vector<double>& sum,
+                                  const std::vector<double>& sum_sq, std::int64_t rows) {
+  BatchNormParams p;
+  const std::size_t f = sum.size();
+  p.gamma = test::random_floats(f, 21, 0.5f, 2.0f);
+  p.beta = test::random_floats(f, 22);
+  for (std::size_t k = 0; k < f; ++k) {
+    const double count = static_cast<double>(std::max<std::int64_t>(rows, 1));
+    const double mean = sum[k] / count;
+    const double var = std::max(sum_sq[k] / count - mean * mean, 0.0);
+    p.mean.push_back(static_cast<float>(mean));
+    p.inv_std.push_back(static_cast<float>(1.0 / std::sqrt(var + 1e-5)));
+  }
+  return p;
+}
+
+// Tolerance of a per-column double sum of R exactly representable terms (float products are
+// exact in double) added in two different orders: 2 (R + 2) eps_d sum |terms| (Higham 4.4).
+std::vector<double> double_sum_bound(const std::vector<double>& abs_sums, std::int64_t rows) {
+  std::vector<double> tol(abs_sums.size());
+  for (std::size_t k = 0; k < tol.size(); ++k) {
+    tol[k] = 2.0 * (static_cast<double>(rows) + 2.0) * kDoubleEps * abs_sums[k];
+  }
+  return tol;
+}
+
+const std::vector<std::int64_t> kBatchNormRows = {0, 1, 203, 5000};  // 5000: 3 row chunks
+
+TEST_F(CudaKernels, BatchNormStatsAndForwardMatchCpu) {
+  for (std::int64_t rows : kBatchNormRows) {
+    for (std::int64_t f : kWidths) {
+      const auto width = static_cast<std::size_t>(f);
+      const std::vector<float> x =
+          test::random_floats(static_cast<std::size_t>(rows * f), 18, -2.0f, 3.0f);
+      std::vector<double> sum(width), sum_sq(width);
+      cpu::batch_norm_stats(sum.data(), sum_sq.data(), x.data(), rows, f);
+      // Outputs start as garbage: written, not accumulated (0 when R = 0).
+      const cuda::DeviceBuffer d_x = upload(x), d_sum = upload(std::vector<double>(width, 99.0)),
+                               d_sum_sq = upload(std::vector<double>(width, 99.0));
+      cuda::batch_norm_stats(d_sum.as<double>(), d_sum_sq.as<double>(), d_x.as<float>(), rows, f);
+      std::vector<double> abs_sum(width, 0.0);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::size_t k = 0; k < width; ++k) {
+          abs_sum[k] += std::abs(x[static_cast<std::size_t>(r) * width + k]);
+        }
+      }
+      EXPECT_TRUE(near_doubles(download<double>(d_sum, width), sum,
+                               double_sum_bound(abs_sum, rows)))
+          << "sum R " << rows << " F " << f;
+      EXPECT_TRUE(near_doubles(download<double>(d_sum_sq, width), sum_sq,
+                               double_sum_bound(sum_sq, rows)))  // terms x^2 >= 0
+          << "sum_sq R " << rows << " F " << f;
+
+      const BatchNormParams p = batch_norm_params(sum, sum_sq, rows);
+      std::vector<float> y(x.size()), x_hat(x.size());
+      cpu::batch_norm_forward(y.data(), x_hat.data(), x.data(), p.mean.data(), p.inv_std.data(),
+                              p.gamma.data(), p.beta.data(), rows, f);
+      // In place as the CPU allows: x_hat overwrites x; y in a buffer of its own.
+      const cuda::DeviceBuffer d_in_out = upload(x), d_mean = upload(p.mean),
+                               d_inv_std = upload(p.inv_std), d_gamma = upload(p.gamma),
+                               d_beta = upload(p.beta);
+      cuda::DeviceBuffer d_y(x.size() * sizeof(float));
+      cuda::batch_norm_forward(d_y.as<float>(), d_in_out.as<float>(), d_in_out.as<float>(),
+                               d_mean.as<float>(), d_inv_std.as<float>(), d_gamma.as<float>(),
+                               d_beta.as<float>(), rows, f);
+      // x_hat = (x - mean) * inv_std: the same two rounded operations on both sides (nothing to
+      // fuse), so bit-identical.
+      EXPECT_TRUE(test::bitwise_equal(download(d_in_out, x.size()), x_hat, f))
+          << "x_hat R " << rows << " F " << f;
+      // y = gamma x_hat + beta: either side may fuse it into an FMA, which changes the result
+      // by at most 3u (|gamma x_hat| + |beta|).
+      std::vector<double> y_tol(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        y_tol[i] = 4.0 * kFloatEps * (std::abs(p.gamma[i % width] * x_hat[i]) +
+                                      std::abs(p.beta[i % width]));
+      }
+      EXPECT_TRUE(test::near_each(download(d_y, x.size()), as_double(y), y_tol, f))
+          << "y R " << rows << " F " << f;
+    }
+  }
+}
+
+TEST_F(CudaKernels, BatchNormBackwardStatsAndBackwardMatchCpu) {
+  for (std::int64_t rows : kBatchNormRows) {
+    for (std::int64_t f : kWidths) {
+      const auto width = static_cast<std::size_t>(f);
+      const std::vector<float> d_y = test::random_floats(static_cast<std::size_t>(rows * f), 19);
+      const std::vector<float> x_hat =
+          test::random_floats(static_cast<std::size_t>(rows * f), 20, -3.0f, 3.0f);
+      const std::vector<float> gamma = test::random_floats(width, 21, 0.5f, 2.0f);
+      const std::vector<float> inv_std = test::random_floats(width, 23, 0.25f, 4.0f);
+      std::vector<double> sum_dy(width), sum_dy_xhat(width);
+      cpu::batch_norm_backward_stats(sum_dy.data(), sum_dy_xhat.data(), d_y.data(), x_hat.data(),
+                                     rows, f);
+      const cuda::DeviceBuffer d_dy = upload(d_y), d_xhat = upload(x_hat),
+                               d_sum_dy = upload(std::vector<double>(width, 99.0)),
+                               d_sum_dy_xhat = upload(std::vector<double>(width, 99.0));
+      cuda::batch_norm_backward_stats(d_sum_dy.as<double>(), d_sum_dy_xhat.as<double>(),
+                                      d_dy.as<float>(), d_xhat.as<float>(), rows, f);
+      std::vector<double> abs_dy(width, 0.0), abs_dy_xhat(width, 0.0);
+      for (std::size_t i = 0; i < d_y.size(); ++i) {
+        abs_dy[i % width] += std::abs(d_y[i]);
+        abs_dy_xhat[i % width] += std::abs(static_cast<double>(d_y[i]) * x_hat[i]);
+      }
+      EXPECT_TRUE(near_doubles(download<double>(d_sum_dy, width), sum_dy,
+                               double_sum_bound(abs_dy, rows)))
+          << "sum_dy R " << rows << " F " << f;
+      EXPECT_TRUE(near_doubles(download<double>(d_sum_dy_xhat, width), sum_dy_xhat,
+                               double_sum_bound(abs_dy_xhat, rows)))
+          << "sum_dy_xhat R " << rows << " F " << f;
+
+      // Both backwards from the CPU's sums (the same input), with a global count larger than R
+      // as on one rank of several; in place on the GPU (d_x aliases d_y) as the layers call it.
+      const double count = 3.0 * static_cast<double>(rows) + 1.0;
+      std::vector<float> d_x(d_y.size());
+      cpu::batch_norm_backward(d_x.data(), d_y.data(), x_hat.data(), gamma.data(), inv_std.data(),
+                               sum_dy.data(), sum_dy_xhat.data(), count, rows, f);
+      const cuda::DeviceBuffer d_grad = upload(d_y), d_gamma = upload(gamma),
+                               d_inv_std = upload(inv_std), d_sums_dy = upload(sum_dy),
+                               d_sums_dy_xhat = upload(sum_dy_xhat);
+      cuda::batch_norm_backward(d_grad.as<float>(), d_grad.as<float>(), d_xhat.as<float>(),
+                                d_gamma.as<float>(), d_inv_std.as<float>(),
+                                d_sums_dy.as<double>(), d_sums_dy_xhat.as<double>(), count, rows,
+                                f);
+      // The per-column factors (gamma inv_std and the two means rounded to float) are the same
+      // rounded operations on both sides; d_y - mean_dy - x_hat mean_dy_xhat may be fused into
+      // an FMA on either side (at most 3u of its absolute parts), then scaled by gamma inv_std.
+      std::vector<double> tol(d_y.size());
+      for (std::size_t i = 0; i < d_y.size(); ++i) {
+        const std::size_t k = i % width;
+        const double mean_dy = static_cast<float>(sum_dy[k] / count);
+        const double mean_dy_xhat = static_cast<float>(sum_dy_xhat[k] / count);
+        tol[i] = 4.0 * kFloatEps * std::abs(static_cast<double>(gamma[k] * inv_std[k])) *
+                 (std::abs(d_y[i]) + std::abs(mean_dy) + std::abs(x_hat[i] * mean_dy_xhat));
+      }
+      EXPECT_TRUE(test::near_each(download(d_grad, d_y.size()), as_double(d_x), tol, f))
+          << "d_x R " << rows << " F " << f;
     }
   }
 }

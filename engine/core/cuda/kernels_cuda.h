@@ -110,4 +110,35 @@ void log_softmax_nll_backward(float* d_logits, const float* logp, const std::int
                               const NodeId* rows, std::int64_t n, float scale, std::int64_t r,
                               std::int64_t c);
 
+// ---- losses, multi-label (loss.cu) ----
+// Sum over the n listed rows and the T tasks with a non-NaN target of the stable BCE from
+// logits, max(z, 0) - z y + log1p(exp(-|z|)) in double; logits, targets (R, T). *count = the
+// number of terms. Deterministic (a grid fixed by n * T, fixed-order reductions); waits for the
+// result.
+double sigmoid_bce_loss_sum(std::int64_t* count, const float* logits, const float* targets,
+                            const NodeId* rows, std::int64_t n, std::int64_t t);
+// d_logits (R, T) = scale * (sigmoid(logits) - targets) on the n listed (distinct) rows where
+// the target is not NaN, 0 everywhere else.
+void sigmoid_bce_backward(float* d_logits, const float* logits, const float* targets,
+                          const NodeId* rows, std::int64_t n, float scale, std::int64_t r,
+                          std::int64_t t);
+
+// ---- batch normalisation (batch_norm.cu); y and x_hat may alias x, d_x may alias d_y ----
+// Every pointer is a device pointer (the double sums too); count is a host value.
+// sum, sum_sq (F) = per-column sums of x (R, F) and of x^2 in double, written (not accumulated);
+// deterministic fixed-order sums, 0 when R = 0.
+void batch_norm_stats(double* sum, double* sum_sq, const float* x, std::int64_t r, std::int64_t f);
+// x_hat (R, F) = (x - mean) * inv_std; y (R, F) = gamma * x_hat + beta (per column).
+void batch_norm_forward(float* y, float* x_hat, const float* x, const float* mean,
+                        const float* inv_std, const float* gamma, const float* beta, std::int64_t r,
+                        std::int64_t f);
+// sum_dy, sum_dy_xhat (F) = per-column sums of d_y and of d_y * x_hat (double, written).
+void batch_norm_backward_stats(double* sum_dy, double* sum_dy_xhat, const float* d_y,
+                               const float* x_hat, std::int64_t r, std::int64_t f);
+// d_x (R, F) = gamma * inv_std * (d_y - mean_dy - x_hat * mean_dy_xhat), mean_* = sum_* / count
+// rounded to float (count = the number of rows over all ranks).
+void batch_norm_backward(float* d_x, const float* d_y, const float* x_hat, const float* gamma,
+                         const float* inv_std, const double* sum_dy, const double* sum_dy_xhat,
+                         double count, std::int64_t r, std::int64_t f);
+
 }  // namespace tessera::cuda
