@@ -13,6 +13,10 @@
 #include <utility>
 
 #include "engine/core/error.h"
+#ifdef TESSERA_HAVE_CUDA
+#include "engine/core/cuda/kernels_cuda.h"
+#include "engine/core/cuda/runtime.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -285,7 +289,24 @@ Csr Csr::from_edges(std::int64_t num_nodes, std::span<const GlobalId> src,
 
 CsrView Csr::view() const {
   return CsrView{num_rows_, num_cols_, indptr_.data(), indices_.data(),
-                 values_.empty() ? nullptr : values_.data()};
+                 values_.empty() ? nullptr : values_.data(), device_matrix_.get()};
+}
+
+void Csr::upload(Device device) {
+  if (device.kind == DeviceKind::Cpu) {
+    device_matrix_.reset();
+    device_ = device;
+    return;
+  }
+  if (device == device_ && device_matrix_) return;
+#ifdef TESSERA_HAVE_CUDA
+  cuda::require_device(device.index, "uploading a sparse matrix");
+  device_matrix_ = std::make_shared<const cuda::CudaCsr>(view());
+  device_ = device;
+#else
+  TESSERA_FAIL(InvalidArgument, "cannot upload a sparse matrix to ", to_string(device),
+               ": this build has no CUDA backend");
+#endif
 }
 
 Csr Csr::transpose() const {

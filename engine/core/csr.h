@@ -6,8 +6,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
+
+#include "engine/core/device.h"
 
 namespace tessera {
 
@@ -21,6 +24,9 @@ struct CsrView {
   const EdgeOffset* indptr = nullptr;  // (num_rows + 1)
   const NodeId* indices = nullptr;     // (nnz)
   const float* values = nullptr;       // (nnz), or null: every weight is 1
+  // The matrix's copy on a GPU (Csr::upload), which the CUDA kernels multiply with; null when
+  // it has none. Type-erased: a tessera::cuda::CudaCsr.
+  const void* device_matrix = nullptr;
   EdgeOffset nnz() const { return num_rows ? indptr[num_rows] : 0; }
 };
 
@@ -46,7 +52,13 @@ class Csr {
   const std::vector<NodeId>& indices() const { return indices_; }
   const std::vector<float>& values() const { return values_; }
   std::int64_t degree(std::int64_t row) const { return indptr_[row + 1] - indptr_[row]; }
+  // Host arrays, plus the GPU copy when one was uploaded.
   CsrView view() const;
+  // Uploads the matrix to `device` once (its descriptor and work buffers are reused by every
+  // later multiply); the CPU needs nothing (drops a GPU copy). Copies of this Csr share it.
+  // Throws Cuda when the device is not usable, InvalidArgument in a build without CUDA.
+  void upload(Device device);
+  Device device() const { return device_; }
 
   // A^T (rows and columns swapped), values carried along; columns sorted within each row.
   Csr transpose() const;
@@ -64,6 +76,8 @@ class Csr {
   std::vector<EdgeOffset> indptr_;
   std::vector<NodeId> indices_;
   std::vector<float> values_;
+  std::shared_ptr<const void> device_matrix_;  // the CudaCsr of upload(); null on the CPU
+  Device device_ = Device::cpu();
 };
 
 // Finishes a pattern built by bucketing (indptr final, each row's indices in any order, possibly

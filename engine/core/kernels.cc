@@ -1,16 +1,49 @@
 // The one dispatch place of the compute kernels: each public kernel checks dtypes, shapes,
 // devices, aliasing and index ranges (InvalidArgument saying what was expected and what was
 // found), then calls the implementation for the device of its output: tessera::cpu::* from
-// engine/core/cpu/, CUDA twins to come. Nothing else in Tessera switches on Device for compute.
+// engine/core/cpu/, tessera::cuda::* from engine/core/cuda/ (in builds with the CUDA backend).
+// Nothing else in Tessera switches on Device for compute. On a GPU, span arguments (index
+// lists, per-column vectors) may be host or GPU memory (engine/core/cuda/staging.h); host-side
+// validation of index lists applies to host spans only (GPU-resident callers validated theirs
+// when they uploaded them).
 #include "engine/core/kernels.h"
 
 #include <vector>
 
 #include "engine/core/cpu/kernels_cpu.h"
 #include "engine/core/error.h"
+#ifdef TESSERA_HAVE_CUDA
+#include "engine/core/cuda/kernels_cuda.h"
+#include "engine/core/cuda/staging.h"
+// The body of a `case DeviceKind::Cuda:` when the CUDA backend is built; else that case falls
+// through to no_kernel.
+#define TESSERA_CUDA_KERNEL(...) __VA_ARGS__
+#else
+#define TESSERA_CUDA_KERNEL(...) break
+#endif
 
 namespace tessera {
 namespace {
+
+// Whether the host may read what ptr points to: always for a CPU kernel (its spans are host
+// memory); for a GPU kernel, unless ptr is GPU memory.
+bool host_readable(const void* ptr, Device device) {
+  if (device.kind == DeviceKind::Cpu || ptr == nullptr) return true;
+#ifdef TESSERA_HAVE_CUDA
+  return !cuda::is_device_memory(ptr);
+#else
+  return true;
+#endif
+}
+
+#ifdef TESSERA_HAVE_CUDA
+// The GPU copy of a CSR (Csr::upload); InvalidArgument when the matrix was never uploaded.
+const cuda::CudaCsr& device_matrix(const CsrView& a, const char* kernel) {
+  TESSERA_CHECK(a.device_matrix != nullptr, InvalidArgument, kernel,
+                ": the sparse matrix has no GPU copy (call Csr::upload with the device first)");
+  return *static_cast<const cuda::CudaCsr*>(a.device_matrix);
+}
+#endif
 
 [[noreturn]] void no_kernel(const char* kernel, Device device) {
   TESSERA_FAIL(InvalidArgument, "no ", kernel, " kernel for device ", to_string(device));
@@ -55,7 +88,8 @@ void check_no_alias(const Tensor& out, const Tensor& in, const char* kernel, con
 
 // Every listed row in [0, limit); with `distinct`, no row listed twice (parallel writers).
 void check_rows(std::span<const NodeId> rows, std::int64_t limit, bool distinct,
-                const char* kernel) {
+                const char* kernel, Device device) {
+  if (!host_readable(rows.data(), device)) return;
   std::vector<bool> seen(distinct ? static_cast<std::size_t>(limit) : 0);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const NodeId r = rows[i];
@@ -70,8 +104,10 @@ void check_rows(std::span<const NodeId> rows, std::int64_t limit, bool distinct,
 }
 
 void check_labels(std::span<const std::int64_t> labels, std::span<const NodeId> rows,
-                  std::int64_t num_rows, std::int64_t num_classes, const char* kernel) {
+                  std::int64_t num_rows, std::int64_t num_classes, const char* kernel,
+                  Device device) {
   check_count(labels.size(), num_rows, kernel, "labels");
+  if (!host_readable(labels.data(), device) || !host_readable(rows.data(), device)) return;
   for (const NodeId r : rows) {
     const std::int64_t label = labels[static_cast<std::size_t>(r)];
     TESSERA_CHECK(label >= 0 && label < num_classes, InvalidInput, kernel, ": label ", label,
@@ -103,7 +139,8 @@ void spmm(Tensor& out, const CsrView& a, const Tensor& x) {
     case DeviceKind::Cpu:
       return cpu::spmm(out.f32(), a, x.f32(), x.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL(
+          return cuda::spmm(out.f32(), device_matrix(a, "spmm"), x.f32(), x.cols()));
   }
   no_kernel("spmm", device);
 }
@@ -118,7 +155,7 @@ void spmm_rows(Tensor& out, const CsrView& a, const Tensor& x, std::span<const N
                 x.shape_string());
   check_dims(out, a.num_rows, x.cols(), "spmm_rows", "out");
   check_no_alias(out, x, "spmm_rows", "out", "x");
-  check_rows(rows, a.num_rows, /*distinct=*/true, "spmm_rows");
+  check_rows(rows, a.num_rows, /*distinct=*/true, "spmm_rows", device);
   switch (device.kind) {
     case DeviceKind::Cpu:
       return cpu::spmm_rows(out.f32(), a, x.f32(), rows, x.cols());
@@ -151,7 +188,8 @@ void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_
     case DeviceKind::Cpu:
       return cpu::gemm(c.f32(), a.f32(), trans_a, b.f32(), trans_b, alpha, beta, m, n, k);
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL(
+          return cuda::gemm(c.f32(), a.f32(), trans_a, b.f32(), trans_b, alpha, beta, m, n, k));
   }
   no_kernel("gemm", device);
 }
@@ -165,7 +203,7 @@ void axpy(Tensor& y, float alpha, const Tensor& x) {
     case DeviceKind::Cpu:
       return cpu::axpy(y.f32(), alpha, x.f32(), y.numel());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL(return cuda::axpy(y.f32(), alpha, x.f32(), y.numel()));
   }
   no_kernel("axpy", device);
 }
@@ -178,7 +216,12 @@ void column_sums(std::span<float> out, const Tensor& x, bool accumulate) {
     case DeviceKind::Cpu:
       return cpu::column_sums(out.data(), x.f32(), accumulate, x.rows(), x.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceOutput<float> sums(out);
+        cuda::column_sums(sums.get(), x.f32(), accumulate, x.rows(), x.cols());
+        sums.finish();
+        return;
+      });
   }
   no_kernel("column_sums", device);
 }
@@ -196,7 +239,10 @@ void bias_act_forward(Tensor& y, const Tensor& x, std::span<const float> bias, A
       return cpu::bias_act_forward(y.f32(), x.f32(), bias.empty() ? nullptr : bias.data(), act,
                                    x.rows(), x.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<float> b(bias);
+        return cuda::bias_act_forward(y.f32(), x.f32(), b.get(), act, x.rows(), x.cols());
+      });
   }
   no_kernel("bias_act_forward", device);
 }
@@ -215,7 +261,13 @@ void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, 
       return cpu::bias_act_backward(d_x.f32(), d_bias.empty() ? nullptr : d_bias.data(), d_y.f32(),
                                     y.f32(), act, d_y.rows(), d_y.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceOutput<float> db(d_bias);
+        cuda::bias_act_backward(d_x.f32(), db.get(), d_y.f32(), y.f32(), act, d_y.rows(),
+                                d_y.cols());
+        db.finish();
+        return;
+      });
   }
   no_kernel("bias_act_backward", device);
 }
@@ -239,7 +291,10 @@ void dropout_forward(Tensor& y, const Tensor& x, float p, const CounterRng& rng,
     case DeviceKind::Cpu:
       return cpu::dropout_forward(y.f32(), x.f32(), p, rng, global_ids.data(), x.rows(), x.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<GlobalId> ids(global_ids);
+        return cuda::dropout_forward(y.f32(), x.f32(), p, rng, ids.get(), x.rows(), x.cols());
+      });
   }
   no_kernel("dropout_forward", y.device());
 }
@@ -252,7 +307,11 @@ void dropout_backward(Tensor& d_x, const Tensor& d_y, float p, const CounterRng&
       return cpu::dropout_backward(d_x.f32(), d_y.f32(), p, rng, global_ids.data(), d_y.rows(),
                                    d_y.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<GlobalId> ids(global_ids);
+        return cuda::dropout_backward(d_x.f32(), d_y.f32(), p, rng, ids.get(), d_y.rows(),
+                                      d_y.cols());
+      });
   }
   no_kernel("dropout_backward", d_x.device());
 }
@@ -265,12 +324,16 @@ void gather_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows) {
   check_input(x, device, "gather_rows", "x");
   check_dims(out, static_cast<std::int64_t>(rows.size()), x.cols(), "gather_rows", "out");
   check_no_alias(out, x, "gather_rows", "out", "x");
-  check_rows(rows, x.rows(), /*distinct=*/false, "gather_rows");
+  check_rows(rows, x.rows(), /*distinct=*/false, "gather_rows", device);
   switch (device.kind) {
     case DeviceKind::Cpu:
       return cpu::gather_rows(out.f32(), x.f32(), rows, x.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<NodeId> r(rows);
+        return cuda::gather_rows(out.f32(), x.f32(), r.get(),
+                                 static_cast<std::int64_t>(rows.size()), x.cols());
+      });
   }
   no_kernel("gather_rows", device);
 }
@@ -281,12 +344,16 @@ void scatter_add_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows
   check_input(x, device, "scatter_add_rows", "x");
   check_dims(x, static_cast<std::int64_t>(rows.size()), out.cols(), "scatter_add_rows", "x");
   check_no_alias(out, x, "scatter_add_rows", "out", "x");
-  check_rows(rows, out.rows(), /*distinct=*/false, "scatter_add_rows");
+  check_rows(rows, out.rows(), /*distinct=*/false, "scatter_add_rows", device);
   switch (device.kind) {
     case DeviceKind::Cpu:
       return cpu::scatter_add_rows(out.f32(), x.f32(), rows, out.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<NodeId> r(rows);
+        return cuda::scatter_add_rows(out.f32(), x.f32(), r.get(),
+                                      static_cast<std::int64_t>(rows.size()), out.cols());
+      });
   }
   no_kernel("scatter_add_rows", device);
 }
@@ -302,7 +369,8 @@ void log_softmax_forward(Tensor& logp, const Tensor& logits) {
     case DeviceKind::Cpu:
       return cpu::log_softmax_forward(logp.f32(), logits.f32(), logits.rows(), logits.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL(return cuda::log_softmax_forward(logp.f32(), logits.f32(), logits.rows(),
+                                                           logits.cols()));
   }
   no_kernel("log_softmax_forward", device);
 }
@@ -311,13 +379,18 @@ double nll_loss_sum(const Tensor& logp, std::span<const std::int64_t> labels,
                     std::span<const NodeId> rows) {
   const Device device = logp.device();
   check_input(logp, device, "nll_loss_sum", "logp");
-  check_rows(rows, logp.rows(), /*distinct=*/false, "nll_loss_sum");
-  check_labels(labels, rows, logp.rows(), logp.cols(), "nll_loss_sum");
+  check_rows(rows, logp.rows(), /*distinct=*/false, "nll_loss_sum", device);
+  check_labels(labels, rows, logp.rows(), logp.cols(), "nll_loss_sum", device);
   switch (device.kind) {
     case DeviceKind::Cpu:
       return cpu::nll_loss_sum(logp.f32(), labels.data(), rows, logp.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<std::int64_t> l(labels);
+        cuda::DeviceInput<NodeId> r(rows);
+        return cuda::nll_loss_sum(logp.f32(), l.get(), r.get(),
+                                  static_cast<std::int64_t>(rows.size()), logp.cols());
+      });
   }
   no_kernel("nll_loss_sum", device);
 }
@@ -331,14 +404,20 @@ void log_softmax_nll_backward(Tensor& d_logits, const Tensor& logp,
   check_input(logp, device, kernel, "logp");
   check_dims(d_logits, logp.rows(), logp.cols(), kernel, "d_logits");
   check_no_alias(d_logits, logp, kernel, "d_logits", "logp");
-  check_rows(rows, logp.rows(), /*distinct=*/true, kernel);
-  check_labels(labels, rows, logp.rows(), logp.cols(), kernel);
+  check_rows(rows, logp.rows(), /*distinct=*/true, kernel, device);
+  check_labels(labels, rows, logp.rows(), logp.cols(), kernel, device);
   switch (device.kind) {
     case DeviceKind::Cpu:
       return cpu::log_softmax_nll_backward(d_logits.f32(), logp.f32(), labels.data(), rows, scale,
                                            logp.rows(), logp.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<std::int64_t> l(labels);
+        cuda::DeviceInput<NodeId> r(rows);
+        return cuda::log_softmax_nll_backward(d_logits.f32(), logp.f32(), l.get(), r.get(),
+                                              static_cast<std::int64_t>(rows.size()), scale,
+                                              logp.rows(), logp.cols());
+      });
   }
   no_kernel(kernel, device);
 }
@@ -350,12 +429,16 @@ double sigmoid_bce_loss_sum(const Tensor& logits, const Tensor& targets,
   check_input(targets, device, "sigmoid_bce_loss_sum", "targets");
   check_dims(targets, logits.rows(), logits.cols(), "sigmoid_bce_loss_sum", "targets");
   TESSERA_CHECK(count != nullptr, InvalidArgument, "sigmoid_bce_loss_sum: count is null");
-  check_rows(rows, logits.rows(), /*distinct=*/false, "sigmoid_bce_loss_sum");
+  check_rows(rows, logits.rows(), /*distinct=*/false, "sigmoid_bce_loss_sum", device);
   switch (device.kind) {
     case DeviceKind::Cpu:
       return cpu::sigmoid_bce_loss_sum(count, logits.f32(), targets.f32(), rows, logits.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<NodeId> r(rows);
+        return cuda::sigmoid_bce_loss_sum(count, logits.f32(), targets.f32(), r.get(),
+                                          static_cast<std::int64_t>(rows.size()), logits.cols());
+      });
   }
   no_kernel("sigmoid_bce_loss_sum", device);
 }
@@ -371,13 +454,18 @@ void sigmoid_bce_backward(Tensor& d_logits, const Tensor& logits, const Tensor& 
   check_dims(targets, logits.rows(), logits.cols(), kernel, "targets");
   check_no_alias(d_logits, logits, kernel, "d_logits", "logits");
   check_no_alias(d_logits, targets, kernel, "d_logits", "targets");
-  check_rows(rows, logits.rows(), /*distinct=*/true, kernel);
+  check_rows(rows, logits.rows(), /*distinct=*/true, kernel, device);
   switch (device.kind) {
     case DeviceKind::Cpu:
       return cpu::sigmoid_bce_backward(d_logits.f32(), logits.f32(), targets.f32(), rows, scale,
                                        logits.rows(), logits.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<NodeId> r(rows);
+        return cuda::sigmoid_bce_backward(d_logits.f32(), logits.f32(), targets.f32(), r.get(),
+                                          static_cast<std::int64_t>(rows.size()), scale,
+                                          logits.rows(), logits.cols());
+      });
   }
   no_kernel(kernel, device);
 }
@@ -393,7 +481,13 @@ void batch_norm_stats(std::span<double> sum, std::span<double> sum_sq, const Ten
     case DeviceKind::Cpu:
       return cpu::batch_norm_stats(sum.data(), sum_sq.data(), x.f32(), x.rows(), x.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceOutput<double> s(sum), s2(sum_sq);
+        cuda::batch_norm_stats(s.get(), s2.get(), x.f32(), x.rows(), x.cols());
+        s.finish();
+        s2.finish();
+        return;
+      });
   }
   no_kernel("batch_norm_stats", device);
 }
@@ -418,7 +512,11 @@ void batch_norm_forward(Tensor& y, Tensor& x_hat, const Tensor& x, std::span<con
       return cpu::batch_norm_forward(y.f32(), x_hat.f32(), x.f32(), mean.data(), inv_std.data(),
                                      gamma.data(), beta.data(), x.rows(), x.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<float> m(mean), is(inv_std), g(gamma), b(beta);
+        return cuda::batch_norm_forward(y.f32(), x_hat.f32(), x.f32(), m.get(), is.get(), g.get(),
+                                        b.get(), x.rows(), x.cols());
+      });
   }
   no_kernel(kernel, device);
 }
@@ -437,7 +535,14 @@ void batch_norm_backward_stats(std::span<double> sum_dy, std::span<double> sum_d
       return cpu::batch_norm_backward_stats(sum_dy.data(), sum_dy_xhat.data(), d_y.f32(),
                                             x_hat.f32(), d_y.rows(), d_y.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceOutput<double> s(sum_dy), s2(sum_dy_xhat);
+        cuda::batch_norm_backward_stats(s.get(), s2.get(), d_y.f32(), x_hat.f32(), d_y.rows(),
+                                        d_y.cols());
+        s.finish();
+        s2.finish();
+        return;
+      });
   }
   no_kernel(kernel, device);
 }
@@ -465,7 +570,12 @@ void batch_norm_backward(Tensor& d_x, const Tensor& d_y, const Tensor& x_hat,
                                       inv_std.data(), sum_dy.data(), sum_dy_xhat.data(), count,
                                       d_y.rows(), d_y.cols());
     case DeviceKind::Cuda:
-      break;
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<float> g(gamma), is(inv_std);
+        cuda::DeviceInput<double> s(sum_dy), s2(sum_dy_xhat);
+        return cuda::batch_norm_backward(d_x.f32(), d_y.f32(), x_hat.f32(), g.get(), is.get(),
+                                         s.get(), s2.get(), count, d_y.rows(), d_y.cols());
+      });
   }
   no_kernel(kernel, device);
 }

@@ -53,11 +53,31 @@ Tensor Tensor::clone() const {
   return out;
 }
 
+Tensor Tensor::to(Device device) const {
+  Tensor out(rows_, cols_, dtype_, device);
+  out.copy_from(*this);
+  return out;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  TESSERA_CHECK(same_shape(src) && dtype_ == src.dtype_, InvalidArgument,
+                "Tensor::copy_from: source ", src.shape_string(), " ", to_string(src.dtype_),
+                " does not match destination ", shape_string(), " ", to_string(dtype_));
+  // The GPU side's backend copies in either direction (host and GPU share one address space).
+  const Device by = device_.kind != DeviceKind::Cpu ? device_ : src.device_;
+  backend(by).copy(raw(), src.raw(), bytes());
+}
+
 void Tensor::zero() { backend(device_).memset_zero(raw(), bytes()); }
 
 void Tensor::resize(std::int64_t rows, std::int64_t cols) {
   if (rows == rows_ && cols == cols_ && storage_) return;
   *this = Tensor(rows, cols, dtype_, device_);
+}
+
+void Tensor::resize(std::int64_t rows, std::int64_t cols, Device device) {
+  if (device != device_) *this = Tensor(0, 0, dtype_, device);
+  resize(rows, cols);
 }
 
 std::string Tensor::shape_string() const {

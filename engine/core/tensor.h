@@ -73,13 +73,21 @@ class Tensor {
   const void* raw() const { return storage_.get(); }
 
   Tensor clone() const;
+  // A copy on `device` (a clone when it is this tensor's device).
+  Tensor to(Device device) const;
+  // Copies `src` (same shape and dtype, any device) into this tensor's memory; a copy between
+  // host and GPU returns once the bytes arrived.
+  void copy_from(const Tensor& src);
   void zero();
   // Same shape, dtype and device as other?
   bool same_shape(const Tensor& other) const {
     return rows_ == other.rows_ && cols_ == other.cols_;
   }
-  // Reallocates only when the shape or dtype changes; contents are undefined afterwards.
+  // Reallocates only when the shape changes; contents are undefined afterwards.
   void resize(std::int64_t rows, std::int64_t cols);
+  // As resize, and moves the tensor to `device` (reallocating) when it lives elsewhere. Layers
+  // size their outputs with their input's device, so a model runs where its input lives.
+  void resize(std::int64_t rows, std::int64_t cols, Device device);
   std::string shape_string() const;
 
  private:

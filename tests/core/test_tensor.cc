@@ -98,6 +98,35 @@ TEST(Tensor, CheckShapeSaysExpectedAndFound) {
                                  "weights: expected (3, 3), got (2, 3)"));
 }
 
+TEST(Tensor, CopiesBetweenTensorsAndDevices) {
+  Tensor a(2, 3);
+  for (int i = 0; i < 6; ++i) a.f32()[i] = static_cast<float>(i) + 0.5f;
+  const Tensor b = a.to(Device::cpu());
+  EXPECT_NE(b.raw(), a.raw());
+  EXPECT_EQ(b.device(), Device::cpu());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(b.f32()[i], a.f32()[i]);
+  Tensor c(2, 3);
+  c.copy_from(a);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c.f32()[i], a.f32()[i]);
+  Tensor wrong(3, 2);
+  EXPECT_TRUE(test::throws_error([&] { wrong.copy_from(a); }, ErrorCategory::InvalidArgument,
+                                 "copy_from: source (2, 3) f32 does not match destination (3, 2)"));
+  Tensor ids(2, 3, DType::I64);
+  EXPECT_TRUE(test::throws_error([&] { ids.copy_from(a); }, ErrorCategory::InvalidArgument,
+                                 "destination (2, 3) i64"));
+}
+
+TEST(Tensor, ResizeOnADeviceKeepsOrMovesTheStorage) {
+  Tensor t(4, 4);
+  const void* storage = t.raw();
+  t.resize(4, 4, Device::cpu());  // same shape, same device: nothing moves
+  EXPECT_EQ(t.raw(), storage);
+  t.resize(2, 8, Device::cpu());
+  EXPECT_EQ(t.rows(), 2);
+  EXPECT_EQ(t.cols(), 8);
+  EXPECT_EQ(t.device(), Device::cpu());
+}
+
 TEST(Device, ParsesCpuAndRefusesOthers) {
   EXPECT_EQ(parse_device("cpu"), Device::cpu());
   EXPECT_EQ(to_string(Device::cpu()), "cpu");

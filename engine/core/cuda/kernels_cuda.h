@@ -2,7 +2,8 @@
 // engine/core/cpu/kernels_cpu.h (outputs first, then inputs, then sizes), on device pointers,
 // queued on the current device's compute stream (asynchronous unless stated). Index lists
 // (rows, labels, global ids) are device arrays here; the caller validated them on the host.
-// Files match the CPU backend's: spmm.cc, dense.cc, elementwise.cu, rows.cu, loss.cu.
+// Files match the CPU backend's: spmm.cc, dense.cc, elementwise.cu, rows.cu, loss.cu,
+// batch_norm.cu.
 #pragma once
 
 #include <cstdint>

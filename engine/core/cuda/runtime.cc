@@ -134,4 +134,23 @@ cusparseHandle_t cusparse_handle() {
   return s.cusparse;
 }
 
+bool is_device_memory(const void* ptr) {
+  if (ptr == nullptr || !cuda_available()) return false;
+  cudaPointerAttributes attributes{};
+  TESSERA_CUDA_CHECK(cudaPointerGetAttributes(&attributes, ptr));
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
+void upload(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute_stream()));
+}
+
+void download(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  cudaStream_t stream = compute_stream();
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 }  // namespace tessera::cuda

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <string>
 
 namespace tessera::cuda {
@@ -48,5 +49,13 @@ cudaStream_t compute_stream();
 cudaStream_t comm_stream();
 // Blocks until the compute stream of the current device is idle.
 void synchronize_compute();
+
+// Whether ptr is GPU memory (cudaPointerGetAttributes); host memory, registered or not, is not,
+// and nothing is without a usable GPU.
+bool is_device_memory(const void* ptr);
+// Host -> GPU copy queued on the compute stream (the source may be freed on return).
+void upload(void* dst, const void* src, std::size_t bytes);
+// GPU -> host copy after the compute stream's queued work; returns once the bytes arrived.
+void download(void* dst, const void* src, std::size_t bytes);
 
 }  // namespace tessera::cuda
