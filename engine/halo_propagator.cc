@@ -68,6 +68,14 @@ HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry,
   exchange_.set_receiver_weights(halo_weight);
 }
 
+void HaloPropagator::upload(Device device) {
+  TESSERA_CHECK(device.kind == DeviceKind::Cpu || !exchange_.active(), InvalidArgument,
+                "HaloPropagator: a part with halo neighbours aggregates on the CPU only (the GPU "
+                "halo exchange is not built); ", to_string(device), " needs one part");
+  owned_.upload(device);
+  if (!symmetric_) owned_t_.upload(device);
+}
+
 void HaloPropagator::overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x) {
   if (!exchange_.active()) {
     spmm(out, a.view(), x);
@@ -86,14 +94,14 @@ void HaloPropagator::overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x)
 
 void HaloPropagator::forward(Tensor& out, const Tensor& x, int layer) {
   check_shape(x, owned_.num_rows(), x.cols(), "HaloPropagator::forward x");
-  out.resize(owned_.num_rows(), x.cols());  // (N, F)
+  out.resize(owned_.num_rows(), x.cols(), x.device());  // (N, F)
   const bool exchanging = exchange_.has_traffic();
   if (exchanging) exchange_.start_forward(x, halo_x_, layer);
   overlapped_spmm(out, owned_, x);
   if (!exchanging) return;
   exchange_.finish_forward(halo_x_);
   if (boundary_rows_.empty()) return;
-  boundary_.resize(halo_.num_rows(), x.cols());  // (B, F)
+  boundary_.resize(halo_.num_rows(), x.cols(), x.device());  // (B, F)
   spmm(boundary_, halo_.view(), halo_x_);
   scatter_add_rows(out, boundary_, boundary_rows_);
 }
@@ -101,12 +109,12 @@ void HaloPropagator::forward(Tensor& out, const Tensor& x, int layer) {
 void HaloPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
   check_shape(d_out, owned_.num_rows(), d_out.cols(), "HaloPropagator::backward d_out");
   const std::int64_t f = d_out.cols();
-  d_x.resize(owned_.num_rows(), f);  // (N, F)
+  d_x.resize(owned_.num_rows(), f, d_out.device());  // (N, F)
   const bool exchanging = exchange_.has_traffic();
   if (exchanging) {
-    boundary_.resize(halo_.num_rows(), f);  // (B, F)
+    boundary_.resize(halo_.num_rows(), f, d_out.device());  // (B, F)
     gather_rows(boundary_, d_out, boundary_rows_);
-    d_halo_.resize(halo_.num_cols(), f);  // (H, F)
+    d_halo_.resize(halo_.num_cols(), f, d_out.device());  // (H, F)
     spmm(d_halo_, halo_t_.view(), boundary_);
     exchange_.start_backward(d_halo_, layer);
   }

@@ -27,6 +27,10 @@ class HaloPropagator final : public Propagator {
 
   std::int64_t nnz() const { return owned_.nnz() + halo_.nnz(); }
 
+  // Puts the operator on `device` (once): a GPU run aggregates there. The halo exchange stays
+  // host-side, so a GPU propagator takes one part only (InvalidArgument otherwise).
+  void upload(Device device);
+
  private:
   // spmm of `a` over all its rows in chunks, polling the exchange between chunks.
   void overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x);

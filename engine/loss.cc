@@ -8,9 +8,9 @@ namespace tessera {
 double loss_and_gradient(Tensor& d_logits, Tensor& logp, const Tensor& logits, bool multiclass,
                          std::span<const std::int64_t> labels, const Tensor& targets,
                          std::span<const NodeId> rows, float scale) {
-  d_logits.resize(logits.rows(), logits.cols());
+  d_logits.resize(logits.rows(), logits.cols(), logits.device());
   if (multiclass) {
-    logp.resize(logits.rows(), logits.cols());
+    logp.resize(logits.rows(), logits.cols(), logits.device());
     log_softmax_forward(logp, logits);
     const double sum = nll_loss_sum(logp, labels, rows);
     log_softmax_nll_backward(d_logits, logp, labels, rows, scale);

@@ -46,6 +46,12 @@ std::string to_string(ParallelMode mode) {
   return "?";
 }
 
+void check_device_ranks(const std::string& device, int ranks) {
+  TESSERA_CHECK(device == "cpu" || ranks == 1, InvalidArgument, "--device ", device,
+                ": GPU training runs one rank per job for now (the GPU halo exchange over NCCL "
+                "is not built); run ", ranks, " ranks with --device cpu");
+}
+
 void validate(const TrainConfig& c) {
   TESSERA_CHECK(c.num_layers >= 1, InvalidArgument, "--num-layers must be >= 1, got ", c.num_layers);
   TESSERA_CHECK(c.hidden_channels >= 1, InvalidArgument, "--hidden-channels must be >= 1, got ",
@@ -72,9 +78,10 @@ void validate(const TrainConfig& c) {
     parse_codec(c.codec);
   }
   if (!c.codec_backward.empty()) parse_codec(c.codec_backward);
-  Device device = parse_device(c.device);
-  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument, "--device ", c.device,
-                ": only the CPU backend is available in this build");
+  TESSERA_CHECK(c.device == "cpu" || c.parallel == ParallelMode::Graph, InvalidArgument,
+                "--device ", c.device, ": --parallel ", to_string(c.parallel),
+                " runs on the CPU only; GPU training is --parallel graph");
+  parse_device(c.device);  // a clear error when the device is unknown or has no usable GPU
   TESSERA_CHECK(c.stages >= 0, InvalidArgument, "--stages must be >= 0, got ", c.stages);
   TESSERA_CHECK(c.chunks >= 0, InvalidArgument, "--chunks must be >= 0, got ", c.chunks);
   TESSERA_CHECK(c.memory_budget_gb >= 0.0 && std::isfinite(c.memory_budget_gb), InvalidArgument,
@@ -286,7 +293,22 @@ struct Trainer::Impl {
   std::vector<EpochRecord> history;     // train(): every record so far (checkpoints hold them)
   std::vector<RunResult> finished;      // train(): the runs finished so far
   std::unique_ptr<Model> model;
-  Tensor logits, logp, d_logits;        // (N, C)
+  Tensor logits, logp, d_logits;        // (N, C), on `device`
+  // Where the model runs. On a GPU the features, the operator, the dropout keys and the loss's
+  // labels and rows live there from set-up on (uploaded once); the parameters and the optimizer
+  // stay on the host (each layer's weights go up at its forward, its gradients come back at its
+  // backward), and the logits come back for the metrics.
+  Device device;
+  Tensor device_features;   // (N, F) the features on a GPU (empty on the CPU)
+  Tensor device_targets;    // (N, T) multi-label targets on a GPU
+  Tensor device_ids;        // (N, 1) i64 global ids (dropout keys) on a GPU
+  Tensor device_labels;     // (N, 1) i64 labels on a GPU
+  Tensor device_loss_rows;  // (R, 1) i32 labelled training rows on a GPU
+  Tensor host_logits;       // (N, C) the logits copied back for the metrics
+  const Tensor* features = nullptr;  // part.features or device_features
+  const Tensor* targets = nullptr;   // part.targets or device_targets
+  std::span<const std::int64_t> labels;  // part.labels or device_labels
+  std::span<const NodeId> loss_rows;     // train_loss_rows or device_loss_rows
   // Pipeline and hybrid modes: this rank's place, the operator until the engine takes it, and
   // the engine (no halo exchange or propagator then).
   std::optional<PipelineLayout> layout;
@@ -349,7 +371,9 @@ std::int64_t Trainer::build_local() {
   Communicator& comm = *s.comm;
   GraphPart& part = s.part;
   const DatasetInfo& data = part.dataset;
+  check_device_ranks(config_.device, comm.size());
   validate(config_);
+  s.device = parse_device(config_.device);
   if (config_.parallel != ParallelMode::Graph) {
     const std::vector<double> cost =
         layer_costs(config_.model, config_.num_layers, data.num_features, config_.hidden_channels,
@@ -398,6 +422,7 @@ std::int64_t Trainer::build_local() {
     codecs.num_layers = config_.num_layers;
     s.exchange = std::make_unique<HaloExchange>(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
     s.propagator = std::make_unique<HaloPropagator>(normalized, symmetry, *s.exchange);
+    s.propagator->upload(s.device);
     (config_.model == ModelKind::Sage ? s.context.mean : s.context.gcn) = s.propagator.get();
   }
   s.context.global_ids = g.owned_ids;
@@ -420,7 +445,37 @@ std::int64_t Trainer::build_local() {
       for (std::int64_t j = 0; j < t; ++j)
         if (!std::isnan(part.targets.row<float>(v)[j])) ++terms;
   }
+  place_data();
   return terms;
+}
+
+// What the epochs read, on the training device: on the CPU the part's own tensors, on a GPU
+// copies uploaded once here.
+void Trainer::place_data() {
+  Impl& s = *impl_;
+  GraphPart& part = s.part;
+  s.features = &part.features;
+  s.targets = &part.targets;
+  s.labels = part.labels;
+  s.loss_rows = s.train_loss_rows;
+  if (s.device.kind == DeviceKind::Cpu) return;
+  s.device_features = part.features.to(s.device);
+  s.features = &s.device_features;
+  if (!part.targets.empty()) {
+    s.device_targets = part.targets.to(s.device);
+    s.targets = &s.device_targets;
+  }
+  // Index lists: uploaded as one-column tensors; the kernels read GPU spans as they are.
+  auto upload = [&](Tensor& t, const void* data, std::size_t count, DType dtype) {
+    t = Tensor(static_cast<std::int64_t>(count), 1, dtype, s.device);
+    backend(s.device).copy(t.raw(), data, t.bytes());
+  };
+  upload(s.device_ids, part.graph.owned_ids.data(), part.graph.owned_ids.size(), DType::I64);
+  s.context.global_ids = {s.device_ids.data<std::int64_t>(), part.graph.owned_ids.size()};
+  upload(s.device_labels, part.labels.data(), part.labels.size(), DType::I64);
+  s.labels = {s.device_labels.data<std::int64_t>(), part.labels.size()};
+  upload(s.device_loss_rows, s.train_loss_rows.data(), s.train_loss_rows.size(), DType::I32);
+  s.loss_rows = {s.device_loss_rows.data<std::int32_t>(), s.train_loss_rows.size()};
 }
 
 void Trainer::setup() {
@@ -541,9 +596,9 @@ bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
   if (s.pipeline) {
     loss_sum = s.pipeline->train_step(model, epoch, seed);
   } else {
-    model.forward(s.logits, part.features, s.context, /*training=*/true, epoch);
-    loss_sum = loss_and_gradient(s.d_logits, s.logp, s.logits, multiclass, part.labels,
-                                 part.targets, s.train_loss_rows, loss_scale);
+    model.forward(s.logits, *s.features, s.context, /*training=*/true, epoch);
+    loss_sum = loss_and_gradient(s.d_logits, s.logp, s.logits, multiclass, s.labels, *s.targets,
+                                 s.loss_rows, loss_scale);
     model.backward(s.d_logits, s.context);
   }
   {
@@ -610,12 +665,18 @@ bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
     if (s.pipeline) {
       s.pipeline->evaluate(model, s.logits, epoch);
     } else {
-      model.forward(s.logits, part.features, s.context, /*training=*/false, epoch);
+      model.forward(s.logits, *s.features, s.context, /*training=*/false, epoch);
+    }
+    const Tensor* logits = &s.logits;  // host copy for the metrics when they ran on a GPU
+    if (s.logits.device().kind != DeviceKind::Cpu) {
+      s.host_logits.resize(s.logits.rows(), s.logits.cols(), Device::cpu());
+      s.host_logits.copy_from(s.logits);
+      logits = &s.host_logits;
     }
     if (multiclass) {
-      const AccuracyCounts splits[3] = {split_counts(s.logits, part.labels, train_rows),
-                                        split_counts(s.logits, part.labels, valid_rows),
-                                        split_counts(s.logits, part.labels, test_rows)};
+      const AccuracyCounts splits[3] = {split_counts(*logits, part.labels, train_rows),
+                                        split_counts(*logits, part.labels, valid_rows),
+                                        split_counts(*logits, part.labels, test_rows)};
       std::vector<double> counts;
       for (const AccuracyCounts& c : splits) {
         counts.push_back(static_cast<double>(c.labelled));
@@ -627,9 +688,9 @@ bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
       record.valid_metric = acc(1);
       record.test_metric = acc(2);
     } else {
-      record.train_metric = split_rocauc(comm, s.logits, part.targets, train_rows);
-      record.valid_metric = split_rocauc(comm, s.logits, part.targets, valid_rows);
-      record.test_metric = split_rocauc(comm, s.logits, part.targets, test_rows);
+      record.train_metric = split_rocauc(comm, *logits, part.targets, train_rows);
+      record.valid_metric = split_rocauc(comm, *logits, part.targets, valid_rows);
+      record.test_metric = split_rocauc(comm, *logits, part.targets, test_rows);
     }
     record.evaluated = true;
     record.eval_s = eval.seconds();

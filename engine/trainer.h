@@ -129,6 +129,7 @@ class Trainer {
   struct RunState;
   void setup();
   std::int64_t build_local();
+  void place_data();
   RunState begin_run(int run);
   // One epoch of the run; returns whether any rank asked to stop (agreed).
   bool train_epoch(RunState& state, const EpochCallback& on_epoch);

@@ -61,8 +61,8 @@ void batch_norm1d_forward(Tensor& y, BatchNormCache& cache, std::span<float> run
           static_cast<float>(1.0 / std::sqrt(static_cast<double>(running_var[j]) + kBatchNormEps));
     }
   }
-  y.resize(n, f);            // (N, F)
-  cache.x_hat.resize(n, f);  // (N, F)
+  y.resize(n, f, x.device());            // (N, F)
+  cache.x_hat.resize(n, f, x.device());  // (N, F)
   batch_norm_forward(y, cache.x_hat, x, cache.mean, cache.inv_std, gamma, beta);
 }
 
@@ -86,7 +86,7 @@ void batch_norm1d_backward(Tensor& d_x, std::span<float> d_gamma, std::span<floa
     d_beta[j] += static_cast<float>(sum_dy[j]);
   }
   if (all_reduce) all_reduce(sums);
-  d_x.resize(n, f);  // (N, F)
+  d_x.resize(n, f, d_y.device());  // (N, F)
   batch_norm_backward(d_x, d_y, cache.x_hat, gamma, cache.inv_std, sum_dy, sum_dy_xhat,
                       static_cast<double>(global_rows));
 }

@@ -30,7 +30,7 @@ const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor
     if (!d_bias.empty()) column_sums(d_bias, d_out, /*accumulate=*/true);
     return d_out;
   }
-  d_pre.resize(d_out.rows(), d_out.cols());
+  d_pre.resize(d_out.rows(), d_out.cols(), d_out.device());
   bias_act_backward(d_pre, d_bias, d_out, out, act);
   return d_pre;
 }
@@ -39,14 +39,14 @@ void propagate_linear_forward(Tensor& out, Tensor& mixed, bool transform_first, 
                               const Tensor& weight, Propagator& propagator, int layer) {
   const std::int64_t n = x.rows(), f_in = weight.rows(), f_out = weight.cols();
   if (transform_first) {
-    mixed.resize(n, f_out);  // (N, F_out) = X W
+    mixed.resize(n, f_out, x.device());  // (N, F_out) = X W
     gemm(mixed, x, false, weight, false);
-    out.resize(n, f_out);
+    out.resize(n, f_out, x.device());
     propagator.forward(out, mixed, layer);  // (N, F_out) = P (X W)
   } else {
-    mixed.resize(n, f_in);
+    mixed.resize(n, f_in, x.device());
     propagator.forward(mixed, x, layer);  // (N, F_in) = P X
-    out.resize(n, f_out);                 // (N, F_out) = (P X) W
+    out.resize(n, f_out, x.device());     // (N, F_out) = (P X) W
     gemm(out, mixed, false, weight, false);
   }
 }
@@ -60,7 +60,7 @@ void propagate_linear_backward(Tensor* d_x, Tensor& d_weight, Tensor& mixed, boo
     propagator.backward(d_xw, d_pre, layer);  // d(X W) = P^T d_pre
     gemm(d_weight, x, true, d_xw, false, 1.0f, 1.0f);
     if (d_x) {
-      d_x->resize(n, f_in);  // (N, F_in) = d(X W) W^T
+      d_x->resize(n, f_in, x.device());  // (N, F_in) = d(X W) W^T
       gemm(*d_x, d_xw, false, weight, true);
     }
   } else {
@@ -68,7 +68,7 @@ void propagate_linear_backward(Tensor* d_x, Tensor& d_weight, Tensor& mixed, boo
     if (d_x) {
       Tensor& d_px = mixed;  // (N, F_in) = d_pre W^T, reused: P X was read above
       gemm(d_px, d_pre, false, weight, true);
-      d_x->resize(n, f_in);
+      d_x->resize(n, f_in, x.device());
       propagator.backward(*d_x, d_px, layer);  // (N, F_in) = P^T d(P X)
     }
   }

@@ -150,13 +150,16 @@ void glorot_uniform(std::span<float> w, std::int64_t f_in, std::int64_t f_out,
     w[i] = static_cast<float>(bound * (2.0 * rng.uniform(which, i) - 1.0));
 }
 
-void copy_into(Tensor& dst, std::span<const float> src, std::int64_t rows, std::int64_t cols) {
-  dst.resize(rows, cols);
-  std::copy(src.begin(), src.end(), dst.f32());
+// dst (rows, cols) on `device` = the host values src (parameters live on the host).
+void copy_into(Tensor& dst, std::span<const float> src, std::int64_t rows, std::int64_t cols,
+               Device device) {
+  dst.resize(rows, cols, device);
+  backend(device).copy(dst.raw(), src.data(), src.size_bytes());
 }
 
+// The host values dst = src (any device).
 void copy_out(std::span<float> dst, const Tensor& src) {
-  std::copy(src.f32(), src.f32() + src.numel(), dst.begin());
+  backend(src.device()).copy(dst.data(), src.raw(), src.bytes());
 }
 
 }  // namespace
@@ -165,7 +168,8 @@ void Model::State::Layer::conv_forward(ModelKind kind, std::span<const float> pa
                                        const Tensor& x, Activation act, Propagator& propagator,
                                        int l) {
   const auto w_size = static_cast<std::size_t>(f_in * f_out);
-  copy_into(weight, params.subspan(static_cast<std::size_t>(weight_at), w_size), f_in, f_out);
+  copy_into(weight, params.subspan(static_cast<std::size_t>(weight_at), w_size), f_in, f_out,
+            x.device());
   std::span<const float> bias =
       params.subspan(static_cast<std::size_t>(bias_at), static_cast<std::size_t>(f_out));
   if (kind != ModelKind::Sage) {  // GCN and residual GCN
@@ -173,7 +177,7 @@ void Model::State::Layer::conv_forward(ModelKind kind, std::span<const float> pa
     return;
   }
   copy_into(root_weight, params.subspan(static_cast<std::size_t>(root_weight_at), w_size), f_in,
-            f_out);
+            f_out, x.device());
   sage_forward(conv_out, sage, x, weight, bias, root_weight, act, propagator, l);
 }
 
@@ -191,12 +195,12 @@ void Model::State::Layer::conv_backward(ModelKind kind, std::span<float> grads, 
   std::span<float> d_w = grads.subspan(static_cast<std::size_t>(weight_at), w_size);
   std::span<float> d_bias =
       grads.subspan(static_cast<std::size_t>(bias_at), static_cast<std::size_t>(f_out));
-  copy_into(d_weight, d_w, f_in, f_out);  // gemm accumulates into a Tensor
+  copy_into(d_weight, d_w, f_in, f_out, x.device());  // gemm accumulates into a Tensor
   if (kind != ModelKind::Sage) {  // GCN and residual GCN
     gcn_backward(d_x, d_weight, d_bias, gcn, d_out, x, conv_out, weight, act, propagator, l);
   } else {
     std::span<float> d_root = grads.subspan(static_cast<std::size_t>(root_weight_at), w_size);
-    copy_into(d_root_weight, d_root, f_in, f_out);
+    copy_into(d_root_weight, d_root, f_in, f_out, x.device());
     sage_backward(d_x, d_weight, d_bias, d_root_weight, sage, d_out, x, conv_out, weight,
                   root_weight, act, propagator, l);
     copy_out(d_root, d_root_weight);
@@ -353,7 +357,7 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
     layer.in = h;
     layer.dropout = training && dropout_rate(l) > 0.0f;
     if (layer.dropout) {
-      layer.dropped.resize(n, layer.f_in);
+      layer.dropped.resize(n, layer.f_in, h->device());
       dropout_forward(layer.dropped, *h, dropout_rate(l), dropout_rng(c.seed, epoch, l),
                       graph.global_ids);
     }
@@ -377,7 +381,7 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
       h = &layer.bn_out;
     }
     if (layer.residual) {
-      layer.res_out.resize(n, layer.f_out);
+      layer.res_out.resize(n, layer.f_out, h->device());
       layer.res_out.zero();
       axpy(layer.res_out, kResidualBranch, *h);
       axpy(layer.res_out, kResidualSkip, *layer.in);
@@ -388,8 +392,9 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
       layer.release(h);
     }
   }
-  logits.resize(n, h->cols());  // (N, C), or (N, F_hidden) for a slice ending in a hidden layer
-  std::copy(h->f32(), h->f32() + h->numel(), logits.f32());
+  // (N, C), or (N, F_hidden) for a slice ending in a hidden layer
+  logits.resize(n, h->cols(), h->device());
+  logits.copy_from(*h);
   if (s.inference_only) s.layers.back().release();
   s.has_forward = true;
   s.backward_ready = training;
@@ -424,7 +429,7 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
       // out = kResidualBranch * branch + kResidualSkip * in: the branch gets a scaled copy.
       d_skip = d_h;
       Tensor& d_branch = ws.free_grad(d_h);
-      d_branch.resize(n, layer.f_out);
+      d_branch.resize(n, layer.f_out, d_h->device());
       d_branch.zero();
       axpy(d_branch, kResidualBranch, *d_h);
       d_h = &d_branch;
@@ -434,8 +439,8 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
       Tensor* d = const_cast<Tensor*>(d_h);
       if (d_h == &d_logits) {
         d = &ws.free_grad(d_skip);
-        d->resize(n, layer.f_out);
-        std::copy(d_logits.f32(), d_logits.f32() + d_logits.numel(), d->f32());
+        d->resize(n, layer.f_out, d_logits.device());
+        d->copy_from(d_logits);
       }
       const auto f = static_cast<std::size_t>(layer.f_out);
       std::span<float> d_gamma = g.subspan(static_cast<std::size_t>(layer.gamma_at), f);

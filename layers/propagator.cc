@@ -21,14 +21,14 @@ LocalPropagator::LocalPropagator(Csr a, MatrixSymmetry symmetry)
 
 void LocalPropagator::forward(Tensor& out, const Tensor& x, int /*layer*/) {
   check_shape(x, a_.num_cols(), x.cols(), "LocalPropagator::forward x");
-  out.resize(a_.num_rows(), x.cols());  // (N, F)
+  out.resize(a_.num_rows(), x.cols(), x.device());  // (N, F)
   spmm(out, a_.view(), x);
 }
 
 void LocalPropagator::backward(Tensor& d_x, const Tensor& d_out, int /*layer*/) {
   check_shape(d_out, a_.num_rows(), d_out.cols(), "LocalPropagator::backward d_out");
   const Csr& adjoint = symmetric_ ? a_ : a_t_;
-  d_x.resize(adjoint.num_rows(), d_out.cols());  // (N, F)
+  d_x.resize(adjoint.num_rows(), d_out.cols(), d_out.device());  // (N, F)
   spmm(d_x, adjoint.view(), d_out);
 }
 

@@ -113,6 +113,14 @@ TEST(PipelineCli, StagesThatDoNotFitTheRanksAreRefused) {
   expect_refused(2, "--parallel hybrid" + kSmall, {"train_gcn: error:", "needs --stages"});
 }
 
+TEST(PipelineCli, GpuTrainingOutsideOneRankGraphModeIsRefused) {
+  // Checked before the GPU is looked for, so the message is the same with or without one.
+  expect_refused(2, "--device cuda" + kSmall,
+                 {"train_gcn: error:", "--device cuda", "one rank per job", "--device cpu"});
+  expect_refused(1, "--parallel pipeline --device cuda" + kSmall,
+                 {"train_gcn: error:", "--device cuda", "--parallel pipeline runs on the CPU"});
+}
+
 TEST(PipelineCli, FewerChunksThanStagesAreRefused) {
   expect_refused(2, "--parallel pipeline --chunks 1" + kSmall,
                  {"train_gcn: error:", "--chunks 1 < --stages 2"});
