@@ -208,10 +208,7 @@ Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique
     rethrow_public(e);
   }
   s.guarded([&] {
-    run_agreed(*s.comm, "checking options", [&] {
-      check_device_ranks(options.device, s.comm->size());
-      s.config = to_config(options);
-    });
+    run_agreed(*s.comm, "checking options", [&] { s.config = to_config(options); });
     // From here on SIGUSR1 and SIGTERM only ask training to stop (after a checkpoint).
     if (s.config.handle_signals) install_stop_handlers();
     s.launch = detect_launch_env(*s.comm, s.comm->rank_on_node(), s.comm->ranks_on_node());

@@ -75,6 +75,9 @@ class Communicator {
   // in this one's counter, so a rank's bytes are in one place whatever it was sent through;
   // this communicator must outlive it.
   std::unique_ptr<Communicator> split(int color, int key);
+  // From now on this communicator counts its traffic in `other`'s counter (which must outlive
+  // it), as a split does: a rank's bytes stay in one place whichever communicator sent them.
+  void count_traffic_in(Communicator& other) { traffic_ = other.traffic_; }
 
   TrafficCounter& traffic() { return *traffic_; }
   const TrafficCounter& traffic() const { return *traffic_; }

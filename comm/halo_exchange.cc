@@ -330,15 +330,29 @@ void HaloExchange::decode_received(const Route& route, Tensor& dest, const char*
   times_.exposed_s += spent;
 }
 
+void HaloExchange::check_host(const Tensor& t, const char* what) const {
+  TESSERA_CHECK(t.device().kind == DeviceKind::Cpu, InvalidArgument, "HaloExchange::", what,
+                ": encoded messages are made from host tensors; a tensor on ", to_string(t.device()),
+                " goes raw (codec none)");
+}
+
+std::span<const NodeId> HaloExchange::send_rows(Device device) {
+  if (device.kind == DeviceKind::Cpu) return plan_.send_rows;
+  if (device_send_rows_.device() != device)
+    device_send_rows_ = index_tensor(std::span<const NodeId>(plan_.send_rows), device);
+  return {device_send_rows_.data<NodeId>(), plan_.send_rows.size()};
+}
+
 void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {
   TESSERA_CHECK(!active_, Internal, "halo exchange started while another is in flight");
   const double start = now_s();
   const std::int64_t f = x.cols();
-  halo.resize(plan_.num_halo(), f);
+  halo.resize(plan_.num_halo(), f, x.device());
   requests_.clear();
   forward_layer_ = layer;
   const int tag = forward_tag(layer);
   if (codecs_.adaptive || codecs_.forward != CodecKind::None) {
+    check_host(x, "start_forward");
     if (codecs_.error_feedback) {
       post_with_feedback(forward_route(layer), 0, x);
     } else {
@@ -347,8 +361,8 @@ void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {
     begin(start);
     return;
   }
-  send_buffer_.resize(plan_.num_send(), f);
-  gather_rows(send_buffer_, x, plan_.send_rows);
+  send_buffer_.resize(plan_.num_send(), f, x.device());
+  gather_rows(send_buffer_, x, send_rows(x.device()));
   for (int p = 0; p < plan_.num_peers(); ++p) {
     if (plan_.recv_count(p) > 0) {
       requests_.push_back(
@@ -369,10 +383,12 @@ void HaloExchange::start_backward(const Tensor& d_halo, int layer) {
   check_shape(d_halo, plan_.num_halo(), d_halo.cols(), "HaloExchange::start_backward d_halo");
   const double start = now_s();
   const std::int64_t f = d_halo.cols();
-  send_buffer_.resize(plan_.num_send(), f);  // receives the gradients of the rows we sent
+  // receives the gradients of the rows we sent
+  send_buffer_.resize(plan_.num_send(), f, d_halo.device());
   requests_.clear();
   backward_layer_ = layer;
   if (codecs_.adaptive || codecs_.backward != CodecKind::None) {
+    check_host(d_halo, "start_backward");
     if (codecs_.error_feedback) {
       post_with_feedback(backward_route(layer), 1, d_halo);
     } else {
@@ -436,7 +452,7 @@ void HaloExchange::finish_backward(Tensor& d_x) {
     decode_received(backward_route(layer), send_buffer_, "halo backward");
   }
   const double start = now_s();
-  scatter_add_rows(d_x, send_buffer_, plan_.send_rows);
+  scatter_add_rows(d_x, send_buffer_, send_rows(d_x.device()));
   times_.exposed_s += now_s() - start;
 }
 

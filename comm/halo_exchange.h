@@ -97,6 +97,8 @@ class HaloExchange {
   // nothing unless the codec is adaptive.
   void set_receiver_weights(std::span<const double> halo_weight);
 
+  // The tensors may live on a GPU when the messages go raw (codec none) through a communicator
+  // that takes GPU buffers (NCCL): rows are gathered, sent, received and added there.
   // Forward: x (N, F) owned rows; halo (H, F) is resized and filled by finish_forward().
   // x must stay unchanged and halo untouched until then.
   void start_forward(const Tensor& x, Tensor& halo, int layer);
@@ -162,6 +164,10 @@ class HaloExchange {
   void update_residual(int direction, int layer, const Route& route);
   void begin(double start);
   void wait_all_timed();
+  // InvalidArgument unless t is a host tensor (the encoded paths).
+  void check_host(const Tensor& t, const char* what) const;
+  // The plan's send rows where a tensor on `device` reads them (uploaded on first use).
+  std::span<const NodeId> send_rows(Device device);
 
   Communicator& comm_;
   const HaloPlan& plan_;
@@ -174,6 +180,7 @@ class HaloExchange {
   int forward_layer_ = 0;   // layer of the exchange in flight
   int backward_layer_ = 0;
   Tensor send_buffer_;  // (num_send, F) gathered owned rows (forward) / received grads (backward)
+  Tensor device_send_rows_;  // (num_send, 1) plan_.send_rows on the GPU of the last GPU exchange
   std::vector<std::byte> out_bytes_, in_bytes_;  // encoded messages, all peers back to back
   std::vector<std::size_t> out_at_, in_at_;      // (K + 1) byte offsets per peer
   std::vector<Tensor> residuals_[2];             // [direction][layer] error-feedback residuals

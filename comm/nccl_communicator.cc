@@ -36,16 +36,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool is_device_memory(const void* ptr) {
-  cudaPointerAttributes attributes{};
-  const cudaError_t status = cudaPointerGetAttributes(&attributes, ptr);
-  if (status != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
-}
-
 // The communication stream waits for the work already queued on the compute stream (which may
 // be producing the data about to be sent or reduced).
 void order_after_compute() {
@@ -191,7 +181,7 @@ std::unique_ptr<Request> NcclCommunicator::do_isend(std::span<const std::byte> b
   op->kind = detail::NcclPending::Kind::Send;
   op->peer = peer;
   op->bytes = buffer.size();
-  if (is_device_memory(buffer.data())) {
+  if (cuda::is_device_memory(buffer.data())) {
     op->device_ptr = const_cast<std::byte*>(buffer.data());
   } else {  // copied now: the caller may reuse its host buffer only after completion anyway
     TESSERA_CUDA_CHECK(cudaSetDevice(device_));
@@ -210,7 +200,7 @@ std::unique_ptr<Request> NcclCommunicator::do_irecv(std::span<std::byte> buffer,
   op->kind = detail::NcclPending::Kind::Receive;
   op->peer = peer;
   op->bytes = buffer.size();
-  if (is_device_memory(buffer.data())) {
+  if (cuda::is_device_memory(buffer.data())) {
     op->device_ptr = buffer.data();
   } else {
     TESSERA_CUDA_CHECK(cudaSetDevice(device_));
@@ -230,7 +220,7 @@ void NcclCommunicator::all_reduce(std::span<T> values, ncclDataType_t type, nccl
   if (values.empty()) return;
   start();  // point-to-point posted earlier goes first, in posting order on every rank
   TESSERA_CUDA_CHECK(cudaSetDevice(device_));
-  const bool on_device = is_device_memory(values.data());
+  const bool on_device = cuda::is_device_memory(values.data());
   cuda::DeviceBuffer staging;
   T* data = values.data();
   cudaStream_t stream = cuda::comm_stream();
@@ -265,7 +255,7 @@ void NcclCommunicator::do_broadcast(std::span<std::byte> buffer, int root) {
   if (buffer.empty()) return;
   start();
   TESSERA_CUDA_CHECK(cudaSetDevice(device_));
-  const bool on_device = is_device_memory(buffer.data());
+  const bool on_device = cuda::is_device_memory(buffer.data());
   cuda::DeviceBuffer staging;
   void* data = buffer.data();
   cudaStream_t stream = cuda::comm_stream();

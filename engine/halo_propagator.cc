@@ -69,15 +69,28 @@ HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry,
 }
 
 void HaloPropagator::upload(Device device) {
-  TESSERA_CHECK(device.kind == DeviceKind::Cpu || !exchange_.active(), InvalidArgument,
-                "HaloPropagator: a part with halo neighbours aggregates on the CPU only (the GPU "
-                "halo exchange is not built); ", to_string(device), " needs one part");
-  owned_.upload(device);
-  if (!symmetric_) owned_t_.upload(device);
+  for (Csr* a : {&owned_, &owned_t_, &halo_, &halo_t_})
+    if (a->num_rows() > 0) a->upload(device);  // an empty one is never multiplied on a GPU
+  device_boundary_rows_ = device.kind == DeviceKind::Cpu
+                              ? Tensor()
+                              : index_tensor(std::span<const NodeId>(boundary_rows_), device);
+}
+
+std::span<const NodeId> HaloPropagator::boundary_rows(const Tensor& t) const {
+  if (t.device().kind == DeviceKind::Cpu) return boundary_rows_;
+  TESSERA_CHECK(device_boundary_rows_.device() == t.device(), InvalidArgument,
+                "HaloPropagator: a tensor on ", to_string(t.device()),
+                ", but the operator was uploaded to ", to_string(device_boundary_rows_.device()));
+  return {device_boundary_rows_.data<NodeId>(), boundary_rows_.size()};
 }
 
 void HaloPropagator::overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x) {
   if (!exchange_.active()) {
+    spmm(out, a.view(), x);
+    return;
+  }
+  if (x.device().kind != DeviceKind::Cpu) {
+    exchange_.poll();  // issues the posted messages before the SpMM is queued
     spmm(out, a.view(), x);
     return;
   }
@@ -103,7 +116,7 @@ void HaloPropagator::forward(Tensor& out, const Tensor& x, int layer) {
   if (boundary_rows_.empty()) return;
   boundary_.resize(halo_.num_rows(), x.cols(), x.device());  // (B, F)
   spmm(boundary_, halo_.view(), halo_x_);
-  scatter_add_rows(out, boundary_, boundary_rows_);
+  scatter_add_rows(out, boundary_, boundary_rows(out));
 }
 
 void HaloPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
@@ -113,7 +126,7 @@ void HaloPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
   const bool exchanging = exchange_.has_traffic();
   if (exchanging) {
     boundary_.resize(halo_.num_rows(), f, d_out.device());  // (B, F)
-    gather_rows(boundary_, d_out, boundary_rows_);
+    gather_rows(boundary_, d_out, boundary_rows(d_out));
     d_halo_.resize(halo_.num_cols(), f, d_out.device());  // (H, F)
     spmm(d_halo_, halo_t_.view(), boundary_);
     exchange_.start_backward(d_halo_, layer);

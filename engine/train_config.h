@@ -74,8 +74,5 @@ struct TrainConfig {
 
 // Throws InvalidArgument naming the flag when a value is out of range.
 void validate(const TrainConfig& config);
-// Throws InvalidArgument unless `device` can train with `ranks` ranks (a GPU: one rank). Needs
-// no GPU, so a job learns this before any rank looks for one.
-void check_device_ranks(const std::string& device, int ranks);
 
 }  // namespace tessera

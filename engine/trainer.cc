@@ -16,6 +16,7 @@
 
 #include "comm/agreement.h"
 #include "comm/codec.h"
+#include "comm/gpu_communicator.h"
 #include "datasets/evaluator.h"
 #include "engine/core/device.h"
 #include "engine/core/error.h"
@@ -44,12 +45,6 @@ std::string to_string(ParallelMode mode) {
     case ParallelMode::Hybrid: return "hybrid";
   }
   return "?";
-}
-
-void check_device_ranks(const std::string& device, int ranks) {
-  TESSERA_CHECK(device == "cpu" || ranks == 1, InvalidArgument, "--device ", device,
-                ": GPU training runs one rank per job for now (the GPU halo exchange over NCCL "
-                "is not built); run ", ranks, " ranks with --device cpu");
 }
 
 void validate(const TrainConfig& c) {
@@ -81,6 +76,11 @@ void validate(const TrainConfig& c) {
   TESSERA_CHECK(c.device == "cpu" || c.parallel == ParallelMode::Graph, InvalidArgument,
                 "--device ", c.device, ": --parallel ", to_string(c.parallel),
                 " runs on the CPU only; GPU training is --parallel graph");
+  TESSERA_CHECK(c.device == "cpu" || (c.codec == "none" && (c.codec_backward.empty() ||
+                                                            c.codec_backward == "none")),
+                InvalidArgument, "--device ", c.device,
+                ": GPU ranks send their halos as f32 (--codec none); the message codecs run on "
+                "CPU ranks");
   parse_device(c.device);  // a clear error when the device is unknown or has no usable GPU
   TESSERA_CHECK(c.stages >= 0, InvalidArgument, "--stages must be >= 0, got ", c.stages);
   TESSERA_CHECK(c.chunks >= 0, InvalidArgument, "--chunks must be >= 0, got ", c.chunks);
@@ -299,6 +299,10 @@ struct Trainer::Impl {
   // stay on the host (each layer's weights go up at its forward, its gradients come back at its
   // backward), and the logits come back for the metrics.
   Device device;
+  // Several GPU ranks: the NCCL communicator of their halos and gradients (traffic counted in
+  // comm's counter), and this rank's GPU.
+  std::unique_ptr<Communicator> gpu_comm;
+  int gpu_device = 0;
   Tensor device_features;   // (N, F) the features on a GPU (empty on the CPU)
   Tensor device_targets;    // (N, T) multi-label targets on a GPU
   Tensor device_ids;        // (N, 1) i64 global ids (dropout keys) on a GPU
@@ -371,9 +375,9 @@ std::int64_t Trainer::build_local() {
   Communicator& comm = *s.comm;
   GraphPart& part = s.part;
   const DatasetInfo& data = part.dataset;
-  check_device_ranks(config_.device, comm.size());
   validate(config_);
   s.device = parse_device(config_.device);
+  if (s.gpu_comm) s.device.index = s.gpu_device;  // each rank's own GPU
   if (config_.parallel != ParallelMode::Graph) {
     const std::vector<double> cost =
         layer_costs(config_.model, config_.num_layers, data.num_features, config_.hidden_channels,
@@ -420,7 +424,8 @@ std::int64_t Trainer::build_local() {
     codecs.error_feedback = config_.error_feedback;
     codecs.bit_budget = config_.bit_budget;
     codecs.num_layers = config_.num_layers;
-    s.exchange = std::make_unique<HaloExchange>(comm, g.halo, g.owned_ids, g.halo_ids, codecs);
+    s.exchange = std::make_unique<HaloExchange>(s.gpu_comm ? *s.gpu_comm : comm, g.halo,
+                                                g.owned_ids, g.halo_ids, codecs);
     s.propagator = std::make_unique<HaloPropagator>(normalized, symmetry, *s.exchange);
     s.propagator->upload(s.device);
     (config_.model == ModelKind::Sage ? s.context.mean : s.context.gcn) = s.propagator.get();
@@ -465,17 +470,13 @@ void Trainer::place_data() {
     s.device_targets = part.targets.to(s.device);
     s.targets = &s.device_targets;
   }
-  // Index lists: uploaded as one-column tensors; the kernels read GPU spans as they are.
-  auto upload = [&](Tensor& t, const void* data, std::size_t count, DType dtype) {
-    t = Tensor(static_cast<std::int64_t>(count), 1, dtype, s.device);
-    backend(s.device).copy(t.raw(), data, t.bytes());
-  };
-  upload(s.device_ids, part.graph.owned_ids.data(), part.graph.owned_ids.size(), DType::I64);
-  s.context.global_ids = {s.device_ids.data<std::int64_t>(), part.graph.owned_ids.size()};
-  upload(s.device_labels, part.labels.data(), part.labels.size(), DType::I64);
+  // Index lists, uploaded once; the kernels read GPU spans in place.
+  s.device_ids = index_tensor(std::span<const GlobalId>(part.graph.owned_ids), s.device);
+  s.context.global_ids = {s.device_ids.data<GlobalId>(), part.graph.owned_ids.size()};
+  s.device_labels = index_tensor(std::span<const std::int64_t>(part.labels), s.device);
   s.labels = {s.device_labels.data<std::int64_t>(), part.labels.size()};
-  upload(s.device_loss_rows, s.train_loss_rows.data(), s.train_loss_rows.size(), DType::I32);
-  s.loss_rows = {s.device_loss_rows.data<std::int32_t>(), s.train_loss_rows.size()};
+  s.device_loss_rows = index_tensor(std::span<const NodeId>(s.train_loss_rows), s.device);
+  s.loss_rows = {s.device_loss_rows.data<NodeId>(), s.train_loss_rows.size()};
 }
 
 void Trainer::setup() {
@@ -483,6 +484,12 @@ void Trainer::setup() {
   Communicator& comm = *s.comm;
   const GraphPart& part = s.part;
   Stopwatch watch;
+  // GPU ranks of a multi-rank job move halos and gradients over NCCL (bootstrapped over this
+  // job's MPI ranks, each binding the GPU of its local rank; agreed inside).
+  if (config_.device != "cpu" && comm.size() > 1) {
+    run_agreed(comm, "binding the GPUs",
+               [&] { s.gpu_comm = make_gpu_communicator(comm, &s.gpu_device); });
+  }
   // The local work is agreed first, so that no rank enters the all-reduce below alone.
   const std::int64_t local_terms =
       run_agreed(comm, "building the graph operator", [&] { return build_local(); });
@@ -501,7 +508,7 @@ void Trainer::setup() {
               static_cast<std::int64_t>(sums[3]), static_cast<std::int64_t>(sums[4])};
   TESSERA_CHECK(s.train_loss_terms > 0, InvalidInput, "dataset '", part.dataset.name,
                 "' has no labelled training node");
-  s.grad_comm = &comm;
+  s.grad_comm = s.gpu_comm ? s.gpu_comm.get() : &comm;
   if (s.layout) {
     run_agreed(comm, "setting up the pipeline", [&] {
       s.pipeline = std::make_unique<PipelineEngine>(config_, *s.layout, s.part, comm,

@@ -139,8 +139,10 @@ void spmm(Tensor& out, const CsrView& a, const Tensor& x) {
     case DeviceKind::Cpu:
       return cpu::spmm(out.f32(), a, x.f32(), x.cols());
     case DeviceKind::Cuda:
-      TESSERA_CUDA_KERNEL(
-          return cuda::spmm(out.f32(), device_matrix(a, "spmm"), x.f32(), x.cols()));
+      TESSERA_CUDA_KERNEL({
+        if (out.empty()) return;  // nothing to write: an empty matrix needs no GPU copy
+        return cuda::spmm(out.f32(), device_matrix(a, "spmm"), x.f32(), x.cols());
+      });
   }
   no_kernel("spmm", device);
 }

@@ -89,6 +89,22 @@ void Tensor::check_dtype(DType expected) const {
                 " accessed as ", to_string(expected));
 }
 
+namespace {
+template <class T>
+Tensor index_tensor_of(std::span<const T> values, Device device) {
+  Tensor t(static_cast<std::int64_t>(values.size()), 1, dtype_of<T>(), device);
+  backend(device).copy(t.raw(), values.data(), values.size_bytes());
+  return t;
+}
+}  // namespace
+
+Tensor index_tensor(std::span<const std::int32_t> values, Device device) {
+  return index_tensor_of(values, device);
+}
+Tensor index_tensor(std::span<const std::int64_t> values, Device device) {
+  return index_tensor_of(values, device);
+}
+
 void check_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const char* what) {
   TESSERA_CHECK(t.rows() == rows && t.cols() == cols, InvalidArgument, what, ": expected (",
                 rows, ", ", cols, "), got ", t.shape_string());

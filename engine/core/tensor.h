@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "engine/core/device.h"
@@ -104,6 +105,11 @@ class Tensor {
   DType dtype_ = DType::F32;
   Device device_ = Device::cpu();
 };
+
+// A one-column tensor on `device` holding `values`: an index list uploaded once, which the GPU
+// kernels then read in place (kernels.h takes it back as a span).
+Tensor index_tensor(std::span<const std::int32_t> values, Device device);
+Tensor index_tensor(std::span<const std::int64_t> values, Device device);
 
 // Throws InvalidArgument "<what>: expected (r, c), got (r', c')" when the shape differs.
 void check_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const char* what);

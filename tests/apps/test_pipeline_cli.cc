@@ -113,12 +113,16 @@ TEST(PipelineCli, StagesThatDoNotFitTheRanksAreRefused) {
   expect_refused(2, "--parallel hybrid" + kSmall, {"train_gcn: error:", "needs --stages"});
 }
 
-TEST(PipelineCli, GpuTrainingOutsideOneRankGraphModeIsRefused) {
-  // Checked before the GPU is looked for, so the message is the same with or without one.
-  expect_refused(2, "--device cuda" + kSmall,
-                 {"train_gcn: error:", "--device cuda", "one rank per job", "--device cpu"});
+TEST(PipelineCli, GpuOptionsAreCheckedOnEveryRank) {
+  // Pipelined modes and codecs are CPU-only: refused before any GPU is looked for, so the
+  // message is the same with or without one.
   expect_refused(1, "--parallel pipeline --device cuda" + kSmall,
                  {"train_gcn: error:", "--device cuda", "--parallel pipeline runs on the CPU"});
+  expect_refused(1, "--device cuda --codec int8" + kSmall,
+                 {"train_gcn: error:", "--device cuda", "halos as f32 (--codec none)"});
+  // Without a usable GPU (or in a build without CUDA) every rank ends with the reason.
+  expect_refused(2, "--device cuda" + kSmall,
+                 {"train_gcn: error:", "device 'cuda' requested", "use --device cpu"});
 }
 
 TEST(PipelineCli, FewerChunksThanStagesAreRefused) {

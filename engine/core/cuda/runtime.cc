@@ -137,7 +137,10 @@ cusparseHandle_t cusparse_handle() {
 bool is_device_memory(const void* ptr) {
   if (ptr == nullptr || !cuda_available()) return false;
   cudaPointerAttributes attributes{};
-  TESSERA_CUDA_CHECK(cudaPointerGetAttributes(&attributes, ptr));
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();  // not a pointer CUDA knows: host memory
+    return false;
+  }
   return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
 }
 
