@@ -3,7 +3,9 @@
 // offset and scale. The integer kernels are templated on the bit width and work on chunks of 64
 // features: one batched Philox call gives the noise of a chunk (bit-identical to
 // CounterRng::uniform(global id, feature)), so the loops vectorise and the bytes do not depend
-// on the thread count. Relies on engine/core (Tensor, CounterRng, Error) and OpenMP.
+// on the thread count. Relies on engine/core (Tensor, CounterRng, Error) and OpenMP; GPU tensors
+// go to the CUDA twins in comm/codec_cuda.cu (builds with TESSERA_HAVE_CUDA_CODECS), which are
+// told the two things this CPU build decides that the bytes depend on.
 #include "comm/codec.h"
 
 #include <algorithm>
@@ -17,6 +19,13 @@
 
 #if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
+#endif
+#ifdef TESSERA_HAVE_CUDA_CODECS
+#include <vector>
+
+#include "comm/codec_cuda.h"
+#include "engine/core/cuda/runtime.h"
+#include "engine/core/cuda/staging.h"
 #endif
 
 namespace tessera {
@@ -387,6 +396,76 @@ std::int64_t for_each_row(std::int64_t r, std::int64_t f, EncodeRow encode_row) 
                " at feature ", k, "; the integer codecs need finite rows");
 }
 
+// ---- GPU tensors -----------------------------------------------------------------------------
+
+#ifdef TESSERA_HAVE_CUDA_CODECS
+constexpr bool kGpuCodecs = true;
+
+// row_stats takes min and max in 8 AVX2 lanes in this build (the lanes decide whether +0 or -0
+// becomes the offset of a row whose minimum is zero); the GPU follows the same preference.
+#if defined(__AVX2__)
+constexpr bool kStatsInLanes8 = true;
+#else
+constexpr bool kStatsInLanes8 = false;
+#endif
+
+// Whether decode_int_row's offset + level * scale is rounded once in this build: compilers
+// contract it into a fused multiply-add where the target has one (GCC from -O2, e.g. with
+// -march=native on x86-64), and no macro tells. So the CPU decode itself is asked, once: level
+// 255 with scale 1 + 2^-23 and offset -round(255 scale) gives 0 rounded twice and the product's
+// rounding error, -2^-23, fused (feature 0 of a 65-wide row: in the vectorised loop, which the
+// compiler contracts as it does the scalar tail).
+bool cpu_decode_is_fused() {
+  static const bool fused = [] {
+    constexpr std::int64_t kWidth = 65;
+    const float scale = 1.0f + 0x1p-23f;
+    const float offset = -(255.0f + 0x1p-15f);  // -round(255 scale)
+    std::vector<std::byte> row(encoded_row_bytes(CodecKind::Int8, kWidth), std::byte{255});
+    std::memcpy(row.data(), &offset, sizeof(float));
+    std::memcpy(row.data() + sizeof(float), &scale, sizeof(float));
+    Tensor decoded(1, kWidth);
+    decode_rows(CodecKind::Int8, decoded, 0, 1, row);
+    return decoded.f32()[0] != 0.0f;
+  }();
+  return fused;
+}
+
+// encode_rows for a GPU tensor (arguments checked): out must be GPU memory; the ids, the rows
+// and the ranges may be host or GPU memory. A refused row is reported as on the CPU.
+void encode_rows_gpu(CodecKind kind, std::span<std::byte> out, const Tensor& x,
+                     std::span<const NodeId> src_rows, std::span<const GlobalId> row_ids,
+                     const CodecNoise& noise, std::span<float> ranges) {
+  const auto r = static_cast<std::int64_t>(src_rows.size());
+  const std::int64_t f = x.cols();
+  TESSERA_CHECK(out.empty() || cuda::is_device_memory(out.data()), InvalidArgument,
+                "encode_rows: x is on ", to_string(x.device()),
+                ", so out must be GPU memory, found host memory");
+  const cuda::DeviceInput<NodeId> rows(src_rows);
+  const cuda::DeviceInput<GlobalId> ids(row_ids);
+  cuda::DeviceOutput<float> range_out(ranges);
+  const CounterRng rng(noise.seed, noise.epoch, noise.layer, noise.purpose);
+  const std::int64_t refused = cuda::encode_rows(kind, out.data(), range_out.get(), x.f32(),
+                                                 rows.get(), ids.get(), r, f, rng.key(),
+                                                 kStatsInLanes8);
+  range_out.finish();
+  if (refused < r) {
+    NodeId src_row = 0;
+    GlobalId id = 0;
+    cuda::download(&src_row, rows.get() + refused, sizeof(src_row));
+    cuda::download(&id, ids.get() + refused, sizeof(id));
+    std::vector<float> row(static_cast<std::size_t>(f));
+    cuda::download(row.data(), x.f32() + std::int64_t{src_row} * f, row.size() * sizeof(float));
+    fail_non_finite(kind, row.data(), f, refused, src_row, id);
+  }
+}
+
+// Whether the host may read a span's memory (GPU-resident callers validated theirs).
+bool host_readable(const void* ptr) { return !cuda::is_device_memory(ptr); }
+#else
+constexpr bool kGpuCodecs = false;
+bool host_readable(const void*) { return true; }
+#endif
+
 }  // namespace
 
 CodecKind parse_codec(const std::string& name) {
@@ -437,9 +516,10 @@ void encode_rows(CodecKind kind, std::span<std::byte> out, const Tensor& x,
   const std::int64_t r = static_cast<std::int64_t>(src_rows.size());
   const std::int64_t f = x.cols();
   const std::size_t row_bytes = encoded_row_bytes(kind, f);
-  TESSERA_CHECK(x.dtype() == DType::F32 && x.device() == Device::cpu(), InvalidArgument,
-                "encode_rows: expected an f32 CPU tensor, got ", to_string(x.dtype()), " on ",
-                to_string(x.device()));
+  const bool on_gpu = kGpuCodecs && x.device().kind == DeviceKind::Cuda;
+  TESSERA_CHECK(x.dtype() == DType::F32 && (x.device() == Device::cpu() || on_gpu),
+                InvalidArgument, "encode_rows: expected an f32 ", kGpuCodecs ? "CPU or GPU" : "CPU",
+                " tensor, got ", to_string(x.dtype()), " on ", to_string(x.device()));
   TESSERA_CHECK(row_ids.size() == src_rows.size(), InvalidArgument,
                 "encode_rows: ", src_rows.size(), " source rows but ", row_ids.size(),
                 " global ids");
@@ -448,12 +528,16 @@ void encode_rows(CodecKind kind, std::span<std::byte> out, const Tensor& x,
   TESSERA_CHECK(out.size() == static_cast<std::size_t>(r) * row_bytes, InvalidArgument,
                 "encode_rows: expected ", static_cast<std::size_t>(r) * row_bytes, " bytes for ", r,
                 " rows of width ", f, " (", to_string(kind), "), got ", out.size());
-  for (std::int64_t i = 0; i < r; ++i) {
+  const bool check_rows = !on_gpu || host_readable(src_rows.data());
+  for (std::int64_t i = 0; i < r && check_rows; ++i) {
     const NodeId s = src_rows[static_cast<std::size_t>(i)];
     TESSERA_CHECK(s >= 0 && s < x.rows(), InvalidArgument, "encode_rows: source row ", s,
                   " (entry ", i, ") outside [0, ", x.rows(), ")");
   }
   if (r == 0) return;
+#ifdef TESSERA_HAVE_CUDA_CODECS
+  if (on_gpu) return encode_rows_gpu(kind, out, x, src_rows, row_ids, noise, ranges);
+#endif
   if (f == 0 && !is_stochastic(kind)) {  // nothing to write; an integer row still has its scale
     std::fill(ranges.begin(), ranges.end(), 0.0f);
     return;
@@ -528,9 +612,10 @@ void decode_rows(CodecKind kind, Tensor& out, std::int64_t first_row, std::int64
                  std::span<const std::byte> in) {
   const std::int64_t f = out.cols();
   const std::size_t row_bytes = encoded_row_bytes(kind, f);
-  TESSERA_CHECK(out.dtype() == DType::F32 && out.device() == Device::cpu(), InvalidArgument,
-                "decode_rows: expected an f32 CPU tensor, got ", to_string(out.dtype()), " on ",
-                to_string(out.device()));
+  const bool on_gpu = kGpuCodecs && out.device().kind == DeviceKind::Cuda;
+  TESSERA_CHECK(out.dtype() == DType::F32 && (out.device() == Device::cpu() || on_gpu),
+                InvalidArgument, "decode_rows: expected an f32 ", kGpuCodecs ? "CPU or GPU" : "CPU",
+                " tensor, got ", to_string(out.dtype()), " on ", to_string(out.device()));
   TESSERA_CHECK(first_row >= 0 && num_rows >= 0 && first_row + num_rows <= out.rows(),
                 InvalidArgument, "decode_rows: rows [", first_row, ", ", first_row + num_rows,
                 ") outside the output's ", out.rows(), " rows");
@@ -539,6 +624,14 @@ void decode_rows(CodecKind kind, Tensor& out, std::int64_t first_row, std::int64
                 " bytes for ", num_rows, " rows of width ", f, " (", to_string(kind), "), got ",
                 in.size());
   if (num_rows == 0 || f == 0) return;
+#ifdef TESSERA_HAVE_CUDA_CODECS
+  if (on_gpu) {
+    TESSERA_CHECK(cuda::is_device_memory(in.data()), InvalidArgument, "decode_rows: out is on ",
+                  to_string(out.device()), ", so `in` must be GPU memory, found host memory");
+    return cuda::decode_rows(kind, out.f32() + first_row * f, in.data(), num_rows, f,
+                             cpu_decode_is_fused());
+  }
+#endif
 
   float* od = out.f32();
   auto out_row = [&](std::int64_t i) { return od + (first_row + i) * f; };

@@ -4,7 +4,9 @@
 // original in expectation. Values are packed densely, row by row; the noise is drawn from the
 // counter RNG keyed by (seed, epoch, layer, direction) for (global node id, feature), so it does
 // not depend on the partitioning or the thread count. Every message starts with a header that
-// the receiver checks (codec id, rows, width, size) before decoding a single value.
+// the receiver checks (codec id, rows, width, size) before decoding a single value. GPU tensors
+// (builds with the CUDA backend) encode and decode on the GPU (comm/codec_cuda.h), giving the
+// same bytes and the same floats as the CPU bit for bit; headers are host memory only.
 #pragma once
 
 #include <cstddef>
@@ -42,11 +44,17 @@ struct CodecNoise {
 // bytes, else InvalidArgument). row_ids[i] is the global node id of row i (the noise key).
 // Parallel over rows; the bytes do not depend on the thread count. When `ranges` is not empty
 // it receives max - min of every encoded row (R), the statistic adaptive bit planning uses.
+// For a GPU x the work runs on the GPU's compute stream: out must be GPU memory, src_rows,
+// row_ids and ranges may be host or GPU memory (GPU src_rows are not range-checked here); the
+// bytes equal the CPU's for the same rows. The integer codecs then wait for the GPU, to report a
+// non-finite row as the CPU does; the float codecs return without waiting (unless `ranges` is
+// host memory).
 void encode_rows(CodecKind kind, std::span<std::byte> out, const Tensor& x,
                  std::span<const NodeId> src_rows, std::span<const GlobalId> row_ids,
                  const CodecNoise& noise, std::span<float> ranges = {});
 // Decodes num_rows rows from `in` (exactly num_rows * encoded_row_bytes bytes, else
-// InvalidInput) into rows [first_row, first_row + num_rows) of out (F = out.cols()).
+// InvalidInput) into rows [first_row, first_row + num_rows) of out (F = out.cols()). For a GPU
+// out, `in` must be GPU memory; the decoded floats equal the CPU's bit for bit.
 void decode_rows(CodecKind kind, Tensor& out, std::int64_t first_row, std::int64_t num_rows,
                  std::span<const std::byte> in);
 
