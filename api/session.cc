@@ -531,9 +531,10 @@ std::vector<Parameter> Session::weights() const {
     impl_->require_trained("weights");
     const Model& model = impl_->trainer->model();
     std::vector<Parameter> out;
+    const std::vector<float> all = model.host_params();
     for (const ParamInfo& p : model.param_info()) {
-      const auto values = model.params().subspan(static_cast<std::size_t>(p.offset),
-                                                 static_cast<std::size_t>(p.rows * p.cols));
+      const auto values = std::span<const float>(all).subspan(
+          static_cast<std::size_t>(p.offset), static_cast<std::size_t>(p.rows * p.cols));
       out.push_back({p.name, p.rows, p.cols, {values.begin(), values.end()}});
     }
     return out;

@@ -5,53 +5,67 @@
 #include <cmath>
 
 #include "engine/core/error.h"
+#include "engine/core/kernels.h"
 
 namespace tessera {
+namespace {
 
-Adam::Adam(const AdamConfig& config, std::span<const ParamInfo> layout, std::int64_t num_params)
-    : config_(config),
-      decay_(static_cast<std::size_t>(num_params), 0.0f),
-      m_(static_cast<std::size_t>(num_params), 0.0f),
-      v_(static_cast<std::size_t>(num_params), 0.0f) {
+std::span<float> span_of(Tensor& t) { return {t.f32(), static_cast<std::size_t>(t.numel())}; }
+
+std::vector<float> host_copy(const Tensor& t) {
+  std::vector<float> out(static_cast<std::size_t>(t.numel()));
+  backend(t.device()).copy(out.data(), t.raw(), t.bytes());
+  return out;
+}
+
+}  // namespace
+
+Adam::Adam(const AdamConfig& config, std::span<const ParamInfo> layout, std::int64_t num_params,
+           Device device)
+    : config_(config), device_(device) {
   TESSERA_CHECK(config.lr > 0.0f, InvalidArgument, "learning rate must be > 0, got ", config.lr);
   TESSERA_CHECK(config.weight_decay >= 0.0f, InvalidArgument,
                 "weight decay must be >= 0, got ", config.weight_decay);
+  Tensor decay = Tensor::zeros(1, num_params);
   for (const ParamInfo& info : layout) {
     TESSERA_CHECK(info.offset >= 0 && info.offset + info.rows * info.cols <= num_params, Internal,
                   "parameter ", info.name, " lies outside the buffer");
     if (!info.decay) continue;
-    for (std::int64_t i = 0; i < info.rows * info.cols; ++i) decay_[info.offset + i] = config.weight_decay;
+    std::fill_n(decay.f32() + info.offset, info.rows * info.cols, config.weight_decay);
   }
+  decay_ = decay.to(device);
+  m_ = Tensor::zeros(1, num_params, DType::F32, device);
+  v_ = Tensor::zeros(1, num_params, DType::F32, device);
 }
 
 void Adam::step(std::span<float> params, std::span<const float> grads) {
-  TESSERA_CHECK(params.size() == m_.size() && grads.size() == m_.size(), InvalidArgument,
-                "Adam over ", m_.size(), " parameters got ", params.size(), " values and ",
-                grads.size(), " gradients");
+  const auto n = static_cast<std::size_t>(m_.numel());
+  TESSERA_CHECK(params.size() == n && grads.size() == n, InvalidArgument, "Adam over ", n,
+                " parameters got ", params.size(), " values and ", grads.size(), " gradients");
   ++steps_;
   const double t = static_cast<double>(steps_);
   const float bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(config_.beta1), t));
   const float bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(config_.beta2), t));
-  const float step_size = config_.lr / bias1;
-  const float inv_sqrt_bias2 = 1.0f / std::sqrt(bias2);
-  const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
-  const std::int64_t n = static_cast<std::int64_t>(params.size());
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (std::int64_t i = 0; i < n; ++i) {
-    float g = grads[i] + decay_[i] * params[i];
-    m_[i] = b1 * m_[i] + (1.0f - b1) * g;
-    v_[i] = b2 * v_[i] + (1.0f - b2) * g * g;
-    params[i] -= step_size * m_[i] / (std::sqrt(v_[i]) * inv_sqrt_bias2 + eps);
-  }
+  AdamStep step;
+  step.beta1 = config_.beta1;
+  step.beta2 = config_.beta2;
+  step.eps = config_.eps;
+  step.step_size = config_.lr / bias1;
+  step.inv_sqrt_bias2 = 1.0f / std::sqrt(bias2);
+  adam_update(params, span_of(m_), span_of(v_), grads, span_of(decay_), step, device_);
 }
 
 void Adam::restore(std::int64_t steps, std::span<const float> m, std::span<const float> v) {
-  TESSERA_CHECK(steps >= 0 && m.size() == m_.size() && v.size() == v_.size(), InvalidArgument,
+  const auto n = static_cast<std::size_t>(m_.numel());
+  TESSERA_CHECK(steps >= 0 && m.size() == n && v.size() == n, InvalidArgument,
                 "Adam::restore: ", steps, " steps, moments of ", m.size(), " and ", v.size(),
-                " values for ", m_.size(), " parameters");
+                " values for ", n, " parameters");
   steps_ = steps;
-  std::copy(m.begin(), m.end(), m_.begin());
-  std::copy(v.begin(), v.end(), v_.begin());
+  backend(device_).copy(m_.raw(), m.data(), m_.bytes());
+  backend(device_).copy(v_.raw(), v.data(), v_.bytes());
 }
+
+std::vector<float> Adam::first_moment() const { return host_copy(m_); }
+std::vector<float> Adam::second_moment() const { return host_copy(v_); }
 
 }  // namespace tessera

@@ -21,24 +21,28 @@ struct AdamConfig {
 
 class Adam {
  public:
-  Adam(const AdamConfig& config, std::span<const ParamInfo> layout, std::int64_t num_params);
+  // The optimizer state lives on `device`, where the parameters and gradients it updates live.
+  Adam(const AdamConfig& config, std::span<const ParamInfo> layout, std::int64_t num_params,
+       Device device = Device::cpu());
 
-  // One update of params from grads (both num_params long).
+  // One update of params from grads (both num_params long, on the optimizer's device).
   void step(std::span<float> params, std::span<const float> grads);
 
   std::int64_t steps() const { return steps_; }
+  Device device() const { return device_; }
   // Puts the optimizer where a checkpoint left it: the step count (bias correction) and the
-  // moments, (num_params) each.
+  // moments, (num_params) host values each.
   void restore(std::int64_t steps, std::span<const float> m, std::span<const float> v);
-  // Moments, for checkpoints: (num_params) each.
-  std::span<float> first_moment() { return m_; }
-  std::span<float> second_moment() { return v_; }
+  // Host copies of the moments, for checkpoints: (num_params) each.
+  std::vector<float> first_moment() const;
+  std::vector<float> second_moment() const;
 
  private:
   AdamConfig config_;
-  std::vector<float> decay_;  // (num_params) weight decay factor per entry: wd or 0
-  std::vector<float> m_;
-  std::vector<float> v_;
+  Device device_;
+  Tensor decay_;  // (1, num_params) weight decay factor per entry: wd or 0
+  Tensor m_;      // (1, num_params)
+  Tensor v_;      // (1, num_params)
   std::int64_t steps_ = 0;
 };
 

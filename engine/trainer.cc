@@ -295,9 +295,10 @@ struct Trainer::Impl {
   std::unique_ptr<Model> model;
   Tensor logits, logp, d_logits;        // (N, C), on `device`
   // Where the model runs. On a GPU the features, the operator, the dropout keys and the loss's
-  // labels and rows live there from set-up on (uploaded once); the parameters and the optimizer
-  // stay on the host (each layer's weights go up at its forward, its gradients come back at its
-  // backward), and the logits come back for the metrics.
+  // labels and rows live there from set-up on (uploaded once), as do the parameters, their
+  // gradients and Adam's moments (Model::to, Adam's device): a step moves no tensor to or from
+  // the host but the loss, the batch-norm statistics (2F values a layer) and, for the metrics of
+  // an evaluated epoch, the logits.
   Device device;
   // Several GPU ranks: the NCCL communicator of their halos and gradients (traffic counted in
   // comm's counter), and this rank's GPU.
@@ -557,11 +558,12 @@ Trainer::RunState Trainer::begin_run(int run) {
   model_config.seed = config_.seed + static_cast<std::uint64_t>(run);
   s.model = std::make_unique<Model>(s.pipeline ? s.pipeline->stage_model(model_config)
                                                : model_config);
+  s.model->to(s.device);  // built on the host, trained where the data lives
   RunState state;
   state.run = run;
   state.adam = std::make_unique<Adam>(
       AdamConfig{.lr = config_.lr, .weight_decay = config_.weight_decay}, s.model->param_info(),
-      static_cast<std::int64_t>(s.model->params().size()));
+      static_cast<std::int64_t>(s.model->params().size()), s.device);
   state.result.run = run;
   state.result.seed = model_config.seed;
   state.result.best_valid = -1.0;
@@ -747,7 +749,7 @@ void Trainer::restore_run(RunState& state, const CheckpointState& checkpoint) {
                       checkpoint.adam_steps == checkpoint.epoch,
                   InvalidInput, "checkpoint at epoch ", checkpoint.epoch, " with ",
                   checkpoint.adam_steps, " optimizer steps does not fit --epochs ", config_.epochs);
-    std::copy(checkpoint.params.begin(), checkpoint.params.end(), model.params().begin());
+    model.set_params(checkpoint.params);
     std::copy(checkpoint.buffers.begin(), checkpoint.buffers.end(), model.buffers().begin());
     state.adam->restore(checkpoint.adam_steps, checkpoint.adam_m, checkpoint.adam_v);
     state.epoch = checkpoint.epoch;
@@ -774,10 +776,10 @@ std::string Trainer::save_checkpoint(const RunState& state, std::uint64_t partit
     c.raw_total = state.raw_total;
     c.history = s.history;
     const Model& model = *s.model;
-    c.params.assign(model.params().begin(), model.params().end());
+    c.params = model.host_params();
     c.buffers.assign(model.buffers().begin(), model.buffers().end());
-    c.adam_m.assign(state.adam->first_moment().begin(), state.adam->first_moment().end());
-    c.adam_v.assign(state.adam->second_moment().begin(), state.adam->second_moment().end());
+    c.adam_m = state.adam->first_moment();
+    c.adam_v = state.adam->second_moment();
     c.adam_steps = state.adam->steps();
     c.finished = s.finished;
     const bool crash = s.fault.mode == FaultMode::Checkpoint && s.fault.rank == 0 &&

@@ -81,10 +81,8 @@ void batch_norm1d_backward(Tensor& d_x, std::span<float> d_gamma, std::span<floa
   std::span<double> sums(cache.sums);
   std::span<double> sum_dy = sums.first(fs), sum_dy_xhat = sums.last(fs);
   batch_norm_backward_stats(sum_dy, sum_dy_xhat, d_y, cache.x_hat);  // local sums
-  for (std::size_t j = 0; j < fs; ++j) {
-    d_gamma[j] += static_cast<float>(sum_dy_xhat[j]);
-    d_beta[j] += static_cast<float>(sum_dy[j]);
-  }
+  add_doubles(d_gamma, sum_dy_xhat, d_y.device());  // d_gamma, d_beta live with the parameters
+  add_doubles(d_beta, sum_dy, d_y.device());
   if (all_reduce) all_reduce(sums);
   d_x.resize(n, f, d_y.device());  // (N, F)
   batch_norm_backward(d_x, d_y, cache.x_hat, gamma, cache.inv_std, sum_dy, sum_dy_xhat,

@@ -150,14 +150,14 @@ void glorot_uniform(std::span<float> w, std::int64_t f_in, std::int64_t f_out,
     w[i] = static_cast<float>(bound * (2.0 * rng.uniform(which, i) - 1.0));
 }
 
-// dst (rows, cols) on `device` = the host values src (parameters live on the host).
+// dst (rows, cols) on `device` = src, parameter values on the same device.
 void copy_into(Tensor& dst, std::span<const float> src, std::int64_t rows, std::int64_t cols,
                Device device) {
   dst.resize(rows, cols, device);
   backend(device).copy(dst.raw(), src.data(), src.size_bytes());
 }
 
-// The host values dst = src (any device).
+// dst = src, parameter gradients on src's device.
 void copy_out(std::span<float> dst, const Tensor& src) {
   backend(src.device()).copy(dst.data(), src.raw(), src.bytes());
 }
@@ -229,11 +229,12 @@ Model::Model(const ModelConfig& config)
   TESSERA_CHECK(c.input_dropout >= 0.0f && c.input_dropout < 1.0f, InvalidArgument,
                 "input_dropout must be in [0, 1), got ", c.input_dropout);
 
+  std::int64_t num_params = 0;
   auto add_param = [&](const std::string& name, std::int64_t rows, std::int64_t cols,
                        bool decay) {
-    const auto offset = static_cast<std::int64_t>(params_.size());
+    const std::int64_t offset = num_params;
     param_info_.push_back({name, offset, rows, cols, decay});
-    params_.resize(params_.size() + static_cast<std::size_t>(rows * cols), 0.0f);
+    num_params += rows * cols;
     return offset;
   };
   auto add_buffer = [&](const std::string& name, std::int64_t cols, float value) {
@@ -266,11 +267,12 @@ Model::Model(const ModelConfig& config)
     layer.running_mean_at = add_buffer(prefix + "running_mean", layer.f_out, 0.0f);
     layer.running_var_at = add_buffer(prefix + "running_var", layer.f_out, 1.0f);
   }
-  grads_.assign(params_.size(), 0.0f);
+  params_ = Tensor::zeros(1, num_params);
+  grads_ = Tensor::zeros(1, num_params);
 
   // Glorot-uniform weights, zero biases, gamma 1, beta 0; deterministic from the seed and the
   // layer's index in the whole model.
-  std::span<float> p(params_);
+  std::span<float> p = params();
   for (int i = 0; i < c.num_layers; ++i) {
     const State::Layer& layer = layers[static_cast<std::size_t>(i)];
     const CounterRng rng(c.seed, 0, static_cast<std::uint64_t>(c.first_layer + i),
@@ -306,7 +308,26 @@ Model::~Model() = default;
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
-void Model::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void Model::zero_grad() { grads_.zero(); }
+
+std::vector<float> Model::host_params() const {
+  std::vector<float> values(static_cast<std::size_t>(params_.numel()));
+  backend(params_.device()).copy(values.data(), params_.raw(), params_.bytes());
+  return values;
+}
+
+void Model::set_params(std::span<const float> host_values) {
+  TESSERA_CHECK(static_cast<std::int64_t>(host_values.size()) == params_.numel(), InvalidArgument,
+                "Model::set_params: ", host_values.size(), " values for ", params_.numel(),
+                " parameters");
+  backend(params_.device()).copy(params_.raw(), host_values.data(), params_.bytes());
+}
+
+void Model::to(Device device) {
+  if (device == params_.device()) return;
+  params_ = params_.to(device);
+  grads_ = grads_.to(device);
+}
 
 void Model::set_inference_slot(int slot) {
   TESSERA_CHECK(slot >= 0 && slot < config_.slots, InvalidArgument,
@@ -347,7 +368,9 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
   s.epoch = epoch;
   s.has_forward = false;  // until this forward completes
 
-  std::span<const float> p(params_);
+  TESSERA_CHECK(features.device() == device(), InvalidArgument, "Model::forward: features on ",
+                to_string(features.device()), ", the model on ", to_string(device()));
+  std::span<const float> p = params();
   const Tensor* h = &features;  // (N, F_in of layer l): the input of the next layer
   for (std::size_t i = 0; i < s.layers.size(); ++i) {
     State::Layer& layer = s.layers[i];
@@ -414,8 +437,8 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
   check_shape(d_logits, n, s.layers.back().f_out, "Model::backward d_logits");
   s.backward_ready = false;
 
-  std::span<float> g(grads_);
-  std::span<const float> p(params_);
+  std::span<float> g = grads();
+  std::span<const float> p = params();
   Workspace& ws = *workspace_;
   // Gradient w.r.t. layer i's output, read-only until copied.
   const Tensor* d_h = &d_logits;

@@ -79,11 +79,20 @@ class Model {
   Model& operator=(Model&&) noexcept;
 
   const ModelConfig& config() const { return config_; }
-  std::span<float> params() { return params_; }
-  std::span<const float> params() const { return params_; }
-  std::span<float> grads() { return grads_; }
+  // The flat parameters and their gradients, where the model lives (device()): on a GPU these
+  // spans point to GPU memory, which the kernels, the optimizer and NCCL take as they are; use
+  // host_params()/set_params() to read or write them from the host.
+  std::span<float> params() { return span_of(params_); }
+  std::span<const float> params() const { return span_of(params_); }
+  std::span<float> grads() { return span_of(grads_); }
+  std::vector<float> host_params() const;
+  void set_params(std::span<const float> host_values);  // (num_params) values
   const std::vector<ParamInfo>& param_info() const { return param_info_; }
   void zero_grad();
+  // Moves the parameters and gradients to `device` (a model is built on the host); forward()
+  // then takes its input there. Batch-norm running statistics stay on the host.
+  void to(Device device);
+  Device device() const { return params_.device(); }
 
   // logits (N, out_channels). training: dropout on and batch-norm batch statistics (and running
   // statistics updated); otherwise no dropout and running statistics. epoch keys dropout masks.
@@ -118,9 +127,16 @@ class Model {
 
  private:
   struct State;
+  static std::span<float> span_of(Tensor& t) {
+    return {t.f32(), static_cast<std::size_t>(t.numel())};
+  }
+  static std::span<const float> span_of(const Tensor& t) {
+    return {t.f32(), static_cast<std::size_t>(t.numel())};
+  }
+
   ModelConfig config_;
-  std::vector<float> params_;
-  std::vector<float> grads_;
+  Tensor params_;  // (1, num_params)
+  Tensor grads_;   // (1, num_params)
   std::vector<float> buffers_;
   std::vector<ParamInfo> param_info_;
   std::vector<ParamInfo> buffer_info_;

@@ -582,6 +582,52 @@ void batch_norm_backward(Tensor& d_x, const Tensor& d_y, const Tensor& x_hat,
   no_kernel(kernel, device);
 }
 
+// ---- parameters and optimizer ----
+
+void add_doubles(std::span<float> out, std::span<const double> values, Device device) {
+  check_count(values.size(), static_cast<std::int64_t>(out.size()), "add_doubles", "values");
+  const auto n = static_cast<std::int64_t>(out.size());
+  switch (device.kind) {
+    case DeviceKind::Cpu:
+      return cpu::add_doubles(out.data(), values.data(), n);
+    case DeviceKind::Cuda:
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceOutput<float> o(out);
+        cuda::DeviceInput<double> in(values);
+        cuda::add_doubles(o.get(), in.get(), n);
+        o.finish();
+        return;
+      });
+  }
+  no_kernel("add_doubles", device);
+}
+
+void adam_update(std::span<float> params, std::span<float> m, std::span<float> v,
+                 std::span<const float> grads, std::span<const float> decay, const AdamStep& step,
+                 Device device) {
+  const auto n = static_cast<std::int64_t>(params.size());
+  check_count(m.size(), n, "adam_update", "m");
+  check_count(v.size(), n, "adam_update", "v");
+  check_count(grads.size(), n, "adam_update", "grads");
+  check_count(decay.size(), n, "adam_update", "decay");
+  switch (device.kind) {
+    case DeviceKind::Cpu:
+      return cpu::adam_update(params.data(), m.data(), v.data(), grads.data(), decay.data(), step,
+                              n);
+    case DeviceKind::Cuda:
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceOutput<float> p(params), mo(m), vo(v);
+        cuda::DeviceInput<float> g(grads), d(decay);
+        cuda::adam_update(p.get(), mo.get(), vo.get(), g.get(), d.get(), step, n);
+        p.finish();
+        mo.finish();
+        vo.finish();
+        return;
+      });
+  }
+  no_kernel("adam_update", device);
+}
+
 // ---- threads ----
 
 void set_num_threads(int threads) { cpu::set_num_threads(threads); }

@@ -95,6 +95,24 @@ void batch_norm_backward(Tensor& d_x, const Tensor& d_y, const Tensor& x_hat,
                          std::span<const double> sum_dy, std::span<const double> sum_dy_xhat,
                          double count);
 
+// ---- parameters and optimizer (flat buffers: spans on `device`) ----
+// out[i] += float(values[i]) for every i; on a GPU `values` may also be host memory.
+void add_doubles(std::span<float> out, std::span<const double> values, Device device);
+// The coefficients of Adam step t: step_size = lr / (1 - beta1^t), inv_sqrt_bias2 =
+// 1 / sqrt(1 - beta2^t).
+struct AdamStep {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float step_size = 0.0f;
+  float inv_sqrt_bias2 = 1.0f;
+};
+// One Adam update (torch.optim.Adam; the L2 decay decay[i] * params[i] is added to the gradient)
+// of every entry: m and v are the moments; all five spans have the same length.
+void adam_update(std::span<float> params, std::span<float> m, std::span<float> v,
+                 std::span<const float> grads, std::span<const float> decay, const AdamStep& step,
+                 Device device);
+
 // Number of threads kernels use (the OpenMP team; GEMM splits its work over the same team and
 // keeps OpenBLAS single-threaded, so two thread pools never compete). threads <= 0: unchanged.
 void set_num_threads(int threads);

@@ -589,3 +589,50 @@ TEST_F(CudaKernels, BatchNormBackwardStatsAndBackwardMatchCpu) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Adam's update and the double-to-float accumulation of the batch-norm affine gradients. The
+// GPU rounds every operation on its own; the CPU build may fuse multiply-adds, which moves a
+// result by a few units in the last place: 8 eps of the magnitudes involved bounds both.
+TEST_F(CudaKernels, AdamUpdateAndAddDoublesMatchCpu) {
+  for (std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{257},
+                         std::int64_t{100003}}) {
+    const auto size = static_cast<std::size_t>(n);
+    const std::vector<float> p0 = test::values_of(test::random_tensor(1, n, 21));
+    const std::vector<float> g = test::values_of(test::random_tensor(1, n, 22));
+    std::vector<float> m = test::values_of(test::random_tensor(1, n, 23));
+    std::vector<float> v(size), decay(size);
+    for (std::size_t i = 0; i < size; ++i) {
+      v[i] = std::abs(m[i]) * 0.25f;
+      decay[i] = i % 3 == 0 ? 0.0f : 5e-4f;
+    }
+    AdamStep step;
+    step.step_size = 0.01f / (1.0f - 0.9f * 0.9f * 0.9f);
+    step.inv_sqrt_bias2 = 1.0f / std::sqrt(1.0f - 0.999f * 0.999f * 0.999f);
+    const cuda::DeviceBuffer d_p = upload(p0), d_m = upload(m), d_v = upload(v), d_g = upload(g),
+                             d_decay = upload(decay);
+    std::vector<float> p = p0;
+    adam_update(p, m, v, g, decay, step, Device::cpu());
+    cuda::adam_update(d_p.as<float>(), d_m.as<float>(), d_v.as<float>(), d_g.as<float>(),
+                      d_decay.as<float>(), step, n);
+    const std::vector<float> gp = download(d_p, size), gm = download(d_m, size),
+                             gv = download(d_v, size);
+    for (std::size_t i = 0; i < size; ++i) {
+      ASSERT_NEAR(gm[i], m[i], 8 * kFloatEps * (std::abs(m[i]) + std::abs(g[i]))) << i;
+      ASSERT_NEAR(gv[i], v[i], 8 * kFloatEps * (std::abs(v[i]) + g[i] * g[i])) << i;
+      ASSERT_NEAR(gp[i], p[i], 8 * kFloatEps * (std::abs(p0[i]) + step.step_size)) << i;
+    }
+    std::vector<float> out = test::values_of(test::random_tensor(1, n, 24));
+    std::vector<double> add(size);
+    for (std::size_t i = 0; i < size; ++i) add[i] = 0.1 * static_cast<double>(i) - 3.0;
+    const cuda::DeviceBuffer d_out = upload(out), d_add = upload(add);
+    add_doubles(out, add, Device::cpu());
+    cuda::add_doubles(d_out.as<float>(), d_add.as<double>(), n);
+    EXPECT_EQ(download(d_out, size), out) << "n " << n;  // one conversion and one add: exact
+  }
+}
+
+}  // namespace
+}  // namespace tessera

@@ -41,8 +41,7 @@ Trace train(TrainConfig config, const Dataset& dataset, const std::string& devic
   trace.result = trainer.train_run(run, [&](const EpochRecord& r) {
     trace.losses.push_back(r.loss);
   });
-  const std::span<const float> p = trainer.model().params();
-  trace.params.assign(p.begin(), p.end());
+  trace.params = trainer.model().host_params();
   return trace;
 }
 

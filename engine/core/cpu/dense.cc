@@ -1,10 +1,12 @@
 // CPU dense kernels: GEMM through OpenBLAS cblas_sgemm (row-major; a tuned BLAS beats anything
 // hand-written here) split over the OpenMP team, axpy and column sums with OpenMP, and the
-// thread setting. This is the only file that includes <cblas.h>.
+// thread setting, and the flat-buffer updates of the parameters (Adam, adding doubles). This is
+// the only file that includes <cblas.h>.
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -115,6 +117,22 @@ void column_sums(float* out, const float* x, bool accumulate, std::int64_t r, st
   });
   for (std::int64_t k = 0; k < f; ++k) {
     out[k] = accumulate ? out[k] + static_cast<float>(sums[k]) : static_cast<float>(sums[k]);
+  }
+}
+
+void add_doubles(float* out, const double* values, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] += static_cast<float>(values[i]);
+}
+
+void adam_update(float* params, float* m, float* v, const float* grads, const float* decay,
+                 const AdamStep& step, std::int64_t n) {
+  const float b1 = step.beta1, b2 = step.beta2, eps = step.eps;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float g = grads[i] + decay[i] * params[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * g;
+    v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+    params[i] -= step.step_size * m[i] / (std::sqrt(v[i]) * step.inv_sqrt_bias2 + eps);
   }
 }
 

@@ -29,6 +29,9 @@ void axpy(float* y, float alpha, const float* x, std::int64_t n);
 // out (F) (+)= column sums of x (R, F).
 void column_sums(float* out, const float* x, bool accumulate, std::int64_t r, std::int64_t f);
 // OpenMP and BLAS thread counts.
+void add_doubles(float* out, const double* values, std::int64_t n);
+void adam_update(float* params, float* m, float* v, const float* grads, const float* decay,
+                 const AdamStep& step, std::int64_t n);
 void set_num_threads(int threads);
 int num_threads();
 

@@ -97,7 +97,43 @@ void apply_dropout(float* out, const float* in, float p, const CounterRng& rng,
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 
+__global__ void add_doubles_kernel(float* out, const double* values, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    out[i] += static_cast<float>(values[i]);
+}
+
+// Each operation rounded on its own (_rn: no fused multiply-add), as the CPU loop is written.
+__global__ void adam_kernel(float* params, float* m, float* v, const float* grads,
+                            const float* decay, AdamStep step, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const float g = __fadd_rn(grads[i], __fmul_rn(decay[i], params[i]));
+    const float mi = __fadd_rn(__fmul_rn(step.beta1, m[i]), __fmul_rn(1.0f - step.beta1, g));
+    const float vi = __fadd_rn(__fmul_rn(step.beta2, v[i]),
+                               __fmul_rn(__fmul_rn(1.0f - step.beta2, g), g));
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), step.inv_sqrt_bias2), step.eps);
+    params[i] = __fsub_rn(params[i], __fdiv_rn(__fmul_rn(step.step_size, mi), denom));
+  }
+}
+
 }  // namespace
+
+void add_doubles(float* out, const double* values, std::int64_t n) {
+  if (n == 0) return;
+  add_doubles_kernel<<<blocks_for(n), kThreads, 0, compute_stream()>>>(out, values, n);
+  TESSERA_CUDA_CHECK_LAUNCH();
+}
+
+void adam_update(float* params, float* m, float* v, const float* grads, const float* decay,
+                 const AdamStep& step, std::int64_t n) {
+  if (n == 0) return;
+  adam_kernel<<<blocks_for(n), kThreads, 0, compute_stream()>>>(params, m, v, grads, decay, step,
+                                                                n);
+  TESSERA_CUDA_CHECK_LAUNCH();
+}
 
 void bias_act_forward(float* y, const float* x, const float* bias, Activation act, std::int64_t r,
                       std::int64_t f) {

@@ -142,4 +142,11 @@ void batch_norm_backward(float* d_x, const float* d_y, const float* x_hat, const
                          const float* inv_std, const double* sum_dy, const double* sum_dy_xhat,
                          double count, std::int64_t r, std::int64_t f);
 
+// ---- parameters and optimizer (elementwise.cu) ----
+// out[i] += float(values[i]), i < n.
+void add_doubles(float* out, const double* values, std::int64_t n);
+// One Adam update of n entries, as the CPU's (the same float operations, in the same order).
+void adam_update(float* params, float* m, float* v, const float* grads, const float* decay,
+                 const AdamStep& step, std::int64_t n);
+
 }  // namespace tessera::cuda
