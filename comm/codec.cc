@@ -690,9 +690,17 @@ void write_message_header(std::span<std::byte> out, CodecKind kind, std::int64_t
 
 CodecKind read_message_header(std::span<const std::byte> in, std::int64_t rows, std::int64_t cols,
                               CodecKind expected, const std::string& where) {
-  TESSERA_CHECK(in.size() >= kMessageHeaderBytes, InvalidInput, where,
-                ": message too short: expected at least ", kMessageHeaderBytes,
-                " bytes (the header), found ", in.size());
+  return read_message_header(in.first(std::min(in.size(), kMessageHeaderBytes)), in.size(), rows,
+                             cols, expected, where);
+}
+
+CodecKind read_message_header(std::span<const std::byte> header, std::size_t message_bytes,
+                              std::int64_t rows, std::int64_t cols, CodecKind expected,
+                              const std::string& where) {
+  const std::span<const std::byte> in = header;
+  TESSERA_CHECK(message_bytes >= kMessageHeaderBytes && in.size() >= kMessageHeaderBytes,
+                InvalidInput, where, ": message too short: expected at least ",
+                kMessageHeaderBytes, " bytes (the header), found ", message_bytes);
   TESSERA_CHECK(std::memcmp(in.data(), kMagic, 4) == 0, InvalidInput, where,
                 ": bad message magic: expected bytes 54 53 52 4d ('TSRM'), found ",
                 hex_bytes(in.first(4)));
@@ -709,12 +717,12 @@ CodecKind read_message_header(std::span<const std::byte> in, std::int64_t rows, 
   TESSERA_CHECK(found_cols == cols, InvalidInput, where, ": expected width ", cols, ", found ",
                 found_cols);
   const std::size_t row_bytes = encoded_row_bytes(kind, found_cols);
-  const std::size_t payload = in.size() - kMessageHeaderBytes;
+  const std::size_t payload = message_bytes - kMessageHeaderBytes;
   const bool fits = row_bytes == 0 || found_rows <= payload / row_bytes;
   TESSERA_CHECK(fits && payload == std::size_t{found_rows} * row_bytes, InvalidInput, where,
                 ": expected ", kMessageHeaderBytes, " + ", found_rows, " x ", row_bytes, " = ",
                 kMessageHeaderBytes + std::size_t{found_rows} * row_bytes, " bytes (",
-                to_string(kind), ", width ", found_cols, "), found ", in.size());
+                to_string(kind), ", width ", found_cols, "), found ", message_bytes);
   return kind;
 }
 

@@ -69,5 +69,10 @@ void write_message_header(std::span<std::byte> out, CodecKind kind, std::int64_t
 // mismatch.
 CodecKind read_message_header(std::span<const std::byte> in, std::int64_t rows, std::int64_t cols,
                               CodecKind expected, const std::string& where);
+// The same check from a copy of the first kMessageHeaderBytes bytes of a message of
+// `message_bytes` bytes (a message in GPU memory, whose header was copied to the host).
+CodecKind read_message_header(std::span<const std::byte> header, std::size_t message_bytes,
+                              std::int64_t rows, std::int64_t cols, CodecKind expected,
+                              const std::string& where);
 
 }  // namespace tessera

@@ -5,6 +5,7 @@
 #include "comm/halo_exchange.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -210,8 +211,8 @@ void HaloExchange::update_residual(int direction, int layer, const Route& route)
     std::size_t at = out_at_[p];
     for (const Piece& piece : pieces_) {
       const std::size_t bytes = piece_bytes(piece, ef_input_.cols());
-      decode_piece(piece, std::span<const std::byte>(out_bytes_).subspan(at, bytes), ef_decoded_,
-                   "error feedback", false);
+      decode_piece(piece, std::span<const std::byte>(message_bytes(0)).subspan(at, bytes),
+                   ef_decoded_, "error feedback", false);
       at += bytes;
     }
   }
@@ -222,7 +223,9 @@ void HaloExchange::update_residual(int direction, int layer, const Route& route)
 void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
   const std::int64_t f = source.cols();
   const int k = plan_.num_peers();
-  auto layout = [&](bool outgoing, std::vector<std::size_t>& at, std::vector<std::byte>& bytes) {
+  // The messages live where the rows do: a GPU encodes into and decodes from GPU memory.
+  bytes_device_ = source.device();
+  auto layout = [&](bool outgoing, std::vector<std::size_t>& at) {
     at.assign(static_cast<std::size_t>(k) + 1, 0);
     for (int p = 0; p < k; ++p) {
       pieces(route, p, outgoing, pieces_);
@@ -230,17 +233,16 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
       for (const Piece& piece : pieces_)
         at[p + 1] += piece_bytes(piece, f);
     }
-    bytes.resize(at[k]);
+    return at[k];
   };
-  layout(false, in_at_, in_bytes_);
-  layout(true, out_at_, out_bytes_);
+  const std::span<std::byte> in_bytes = message_bytes(1, layout(false, in_at_));
+  const std::span<std::byte> out_bytes = message_bytes(0, layout(true, out_at_));
   const CodecNoise noise{codecs_.seed, epoch_, static_cast<std::uint64_t>(route.layer),
                          route.purpose};
   for (int p = 0; p < k; ++p) {
     if (in_at_[p + 1] > in_at_[p]) {
-      requests_.push_back(comm_.irecv(
-          std::span<std::byte>(in_bytes_).subspan(in_at_[p], in_at_[p + 1] - in_at_[p]), p,
-          route.tag));
+      requests_.push_back(
+          comm_.irecv(in_bytes.subspan(in_at_[p], in_at_[p + 1] - in_at_[p]), p, route.tag));
     }
   }
   const double encode_start = now_s();
@@ -252,9 +254,15 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
     std::size_t at = out_at_[p];
     for (const Piece& piece : pieces_) {
       const std::size_t bytes = piece_bytes(piece, f);
-      std::span<std::byte> block = std::span<std::byte>(out_bytes_).subspan(at, bytes);
+      std::span<std::byte> block = out_bytes.subspan(at, bytes);
       at += bytes;
-      write_message_header(block, piece.codec, piece.count, f);
+      if (bytes_device_.kind == DeviceKind::Cpu) {
+        write_message_header(block, piece.codec, piece.count, f);
+      } else {  // written on the host, then copied up
+        std::array<std::byte, kMessageHeaderBytes> header;
+        write_message_header(header, piece.codec, piece.count, f);
+        backend(bytes_device_).copy(block.data(), header.data(), header.size());
+      }
       std::span<const NodeId> rows = route.rows.subspan(piece.begin, piece.count);
       std::span<const GlobalId> ids = route.ids.subspan(piece.begin, piece.count);
       if (!piece.positions.empty()) {  // a scattered block: gather its rows and ids
@@ -290,7 +298,7 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
     const std::int64_t count = route.out_offsets[p + 1] - route.out_offsets[p];
     if (count == 0) continue;
     requests_.push_back(comm_.isend(
-        std::span<const std::byte>(out_bytes_).subspan(out_at_[p], out_at_[p + 1] - out_at_[p]),
+        std::span<const std::byte>(out_bytes).subspan(out_at_[p], out_at_[p + 1] - out_at_[p]),
         p, route.tag, route.category, static_cast<std::uint64_t>(count * f) * sizeof(float)));
   }
 }
@@ -298,7 +306,14 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
 void HaloExchange::decode_piece(const Piece& piece, std::span<const std::byte> bytes,
                                 Tensor& dest, const std::string& where, bool check_header) {
   const std::int64_t f = dest.cols();
-  if (check_header) read_message_header(bytes, piece.count, f, piece.codec, where);
+  if (check_header && dest.device().kind == DeviceKind::Cpu) {
+    read_message_header(bytes, piece.count, f, piece.codec, where);
+  } else if (check_header) {  // a message in GPU memory: its header is checked on the host
+    std::array<std::byte, kMessageHeaderBytes> header{};
+    if (bytes.size() >= header.size())
+      backend(dest.device()).copy(header.data(), bytes.data(), header.size());
+    read_message_header(header, bytes.size(), piece.count, f, piece.codec, where);
+  }
   bytes = bytes.subspan(kMessageHeaderBytes);
   if (piece.positions.empty()) {
     decode_rows(piece.codec, dest, piece.begin, piece.count, bytes);
@@ -320,8 +335,8 @@ void HaloExchange::decode_received(const Route& route, Tensor& dest, const char*
     std::size_t at = in_at_[p];
     for (const Piece& piece : pieces_) {
       const std::size_t bytes = piece_bytes(piece, f);
-      decode_piece(piece, std::span<const std::byte>(in_bytes_).subspan(at, bytes), dest, where,
-                   true);
+      decode_piece(piece, std::span<const std::byte>(message_bytes(1)).subspan(at, bytes), dest,
+                   where, true);
       at += bytes;
     }
   }
@@ -330,10 +345,25 @@ void HaloExchange::decode_received(const Route& route, Tensor& dest, const char*
   times_.exposed_s += spent;
 }
 
+std::span<std::byte> HaloExchange::message_bytes(int which, std::size_t size) {
+  if (bytes_device_.kind == DeviceKind::Cpu) {
+    std::vector<std::byte>& bytes = which == 0 ? out_bytes_ : in_bytes_;
+    if (size != kKeepSize) bytes.resize(size);
+    return bytes;
+  }
+  Tensor& bytes = device_bytes_[which];
+  if (size != kKeepSize) {
+    if (bytes.dtype() != DType::U8 || bytes.device() != bytes_device_)
+      bytes = Tensor(0, 1, DType::U8, bytes_device_);
+    bytes.resize(static_cast<std::int64_t>(size), 1);
+  }
+  return {static_cast<std::byte*>(bytes.raw()), static_cast<std::size_t>(bytes.rows())};
+}
+
 void HaloExchange::check_host(const Tensor& t, const char* what) const {
   TESSERA_CHECK(t.device().kind == DeviceKind::Cpu, InvalidArgument, "HaloExchange::", what,
-                ": encoded messages are made from host tensors; a tensor on ", to_string(t.device()),
-                " goes raw (codec none)");
+                ": adaptive bits and error feedback work on host tensors; a tensor on ",
+                to_string(t.device()), " takes a fixed codec");
 }
 
 std::span<const NodeId> HaloExchange::send_rows(Device device) {
@@ -352,7 +382,7 @@ void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {
   forward_layer_ = layer;
   const int tag = forward_tag(layer);
   if (codecs_.adaptive || codecs_.forward != CodecKind::None) {
-    check_host(x, "start_forward");
+    if (codecs_.adaptive || codecs_.error_feedback) check_host(x, "start_forward");
     if (codecs_.error_feedback) {
       post_with_feedback(forward_route(layer), 0, x);
     } else {
@@ -388,7 +418,7 @@ void HaloExchange::start_backward(const Tensor& d_halo, int layer) {
   requests_.clear();
   backward_layer_ = layer;
   if (codecs_.adaptive || codecs_.backward != CodecKind::None) {
-    check_host(d_halo, "start_backward");
+    if (codecs_.adaptive || codecs_.error_feedback) check_host(d_halo, "start_backward");
     if (codecs_.error_feedback) {
       post_with_feedback(backward_route(layer), 1, d_halo);
     } else {

@@ -97,8 +97,9 @@ class HaloExchange {
   // nothing unless the codec is adaptive.
   void set_receiver_weights(std::span<const double> halo_weight);
 
-  // The tensors may live on a GPU when the messages go raw (codec none) through a communicator
-  // that takes GPU buffers (NCCL): rows are gathered, sent, received and added there.
+  // The tensors may live on a GPU, with a communicator that takes GPU buffers (NCCL): rows are
+  // gathered, encoded (fixed codecs), sent, received, decoded and added there; only the 16-byte
+  // message headers cross to the host. Adaptive bits and error feedback need host tensors.
   // Forward: x (N, F) owned rows; halo (H, F) is resized and filled by finish_forward().
   // x must stay unchanged and halo untouched until then.
   void start_forward(const Tensor& x, Tensor& halo, int layer);
@@ -164,8 +165,12 @@ class HaloExchange {
   void update_residual(int direction, int layer, const Route& route);
   void begin(double start);
   void wait_all_timed();
-  // InvalidArgument unless t is a host tensor (the encoded paths).
+  // InvalidArgument unless t is a host tensor (adaptive bits, error feedback).
   void check_host(const Tensor& t, const char* what) const;
+  // The encoded messages of the exchange in flight, outgoing (which 0) or incoming (1), on
+  // bytes_device_: resized to `size` bytes, or as they are (kKeepSize).
+  static constexpr std::size_t kKeepSize = static_cast<std::size_t>(-1);
+  std::span<std::byte> message_bytes(int which, std::size_t size = kKeepSize);
   // The plan's send rows where a tensor on `device` reads them (uploaded on first use).
   std::span<const NodeId> send_rows(Device device);
 
@@ -182,6 +187,8 @@ class HaloExchange {
   Tensor send_buffer_;  // (num_send, F) gathered owned rows (forward) / received grads (backward)
   Tensor device_send_rows_;  // (num_send, 1) plan_.send_rows on the GPU of the last GPU exchange
   std::vector<std::byte> out_bytes_, in_bytes_;  // encoded messages, all peers back to back
+  Tensor device_bytes_[2];                       // the same on a GPU (u8: out, in)
+  Device bytes_device_;                          // where the messages in flight are
   std::vector<std::size_t> out_at_, in_at_;      // (K + 1) byte offsets per peer
   std::vector<Tensor> residuals_[2];             // [direction][layer] error-feedback residuals
   // [direction] (L, K) codecs of outgoing / incoming messages (fixed codecs).

@@ -76,11 +76,10 @@ void validate(const TrainConfig& c) {
   TESSERA_CHECK(c.device == "cpu" || c.parallel == ParallelMode::Graph, InvalidArgument,
                 "--device ", c.device, ": --parallel ", to_string(c.parallel),
                 " runs on the CPU only; GPU training is --parallel graph");
-  TESSERA_CHECK(c.device == "cpu" || (c.codec == "none" && (c.codec_backward.empty() ||
-                                                            c.codec_backward == "none")),
+  TESSERA_CHECK(c.device == "cpu" || (c.codec != "adaptive" && !c.error_feedback),
                 InvalidArgument, "--device ", c.device,
-                ": GPU ranks send their halos as f32 (--codec none); the message codecs run on "
-                "CPU ranks");
+                ": --codec adaptive and --error-feedback run on CPU ranks; GPU ranks take the "
+                "fixed codecs (none, bf16, fp16, int8, int4, int2)");
   parse_device(c.device);  // a clear error when the device is unknown or has no usable GPU
   TESSERA_CHECK(c.stages >= 0, InvalidArgument, "--stages must be >= 0, got ", c.stages);
   TESSERA_CHECK(c.chunks >= 0, InvalidArgument, "--chunks must be >= 0, got ", c.chunks);

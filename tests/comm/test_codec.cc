@@ -589,5 +589,27 @@ TEST(Codec, MessageHeaderFailures) {
   expect_header_error(longer, 100, 256, i4, {"13616 bytes", "found 13617"});
 }
 
+// A message in GPU memory is checked from a host copy of its header and its size.
+TEST(Codec, MessageHeaderFromACopiedHeader) {
+  const CodecKind i4 = CodecKind::Int4;
+  const std::vector<std::byte> good = message(i4, 100, 256);  // 13616 bytes
+  const std::span<const std::byte> header = std::span(good).first(kMessageHeaderBytes);
+  EXPECT_EQ(read_message_header(header, good.size(), 100, 256, i4, "x"), i4);
+  for (const std::size_t size : {good.size() - 1, good.size() + 1, std::size_t{15}}) {
+    try {
+      read_message_header(header, size, 100, 256, i4, "halo backward from rank 1, layer 0");
+      ADD_FAILURE() << "size " << size << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::InvalidInput);
+      EXPECT_NE(e.message().find("found " + std::to_string(size)), std::string::npos)
+          << e.message();
+      EXPECT_NE(e.message().find("halo backward from rank 1, layer 0"), std::string::npos);
+    }
+  }
+  std::vector<std::byte> bad(good.begin(), good.begin() + kMessageHeaderBytes);
+  bad[4] = std::byte{9};
+  EXPECT_THROW(read_message_header(bad, good.size(), 100, 256, i4, "x"), Error);
+}
+
 }  // namespace
 }  // namespace tessera
