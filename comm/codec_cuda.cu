@@ -8,6 +8,7 @@
 #include <cfloat>
 
 #include "comm/codec_cuda.h"
+#include "comm/half_float_bits.h"
 #include "engine/core/cuda/allocator.h"
 #include "engine/core/cuda/common.cuh"
 #include "engine/core/cuda/philox.h"
@@ -39,46 +40,12 @@ __device__ __forceinline__ std::uint32_t load_u32(const std::uint8_t* src) {
   return v;
 }
 
-// ---- half floats: detail::f32_to_bf16 ... f16_to_f32_portable of comm/half_float.cc ----------
+// ---- half floats: the host's conversions (comm/half_float_bits.h), compiled for the GPU ----
 
-__device__ __forceinline__ std::uint32_t f32_to_bf16(float v) {
-  const std::uint32_t b = __float_as_uint(v);
-  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return ((b >> 16) | 0x0040u) & 0xFFFFu;
-  return ((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16) & 0xFFFFu;
-}
-__device__ __forceinline__ float bf16_to_f32(std::uint32_t h) { return __uint_as_float(h << 16); }
-
-// IEEE binary16, round to nearest even (what F16C's vcvtps2ph gives, NaN payloads included;
-// the hardware __float2half_rn makes every NaN canonical, so it is not used).
-__device__ __forceinline__ std::uint32_t f32_to_f16(float v) {
-  const std::uint32_t b = __float_as_uint(v);
-  const std::uint32_t sign = (b >> 16) & 0x8000u;
-  const std::uint32_t a = b & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return sign | 0x7E00u | ((a >> 13) & 0x3FFu);
-  if (a >= 0x477FF000u) return sign | 0x7C00u;  // >= 65520: Inf
-  if (a >= 0x38800000u) {                        // normal half: rebias 127 -> 15, round at bit 13
-    const std::uint32_t r = a + 0x0FFFu + ((a >> 13) & 1u);
-    return sign | ((r - 0x38000000u) >> 13);
-  }
-  if (a <= 0x33000000u) return sign;  // <= 2^-25: rounds to zero
-  const std::uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
-  const std::uint32_t shift = 126u - (a >> 23);  // 14..24
-  const std::uint32_t half = 1u << (shift - 1);
-  const std::uint32_t rem = m & ((1u << shift) - 1u);
-  std::uint32_t q = m >> shift;
-  if (rem > half || (rem == half && (q & 1u))) ++q;
-  return sign | q;
-}
-
-__device__ __forceinline__ float f16_to_f32(std::uint32_t h) {
-  const std::uint32_t sign = (h & 0x8000u) << 16;
-  const std::uint32_t e = (h >> 10) & 0x1Fu;
-  const std::uint32_t m = h & 0x3FFu;
-  if (e == 0x1F) return __uint_as_float(sign | 0x7F800000u | (m != 0 ? 0x400000u : 0u) | (m << 13));
-  if (e != 0) return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
-  const float mag = __fmul_rn(__uint2float_rn(m), 0x1p-24f);  // subnormal or zero, exact
-  return sign ? -mag : mag;
-}
+using ::tessera::detail::half_bits::bf16_to_f32;
+using ::tessera::detail::half_bits::f16_to_f32;
+using ::tessera::detail::half_bits::f32_to_bf16;
+using ::tessera::detail::half_bits::f32_to_f16;
 
 // ---- float codecs ----------------------------------------------------------------------------
 
@@ -107,9 +74,9 @@ __global__ void decode_float_kernel(float* out, const std::uint8_t* in, std::int
     if constexpr (kKind == CodecKind::None) {
       out[i] = __uint_as_float(load_u32(in + 4 * i));
     } else if constexpr (kKind == CodecKind::Bf16) {
-      out[i] = bf16_to_f32(load_u16(in + 2 * i));
+      out[i] = bf16_to_f32(static_cast<std::uint16_t>(load_u16(in + 2 * i)));
     } else {
-      out[i] = f16_to_f32(load_u16(in + 2 * i));
+      out[i] = f16_to_f32(static_cast<std::uint16_t>(load_u16(in + 2 * i)));
     }
   }
 }

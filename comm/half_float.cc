@@ -4,8 +4,9 @@
 #include "comm/half_float.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
+
+#include "comm/half_float_bits.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -16,47 +17,10 @@ namespace {
 constexpr int kChunk = 64;  // values per portable batch
 }  // namespace
 
-std::uint16_t f32_to_bf16(float v) {
-  const std::uint32_t b = std::bit_cast<std::uint32_t>(v);
-  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((b >> 16) | 0x0040u);
-  return static_cast<std::uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
-}
-float bf16_to_f32(std::uint16_t h) { return std::bit_cast<float>(std::uint32_t{h} << 16); }
-
-// IEEE binary16 with round to nearest even: overflow to Inf, subnormals, quiet NaN keeping the
-// top payload bits (what F16C's vcvtps2ph does).
-std::uint16_t f32_to_f16_portable(float v) {
-  const std::uint32_t b = std::bit_cast<std::uint32_t>(v);
-  const std::uint32_t sign = (b >> 16) & 0x8000u;
-  const std::uint32_t a = b & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x3FFu));
-  if (a >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // >= 65520: Inf
-  if (a >= 0x38800000u) {  // normal half (>= 2^-14): rebias 127 -> 15, round at bit 13
-    const std::uint32_t r = a + 0x0FFFu + ((a >> 13) & 1u);
-    return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
-  }
-  if (a <= 0x33000000u) return static_cast<std::uint16_t>(sign);  // <= 2^-25: rounds to zero
-  // Subnormal half: units of 2^-24; a carry into 0x400 gives the smallest normal, as it should.
-  const std::uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
-  const std::uint32_t shift = 126u - (a >> 23);  // 14..24
-  const std::uint32_t half = 1u << (shift - 1);
-  const std::uint32_t rem = m & ((1u << shift) - 1u);
-  std::uint32_t q = m >> shift;
-  if (rem > half || (rem == half && (q & 1u))) ++q;
-  return static_cast<std::uint16_t>(sign | q);
-}
-
-float f16_to_f32_portable(std::uint16_t h) {
-  const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16;
-  const std::uint32_t e = (h >> 10) & 0x1Fu;
-  const std::uint32_t m = h & 0x3FFu;
-  if (e == 0x1F) {  // Inf, or NaN made quiet as F16C does
-    return std::bit_cast<float>(sign | 0x7F800000u | (m != 0 ? 0x400000u : 0u) | (m << 13));
-  }
-  if (e != 0) return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
-  const float mag = static_cast<float>(m) * 0x1p-24f;  // subnormal or zero, exact
-  return sign ? -mag : mag;
-}
+std::uint16_t f32_to_bf16(float v) { return half_bits::f32_to_bf16(v); }
+float bf16_to_f32(std::uint16_t h) { return half_bits::bf16_to_f32(h); }
+std::uint16_t f32_to_f16_portable(float v) { return half_bits::f32_to_f16(v); }
+float f16_to_f32_portable(std::uint16_t h) { return half_bits::f16_to_f32(h); }
 
 // dst and src are byte pointers (a row may start at any address): loads and stores go through
 // unaligned intrinsics or memcpy.
