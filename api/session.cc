@@ -140,8 +140,7 @@ Matrix to_matrix(const Tensor& t) {
   Matrix m;
   m.rows = t.rows();
   m.cols = t.cols();
-  m.data.resize(static_cast<std::size_t>(t.numel()));
-  backend(t.device()).copy(m.data.data(), t.raw(), t.bytes());
+  m.data = host_f32(t);
   return m;
 }
 

@@ -70,6 +70,7 @@ HaloExchange::HaloExchange(Communicator& comm, const HaloPlan& plan,
                            std::span<const GlobalId> owned_ids,
                            std::span<const GlobalId> halo_ids, const ExchangeCodecs& codecs)
     : comm_(comm), plan_(plan), owned_ids_(owned_ids), halo_ids_(halo_ids), codecs_(codecs) {
+  send_rows_ = DeviceIndexList(plan.send_rows);
   TESSERA_CHECK(plan.num_peers() == comm.size(), InvalidArgument, "halo plan for ",
                 plan.num_peers(), " parts used on ", comm.size(), " ranks");
   TESSERA_CHECK(static_cast<std::int64_t>(halo_ids.size()) == plan.num_halo(), InvalidArgument,
@@ -366,13 +367,6 @@ void HaloExchange::check_host(const Tensor& t, const char* what) const {
                 to_string(t.device()), " takes a fixed codec");
 }
 
-std::span<const NodeId> HaloExchange::send_rows(Device device) {
-  if (device.kind == DeviceKind::Cpu) return plan_.send_rows;
-  if (device_send_rows_.device() != device)
-    device_send_rows_ = index_tensor(std::span<const NodeId>(plan_.send_rows), device);
-  return {device_send_rows_.data<NodeId>(), plan_.send_rows.size()};
-}
-
 void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {
   TESSERA_CHECK(!active_, Internal, "halo exchange started while another is in flight");
   const double start = now_s();
@@ -392,7 +386,7 @@ void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {
     return;
   }
   send_buffer_.resize(plan_.num_send(), f, x.device());
-  gather_rows(send_buffer_, x, send_rows(x.device()));
+  gather_rows(send_buffer_, x, send_rows_.on(x.device()));
   for (int p = 0; p < plan_.num_peers(); ++p) {
     if (plan_.recv_count(p) > 0) {
       requests_.push_back(
@@ -482,7 +476,7 @@ void HaloExchange::finish_backward(Tensor& d_x) {
     decode_received(backward_route(layer), send_buffer_, "halo backward");
   }
   const double start = now_s();
-  scatter_add_rows(d_x, send_buffer_, send_rows(d_x.device()));
+  scatter_add_rows(d_x, send_buffer_, send_rows_.on(d_x.device()));
   times_.exposed_s += now_s() - start;
 }
 

@@ -171,8 +171,7 @@ class HaloExchange {
   // bytes_device_: resized to `size` bytes, or as they are (kKeepSize).
   static constexpr std::size_t kKeepSize = static_cast<std::size_t>(-1);
   std::span<std::byte> message_bytes(int which, std::size_t size = kKeepSize);
-  // The plan's send rows where a tensor on `device` reads them (uploaded on first use).
-  std::span<const NodeId> send_rows(Device device);
+
 
   Communicator& comm_;
   const HaloPlan& plan_;
@@ -185,7 +184,7 @@ class HaloExchange {
   int forward_layer_ = 0;   // layer of the exchange in flight
   int backward_layer_ = 0;
   Tensor send_buffer_;  // (num_send, F) gathered owned rows (forward) / received grads (backward)
-  Tensor device_send_rows_;  // (num_send, 1) plan_.send_rows on the GPU of the last GPU exchange
+  DeviceIndexList send_rows_;  // plan_.send_rows where a tensor's device reads them
   std::vector<std::byte> out_bytes_, in_bytes_;  // encoded messages, all peers back to back
   Tensor device_bytes_[2];                       // the same on a GPU (u8: out, in)
   Device bytes_device_;                          // where the messages in flight are

@@ -57,6 +57,7 @@ HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry,
   halo_ = Csr(b, h, std::move(halo_ptr), std::move(halo_idx), std::move(halo_val));
   if (!symmetric_) owned_t_ = owned_.transpose();
   halo_t_ = halo_.transpose();
+  boundary_list_ = DeviceIndexList(boundary_rows_);
   all_rows_.resize(static_cast<std::size_t>(n));
   std::iota(all_rows_.begin(), all_rows_.end(), NodeId{0});
   // How strongly each halo row enters this rank's output: Σ over its column of A[u][v]².
@@ -71,17 +72,6 @@ HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry,
 void HaloPropagator::upload(Device device) {
   for (Csr* a : {&owned_, &owned_t_, &halo_, &halo_t_})
     if (a->num_rows() > 0) a->upload(device);  // an empty one is never multiplied on a GPU
-  device_boundary_rows_ = device.kind == DeviceKind::Cpu
-                              ? Tensor()
-                              : index_tensor(std::span<const NodeId>(boundary_rows_), device);
-}
-
-std::span<const NodeId> HaloPropagator::boundary_rows(const Tensor& t) const {
-  if (t.device().kind == DeviceKind::Cpu) return boundary_rows_;
-  TESSERA_CHECK(device_boundary_rows_.device() == t.device(), InvalidArgument,
-                "HaloPropagator: a tensor on ", to_string(t.device()),
-                ", but the operator was uploaded to ", to_string(device_boundary_rows_.device()));
-  return {device_boundary_rows_.data<NodeId>(), boundary_rows_.size()};
 }
 
 void HaloPropagator::overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x) {
@@ -116,7 +106,7 @@ void HaloPropagator::forward(Tensor& out, const Tensor& x, int layer) {
   if (boundary_rows_.empty()) return;
   boundary_.resize(halo_.num_rows(), x.cols(), x.device());  // (B, F)
   spmm(boundary_, halo_.view(), halo_x_);
-  scatter_add_rows(out, boundary_, boundary_rows(out));
+  scatter_add_rows(out, boundary_, boundary_list_.on(out.device()));
 }
 
 void HaloPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
@@ -126,7 +116,7 @@ void HaloPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
   const bool exchanging = exchange_.has_traffic();
   if (exchanging) {
     boundary_.resize(halo_.num_rows(), f, d_out.device());  // (B, F)
-    gather_rows(boundary_, d_out, boundary_rows(d_out));
+    gather_rows(boundary_, d_out, boundary_list_.on(d_out.device()));
     d_halo_.resize(halo_.num_cols(), f, d_out.device());  // (H, F)
     spmm(d_halo_, halo_t_.view(), boundary_);
     exchange_.start_backward(d_halo_, layer);

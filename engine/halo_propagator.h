@@ -27,16 +27,14 @@ class HaloPropagator final : public Propagator {
 
   std::int64_t nnz() const { return owned_.nnz() + halo_.nnz(); }
 
-  // Puts the operator and the boundary rows on `device` (once): a GPU run aggregates there,
-  // while its exchange moves the halo rows between the GPUs (an NCCL communicator).
+  // Puts the operator on `device` (once): a GPU run aggregates there, while its exchange moves
+  // the halo rows between the GPUs (an NCCL communicator).
   void upload(Device device);
 
  private:
   // spmm of `a` over all its rows in chunks, polling the exchange between chunks; on a GPU one
   // SpMM on the compute stream while the exchange runs on the communication stream.
   void overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x);
-  // The boundary rows where `t` lives.
-  std::span<const NodeId> boundary_rows(const Tensor& t) const;
 
   Csr owned_;    // (N, N)
   Csr owned_t_;  // (N, N) transpose; empty when owned_ is symmetric
@@ -44,7 +42,7 @@ class HaloPropagator final : public Propagator {
   Csr halo_t_;   // (H, B)
   bool symmetric_ = false;
   std::vector<NodeId> boundary_rows_;  // (B) local rows with a halo column
-  Tensor device_boundary_rows_;        // (B, 1) the same on the GPU (upload), else empty
+  DeviceIndexList boundary_list_;      // boundary_rows_ where a tensor's device reads them
   std::vector<NodeId> all_rows_;       // (N) 0..N-1, sliced into chunks
   HaloExchange& exchange_;
   Tensor halo_x_;     // (H, F) received halo rows

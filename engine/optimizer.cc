@@ -8,18 +8,6 @@
 #include "engine/core/kernels.h"
 
 namespace tessera {
-namespace {
-
-std::span<float> span_of(Tensor& t) { return {t.f32(), static_cast<std::size_t>(t.numel())}; }
-
-std::vector<float> host_copy(const Tensor& t) {
-  std::vector<float> out(static_cast<std::size_t>(t.numel()));
-  backend(t.device()).copy(out.data(), t.raw(), t.bytes());
-  return out;
-}
-
-}  // namespace
-
 Adam::Adam(const AdamConfig& config, std::span<const ParamInfo> layout, std::int64_t num_params,
            Device device)
     : config_(config), device_(device) {
@@ -52,7 +40,7 @@ void Adam::step(std::span<float> params, std::span<const float> grads) {
   step.eps = config_.eps;
   step.step_size = config_.lr / bias1;
   step.inv_sqrt_bias2 = 1.0f / std::sqrt(bias2);
-  adam_update(params, span_of(m_), span_of(v_), grads, span_of(decay_), step, device_);
+  adam_update(params, m_.f32_span(), v_.f32_span(), grads, decay_.f32_span(), step, device_);
 }
 
 void Adam::restore(std::int64_t steps, std::span<const float> m, std::span<const float> v) {
@@ -65,7 +53,7 @@ void Adam::restore(std::int64_t steps, std::span<const float> m, std::span<const
   backend(device_).copy(v_.raw(), v.data(), v_.bytes());
 }
 
-std::vector<float> Adam::first_moment() const { return host_copy(m_); }
-std::vector<float> Adam::second_moment() const { return host_copy(v_); }
+std::vector<float> Adam::first_moment() const { return host_f32(m_); }
+std::vector<float> Adam::second_moment() const { return host_f32(v_); }
 
 }  // namespace tessera

@@ -310,11 +310,7 @@ Model& Model::operator=(Model&&) noexcept = default;
 
 void Model::zero_grad() { grads_.zero(); }
 
-std::vector<float> Model::host_params() const {
-  std::vector<float> values(static_cast<std::size_t>(params_.numel()));
-  backend(params_.device()).copy(values.data(), params_.raw(), params_.bytes());
-  return values;
-}
+std::vector<float> Model::host_params() const { return host_f32(params_); }
 
 void Model::set_params(std::span<const float> host_values) {
   TESSERA_CHECK(static_cast<std::int64_t>(host_values.size()) == params_.numel(), InvalidArgument,

@@ -82,9 +82,9 @@ class Model {
   // The flat parameters and their gradients, where the model lives (device()): on a GPU these
   // spans point to GPU memory, which the kernels, the optimizer and NCCL take as they are; use
   // host_params()/set_params() to read or write them from the host.
-  std::span<float> params() { return span_of(params_); }
-  std::span<const float> params() const { return span_of(params_); }
-  std::span<float> grads() { return span_of(grads_); }
+  std::span<float> params() { return params_.f32_span(); }
+  std::span<const float> params() const { return params_.f32_span(); }
+  std::span<float> grads() { return grads_.f32_span(); }
   std::vector<float> host_params() const;
   void set_params(std::span<const float> host_values);  // (num_params) values
   const std::vector<ParamInfo>& param_info() const { return param_info_; }
@@ -127,13 +127,6 @@ class Model {
 
  private:
   struct State;
-  static std::span<float> span_of(Tensor& t) {
-    return {t.f32(), static_cast<std::size_t>(t.numel())};
-  }
-  static std::span<const float> span_of(const Tensor& t) {
-    return {t.f32(), static_cast<std::size_t>(t.numel())};
-  }
-
   ModelConfig config_;
   Tensor params_;  // (1, num_params)
   Tensor grads_;   // (1, num_params)

@@ -58,7 +58,6 @@ class Csr {
   // later multiply); the CPU needs nothing (drops a GPU copy). Copies of this Csr share it.
   // Throws Cuda when the device is not usable, InvalidArgument in a build without CUDA.
   void upload(Device device);
-  Device device() const { return device_; }
 
   // A^T (rows and columns swapped), values carried along; columns sorted within each row.
   Csr transpose() const;
@@ -77,7 +76,7 @@ class Csr {
   std::vector<NodeId> indices_;
   std::vector<float> values_;
   std::shared_ptr<const void> device_matrix_;  // the CudaCsr of upload(); null on the CPU
-  Device device_ = Device::cpu();
+  Device device_ = Device::cpu();  // where device_matrix_ lives
 };
 
 // Finishes a pattern built by bucketing (indptr final, each row's indices in any order, possibly

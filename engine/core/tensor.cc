@@ -98,11 +98,24 @@ Tensor index_tensor_of(std::span<const T> values, Device device) {
 }
 }  // namespace
 
+std::vector<float> host_f32(const Tensor& t) {
+  std::vector<float> values(static_cast<std::size_t>(t.numel()));
+  backend(t.device()).copy(values.data(), t.f32(), t.bytes());
+  return values;
+}
+
 Tensor index_tensor(std::span<const std::int32_t> values, Device device) {
   return index_tensor_of(values, device);
 }
 Tensor index_tensor(std::span<const std::int64_t> values, Device device) {
   return index_tensor_of(values, device);
+}
+
+std::span<const std::int32_t> DeviceIndexList::on(Device device) {
+  if (device.kind == DeviceKind::Cpu) return host_;
+  if (device_copy_.device() != device || device_copy_.rows() != std::ssize(host_))
+    device_copy_ = index_tensor(host_, device);
+  return {device_copy_.data<std::int32_t>(), host_.size()};
 }
 
 void check_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const char* what) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/core/device.h"
 #include "engine/core/error.h"
@@ -62,6 +63,9 @@ class Tensor {
   }
   float* f32() { return data<float>(); }
   const float* f32() const { return data<float>(); }
+  // All values of an f32 tensor as one span (GPU memory for a GPU tensor).
+  std::span<float> f32_span() { return {f32(), static_cast<std::size_t>(numel())}; }
+  std::span<const float> f32_span() const { return {f32(), static_cast<std::size_t>(numel())}; }
   template <class T>
   T* row(std::int64_t r) {
     return data<T>() + r * cols_;
@@ -106,10 +110,27 @@ class Tensor {
   Device device_ = Device::cpu();
 };
 
+// The values of an f32 tensor, wherever it lives, copied to host memory.
+std::vector<float> host_f32(const Tensor& t);
+
 // A one-column tensor on `device` holding `values`: an index list uploaded once, which the GPU
 // kernels then read in place (kernels.h takes it back as a span).
 Tensor index_tensor(std::span<const std::int32_t> values, Device device);
 Tensor index_tensor(std::span<const std::int64_t> values, Device device);
+
+// A host index list and its copy on a device, made on the first use there: the lists a GPU
+// kernel reads every epoch (halo send rows, boundary rows). `host` must outlive this.
+class DeviceIndexList {
+ public:
+  DeviceIndexList() = default;
+  explicit DeviceIndexList(std::span<const std::int32_t> host) : host_(host) {}
+  // The list where a kernel on `device` reads it: the host list itself on the CPU.
+  std::span<const std::int32_t> on(Device device);
+
+ private:
+  std::span<const std::int32_t> host_;
+  Tensor device_copy_;  // (n, 1) i32 on the device of the last GPU use
+};
 
 // Throws InvalidArgument "<what>: expected (r, c), got (r', c')" when the shape differs.
 void check_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const char* what);

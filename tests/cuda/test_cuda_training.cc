@@ -16,6 +16,7 @@
 #include "engine/core/cuda/runtime.h"
 #include "engine/system.h"
 #include "engine/trainer.h"
+#include "tests/engine/kipf_welling.h"
 
 namespace tessera {
 namespace {
@@ -107,17 +108,8 @@ TEST_F(CudaTraining, CoraMatchesTheCpuAccuracy) {
   if (!std::filesystem::exists(dir / "raw" / "edge.csv.gz"))
     GTEST_SKIP() << "Cora not found at " << dir << " (the shared datasets folder is absent)";
   const Dataset cora = read_ogb_raw(dir);
-  TrainConfig config;  // Kipf & Welling's setup, as test_train_cora
+  TrainConfig config = test::kipf_welling_config();
   config.dataset = dir.string();
-  config.model = ModelKind::Gcn;
-  config.num_layers = 2;
-  config.hidden_channels = 16;
-  config.dropout = 0.5f;
-  config.input_dropout = 0.5f;
-  config.lr = 0.01f;
-  config.weight_decay = 5e-4f;
-  config.epochs = 200;
-  config.normalize_features = true;
   std::vector<double> cpu, gpu;
   for (int run = 0; run < 3; ++run) {
     cpu.push_back(train(config, cora, "cpu", run).result.final_test);

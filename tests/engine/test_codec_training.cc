@@ -13,6 +13,7 @@
 #include "engine/system.h"
 #include "engine/trainer.h"
 #include "partition/graph_part.h"
+#include "tests/engine/kipf_welling.h"
 
 namespace tessera {
 namespace {
@@ -30,14 +31,7 @@ class CodecTraining : public ::testing::Test {
   }
 
   TrainConfig kipf_welling(const std::string& codec) const {
-    TrainConfig c;
-    c.num_layers = 2;
-    c.hidden_channels = 16;
-    c.dropout = 0.5f;
-    c.input_dropout = 0.5f;
-    c.weight_decay = 5e-4f;
-    c.normalize_features = true;
-    c.epochs = 200;
+    TrainConfig c = test::kipf_welling_config();
     c.eval_every = 200;
     c.codec = codec;
     return c;

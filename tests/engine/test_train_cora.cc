@@ -9,6 +9,7 @@
 #include "datasets/loaders.h"
 #include "engine/system.h"
 #include "engine/trainer.h"
+#include "tests/engine/kipf_welling.h"
 
 namespace tessera {
 namespace {
@@ -18,18 +19,8 @@ TEST(TrainCora, KipfWellingSetupReachesPublishedAccuracy) {
   if (!std::filesystem::exists(dir / "raw" / "edge.csv.gz"))
     GTEST_SKIP() << "Cora not found at " << dir << " (the shared datasets folder is absent)";
   Dataset cora = read_ogb_raw(dir);
-  TrainConfig config;
+  TrainConfig config = test::kipf_welling_config();
   config.dataset = dir.string();
-  config.model = ModelKind::Gcn;
-  config.num_layers = 2;
-  config.hidden_channels = 16;
-  config.dropout = 0.5f;
-  config.input_dropout = 0.5f;
-  config.lr = 0.01f;
-  config.weight_decay = 5e-4f;
-  config.epochs = 200;
-  config.normalize_features = true;
-  config.seed = 0;
   Trainer trainer(config, cora);
   std::vector<double> final_test;
   for (int run = 0; run < 5; ++run) {
