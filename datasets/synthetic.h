@@ -29,9 +29,9 @@ struct SyntheticConfig {
   std::uint64_t seed = 0;
 };
 
-// Presets: "default" (small demo, trains in seconds), "arxiv-like" (169,343 nodes, ~1.17M edges,
-// 128 features, 40 classes), "products-like" (2,449,029 nodes, ~61.9M edges, 100 features,
-// 47 classes). Throws InvalidArgument listing the presets for an unknown name.
+// Presets: "default" (small demo, trains in seconds), "arxiv-like" (169,343 nodes, ~1.15M
+// undirected edges, 128 features, 40 classes), "products-like" (2,449,029 nodes, ~61.9M edges,
+// 100 features, 47 classes). Throws InvalidArgument listing the presets for an unknown name.
 SyntheticConfig synthetic_preset(const std::string& name);
 
 // The graph is undirected (stored symmetric, add_inverse_edge = true), without self loops.

@@ -98,8 +98,8 @@ TEST(SyntheticPreset, ArxivLikeHasArxivCounts) {
   EXPECT_EQ(d.num_nodes(), 169343);
   EXPECT_EQ(d.num_features(), 128);
   EXPECT_EQ(d.num_classes, 40);
-  // ogbn-arxiv: 1,166,243 directed edges; symmetrised about 1.17M entries.
-  EXPECT_NEAR(static_cast<double>(d.graph.nnz()), 1166243.0, 1166243.0 * 0.02);
+  // ogbn-arxiv: 1,166,243 directed citations; symmetrised, 2,315,598 entries.
+  EXPECT_NEAR(static_cast<double>(d.graph.nnz()), 2315598.0, 2315598.0 * 0.02);
   EXPECT_NEAR(static_cast<double>(d.train_idx.size()), 90941.0, 100.0);
   EXPECT_NEAR(static_cast<double>(d.valid_idx.size()), 29799.0, 100.0);
   EXPECT_EQ(d.train_idx.size() + d.valid_idx.size() + d.test_idx.size(), 169343u);
