@@ -31,10 +31,10 @@
 namespace tessera {
 namespace {
 
-using detail::bf16_to_f32;
+using detail::decode_bf16_row;
 using detail::decode_f16_row;
+using detail::encode_bf16_row;
 using detail::encode_f16_row;
-using detail::f32_to_bf16;
 
 // Rows are written with memcpy of host values; the wire format is little-endian.
 static_assert(std::endian::native == std::endian::little,
@@ -579,14 +579,7 @@ void encode_rows(CodecKind kind, std::span<std::byte> out, const Tensor& x,
       break;
     case CodecKind::Bf16:
       for_each_row(r, f, [&](std::int64_t i) {
-        const float* row = x_row(i);
-        std::byte* dst = dst_row(i);
-        alignas(64) std::uint16_t halves[kChunk];
-        for (std::int64_t c = 0; c < f; c += kChunk) {  // staged: dst may be unaligned
-          const int n = static_cast<int>(std::min<std::int64_t>(kChunk, f - c));
-          for (int k = 0; k < n; ++k) halves[k] = f32_to_bf16(row[c + k]);
-          std::memcpy(dst + 2 * c, halves, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
-        }
+        encode_bf16_row(dst_row(i), x_row(i), f);
         record_range(i);
         return true;
       });
@@ -647,14 +640,7 @@ void decode_rows(CodecKind kind, Tensor& out, std::int64_t first_row, std::int64
       each_row([&](float* o, const std::byte* s) { std::memcpy(o, s, row_bytes); });
       break;
     case CodecKind::Bf16:
-      each_row([&](float* o, const std::byte* s) {
-        alignas(64) std::uint16_t halves[kChunk];
-        for (std::int64_t c = 0; c < f; c += kChunk) {
-          const int n = static_cast<int>(std::min<std::int64_t>(kChunk, f - c));
-          std::memcpy(halves, s + 2 * c, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
-          for (int k = 0; k < n; ++k) o[c + k] = bf16_to_f32(halves[k]);
-        }
-      });
+      each_row([&](float* o, const std::byte* s) { decode_bf16_row(o, s, f); });
       break;
     case CodecKind::Fp16:
       each_row([&](float* o, const std::byte* s) { decode_f16_row(o, s, f); });

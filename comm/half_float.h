@@ -8,12 +8,12 @@
 
 namespace tessera::detail {
 
-std::uint16_t f32_to_bf16(float v);
-float bf16_to_f32(std::uint16_t h);
 // The portable binary16 conversions (what F16C's vcvtps2ph / vcvtph2ps do).
 std::uint16_t f32_to_f16_portable(float v);
 float f16_to_f32_portable(std::uint16_t h);
-// f values of x as binary16 at dst (2 f bytes, any alignment), and back.
+// f values of x as bf16 / binary16 at dst (2 f bytes, any alignment), and back.
+void encode_bf16_row(std::byte* dst, const float* x, std::int64_t f);
+void decode_bf16_row(float* out, const std::byte* src, std::int64_t f);
 void encode_f16_row(std::byte* dst, const float* x, std::int64_t f);
 void decode_f16_row(float* out, const std::byte* src, std::int64_t f);
 
