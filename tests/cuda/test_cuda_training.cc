@@ -81,26 +81,22 @@ TEST_F(CudaTraining, EveryModelFamilyTracksTheCpu) {
   base.seed = 3;
   const Dataset dataset = load_dataset(base.dataset);
 
-  TrainConfig gcn = base;
-  gcn.model = ModelKind::Gcn;
-  gcn.num_layers = 3;
-  expect_same_training(gcn, dataset, "gcn, 3 layers");
-
-  TrainConfig sage = base;
-  sage.model = ModelKind::Sage;
-  sage.num_layers = 2;
-  expect_same_training(sage, dataset, "sage, 2 layers");
-
-  TrainConfig resgcn = base;
-  resgcn.model = ModelKind::ResGcn;
-  resgcn.num_layers = 6;
-  expect_same_training(resgcn, dataset, "resgcn, 6 layers");
-
-  TrainConfig bn = base;
-  bn.model = ModelKind::Sage;
-  bn.num_layers = 3;
-  bn.batch_norm = true;
-  expect_same_training(bn, dataset, "sage + batch norm, 3 layers");
+  struct Family {
+    ModelKind model;
+    int num_layers;
+    bool batch_norm;
+    const char* what;
+  };
+  for (const Family& family : {Family{ModelKind::Gcn, 3, false, "gcn, 3 layers"},
+                               Family{ModelKind::Sage, 2, false, "sage, 2 layers"},
+                               Family{ModelKind::ResGcn, 6, false, "resgcn, 6 layers"},
+                               Family{ModelKind::Sage, 3, true, "sage + batch norm, 3 layers"}}) {
+    TrainConfig config = base;
+    config.model = family.model;
+    config.num_layers = family.num_layers;
+    config.batch_norm = family.batch_norm;
+    expect_same_training(config, dataset, family.what);
+  }
 }
 
 TEST_F(CudaTraining, CoraMatchesTheCpuAccuracy) {
