@@ -421,7 +421,7 @@ SyntheticConfig make_config(const char* name, std::int64_t nodes, std::int64_t e
 }
 
 // Edge draws are set so that the edges kept after merging duplicates match the target:
-// default ~15k undirected, arxiv-like ~1.15M undirected (2.31M symmetric entries: ogbn-arxiv's
+// default ~15k undirected, arxiv-like ~1.16M undirected (2.32M symmetric entries: ogbn-arxiv's
 // 1,166,243 citations symmetrised, as every GCN trains on them, give 2,315,598), products-like
 // ~61.9M undirected. Homophily and noise are tuned for realistic, unsaturated accuracy (measured
 // with train_gcn, 100 epochs; "no-graph" = the same data without edges, i.e. an MLP):

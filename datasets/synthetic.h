@@ -29,7 +29,7 @@ struct SyntheticConfig {
   std::uint64_t seed = 0;
 };
 
-// Presets: "default" (small demo, trains in seconds), "arxiv-like" (169,343 nodes, ~1.15M
+// Presets: "default" (small demo, trains in seconds), "arxiv-like" (169,343 nodes, ~1.16M
 // undirected edges, 128 features, 40 classes), "products-like" (2,449,029 nodes, ~61.9M edges,
 // 100 features, 47 classes). Throws InvalidArgument listing the presets for an unknown name.
 SyntheticConfig synthetic_preset(const std::string& name);
