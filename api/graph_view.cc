@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -16,7 +16,7 @@
 #include "comm/agreement.h"
 #include "comm/launch_env.h"
 #include "comm/mpi_communicator.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "engine/part_loader.h"
 #include "engine/pipeline.h"
 #include "engine/run_report.h"

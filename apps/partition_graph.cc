@@ -6,7 +6,7 @@
 #include <exception>
 
 #include "datasets/loaders.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "engine/system.h"
 #include "partition/graph_part.h"
 #include "partition/partition_store.h"

@@ -14,7 +14,7 @@
 #include "datasets/dataset.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace {
 

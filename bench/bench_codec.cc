@@ -29,8 +29,8 @@
 
 #include "bench/bench_common.h"
 #include "comm/codec.h"
-#include "engine/core/error.h"
-#include "engine/core/tensor.h"
+#include "core/error.h"
+#include "core/tensor.h"
 #include "engine/system.h"
 
 namespace tessera {

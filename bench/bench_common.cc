@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "engine/system.h"
 
 namespace tessera {

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "bench/bench_common.h"
-#include "engine/core/csr.h"
-#include "engine/core/cuda/check.h"
-#include "engine/core/cuda/kernels_cuda.h"
-#include "engine/core/cuda/runtime.h"
+#include "core/csr.h"
+#include "core/cuda/check.h"
+#include "core/cuda/kernels_cuda.h"
+#include "core/cuda/runtime.h"
 
 namespace tessera {
 namespace {

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "bench/bench_common.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "engine/system.h"
 #include "engine/traffic_model.h"
 

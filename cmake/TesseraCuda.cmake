@@ -1,5 +1,5 @@
 # The optional CUDA backend. TESSERA_CUDA defaults to ON when nvcc (check_language) and the CUDA
-# toolkit are both found, and builds engine/core/cuda (cuSPARSE, cuBLAS, custom kernels) and the
+# toolkit are both found, and builds core/cuda (cuSPARSE, cuBLAS, custom kernels) and the
 # NCCL communicator for sm_80 (A100) and sm_90 (H100/H200). Only the runtime libraries are
 # linked (cudart, cuBLAS, cuSPARSE, NCCL), never the driver library: a CUDA-enabled binary must
 # start on a machine without a GPU driver and run on the CPU there.

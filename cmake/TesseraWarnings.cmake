@@ -1,8 +1,9 @@
-# tessera_target_defaults(target): include root, warnings (-Werror when TESSERA_WERROR) and
-# code generation (-march=native when TESSERA_NATIVE_ARCH) for every Tessera target, so the
+# tessera_target_defaults(target part): the include path of the target's part (only the folders
+# cmake/layering.txt lets it see, TesseraLayering.cmake), warnings (-Werror when TESSERA_WERROR)
+# and code generation (-march=native when TESSERA_NATIVE_ARCH) for every Tessera target, so the
 # flags live in one place.
-function(tessera_target_defaults target)
-  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
+function(tessera_target_defaults target part)
+  tessera_part_include(${target} ${part})
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow=local -Wnon-virtual-dtor)
   # GCC 12 reports false -Wrestrict positives inside libstdc++'s std::string operator+
   # (GCC bug 105651); the warning stays on for other compilers and versions.

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "comm/communicator.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 

@@ -6,7 +6,7 @@
 
 #include <queue>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 

@@ -15,7 +15,7 @@
 #include <limits>
 
 #include "comm/half_float.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 #if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "comm/codec_cuda.h"
-#include "engine/core/cuda/runtime.h"
-#include "engine/core/cuda/staging.h"
+#include "core/cuda/runtime.h"
+#include "core/cuda/staging.h"
 #endif
 
 namespace tessera {
@@ -40,7 +40,7 @@ using detail::encode_f16_row;
 static_assert(std::endian::native == std::endian::little,
               "codec wire format assumes little-endian");
 
-constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 15;  // as engine/core/cpu
+constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 15;  // as core/cpu
 constexpr std::size_t kScaleBytes = 8;  // offset f32 + scale f32 in front of an integer row
 constexpr int kChunk = 64;              // features per noise batch (16 Philox blocks)
 constexpr std::uint8_t kMagic[4] = {'T', 'S', 'R', 'M'};
@@ -204,7 +204,7 @@ void quantize_chunk_portable(std::uint8_t* q, const float* x, int n, float offse
 
 #if defined(__AVX2__)
 // noise[j] = the Philox words of features 8j .. 8j + 7 of the kChunk features of blocks
-// first_block .. first_block + 15: the rounds of CounterRng::words (engine/core/rng.h) on 2 x 8
+// first_block .. first_block + 15: the rounds of CounterRng::words (core/rng.h) on 2 x 8
 // blocks at once (lane = block; two independent chains hide the multiply latency; GCC does not
 // vectorise the 32 x 32 -> 64-bit products itself), then 4 x 4 transposes into feature order.
 inline void philox16(__m256i noise[8], std::uint64_t key, std::uint64_t item,

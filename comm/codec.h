@@ -15,9 +15,9 @@
 #include <string>
 #include <string_view>
 
-#include "engine/core/csr.h"
-#include "engine/core/rng.h"
-#include "engine/core/tensor.h"
+#include "core/csr.h"
+#include "core/rng.h"
+#include "core/tensor.h"
 
 namespace tessera {
 

@@ -1,7 +1,7 @@
 // CUDA message codecs (comm/codec_cuda.h). The f32 copy and the bf16 / fp16 conversions run one
 // thread per value (the integer-only conversions of comm/half_float.cc, ported line for line);
 // the integer codecs run one block per row: a block reduction gives the row's min, max and
-// finiteness, then one thread per 4 features (one Philox block, engine/core/cuda/philox.h) owns
+// finiteness, then one thread per 4 features (one Philox block, core/cuda/philox.h) owns
 // every byte of those features, so no two threads share a packed 4- or 2-bit byte. To give the
 // CPU's bytes, every float operation is an explicit round-to-nearest intrinsic (and the object
 // is built with -fmad=false): nothing is fused unless the CPU build fused it too.
@@ -9,9 +9,9 @@
 
 #include "comm/codec_cuda.h"
 #include "comm/half_float_bits.h"
-#include "engine/core/cuda/allocator.h"
-#include "engine/core/cuda/common.cuh"
-#include "engine/core/cuda/philox.h"
+#include "core/cuda/allocator.h"
+#include "core/cuda/common.cuh"
+#include "core/cuda/philox.h"
 
 namespace tessera::cuda {
 namespace {

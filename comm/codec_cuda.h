@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "comm/codec.h"
-#include "engine/core/csr.h"
+#include "core/csr.h"
 
 namespace tessera::cuda {
 

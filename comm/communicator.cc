@@ -1,11 +1,11 @@
 // Traffic counters, the non-virtual Communicator calls (argument checks and traffic accounting
 // around the implementation's do_* hooks), wait_all/test_all and the single-process
-// communicator. Relies only on engine/core/error.h.
+// communicator. Relies only on core/error.h.
 #include "comm/communicator.h"
 
 #include <cstdlib>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -2,7 +2,7 @@
 #include "comm/gpu_communicator.h"
 
 #include "comm/mpi_communicator.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 #ifdef TESSERA_HAVE_NCCL
 #include "comm/nccl_communicator.h"
 #endif

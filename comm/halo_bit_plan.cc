@@ -7,7 +7,7 @@
 
 #include "comm/bit_plan.h"
 #include "comm/halo_exchange.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -1,10 +1,8 @@
-// HaloPlan and HaloExchange: the boundary traffic of graph-parallel training. The plan says,
-// per peer, which owned rows this rank sends and which contiguous block of its halo rows comes
-// from that peer (both in increasing global id, so sender and receiver agree on the order).
-// Forward sends owned rows and receives them into the halo block; backward sends halo gradients
-// back to their owners, who *add* them into their rows. Messages go raw (f32, straight from and
-// into the tensors) or through a codec (codec.h), optionally with error feedback. Relies on
-// Communicator, codecs and kernels.
+// HaloExchange: the boundary traffic of graph-parallel training, moved as a HaloPlan
+// (core/halo_plan.h) says. Forward sends owned rows and receives them into the halo block;
+// backward sends halo gradients back to their owners, who *add* them into their rows. Messages
+// go raw (f32, straight from and into the tensors) or through a codec (codec.h), optionally
+// with error feedback. Relies on Communicator, codecs and kernels.
 #pragma once
 
 #include <array>
@@ -16,26 +14,11 @@
 
 #include "comm/codec.h"
 #include "comm/communicator.h"
-#include "engine/core/csr.h"
-#include "engine/core/tensor.h"
+#include "core/csr.h"
+#include "core/halo_plan.h"
+#include "core/tensor.h"
 
 namespace tessera {
-
-struct HaloPlan {
-  std::vector<std::int64_t> send_offsets{0};  // (K + 1) rows for peer p: [send_offsets[p], ..[p+1])
-  std::vector<NodeId> send_rows;              // owned local rows, grouped by peer
-  std::vector<std::int64_t> recv_offsets{0};  // (K + 1) halo rows [recv_offsets[p], ..[p+1]) of p
-
-  int num_peers() const { return static_cast<int>(send_offsets.size()) - 1; }
-  std::int64_t num_send() const { return send_offsets.back(); }
-  std::int64_t num_halo() const { return recv_offsets.back(); }
-  std::int64_t send_count(int peer) const { return send_offsets[peer + 1] - send_offsets[peer]; }
-  std::int64_t recv_count(int peer) const { return recv_offsets[peer + 1] - recv_offsets[peer]; }
-  // Throws InvalidInput (prefixed with `where`) unless both offset arrays have K + 1
-  // non-decreasing entries from 0, send_rows are in [0, num_owned) and `self` sends and
-  // receives nothing.
-  void validate(std::int64_t num_owned, int self, const std::string& where) const;
-};
 
 // Seconds of halo communication, summed over exchanges. comm_s runs from the start of an
 // exchange to the moment its last message is seen complete (by a poll during overlapped work

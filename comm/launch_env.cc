@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "comm/agreement.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

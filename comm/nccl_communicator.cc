@@ -11,10 +11,10 @@
 
 #include "comm/agreement.h"
 #include "comm/launch_env.h"
-#include "engine/core/cuda/allocator.h"
-#include "engine/core/cuda/check.h"
-#include "engine/core/cuda/runtime.h"
-#include "engine/core/error.h"
+#include "core/cuda/allocator.h"
+#include "core/cuda/check.h"
+#include "core/cuda/runtime.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace detail {

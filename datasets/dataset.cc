@@ -9,7 +9,7 @@
 #include <limits>
 #include <span>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/csr.h"
-#include "engine/core/tensor.h"
+#include "core/csr.h"
+#include "core/tensor.h"
 
 namespace tessera {
 

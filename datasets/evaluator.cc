@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

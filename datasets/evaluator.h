@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/core/tensor.h"
+#include "core/tensor.h"
 
 namespace tessera {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "datasets/progress.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

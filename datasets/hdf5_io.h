@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/error.h"
-#include "engine/core/tensor.h"
+#include "core/error.h"
+#include "core/tensor.h"
 
 namespace tessera {
 class ProgressBar;

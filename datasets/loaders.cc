@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "datasets/synthetic.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "datasets/gzip_stream.h"
 #include "datasets/loaders.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

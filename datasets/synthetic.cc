@@ -16,8 +16,8 @@
 #include <span>
 #include <utility>
 
-#include "engine/core/error.h"
-#include "engine/core/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 
 namespace tessera {
 namespace {

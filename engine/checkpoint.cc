@@ -19,7 +19,7 @@
 
 #include "datasets/dataset.h"
 #include "datasets/hdf5_io.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/core/csr.h"
-#include "engine/core/tensor.h"
+#include "core/csr.h"
+#include "core/tensor.h"
 #include "layers/propagator.h"
 
 namespace tessera {

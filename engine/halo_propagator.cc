@@ -6,8 +6,8 @@
 #include <numeric>
 #include <span>
 
-#include "engine/core/error.h"
-#include "engine/core/kernels.h"
+#include "core/error.h"
+#include "core/kernels.h"
 
 namespace tessera {
 namespace {

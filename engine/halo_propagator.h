@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/halo_exchange.h"
-#include "engine/core/csr.h"
+#include "core/csr.h"
 #include "layers/propagator.h"
 
 namespace tessera {

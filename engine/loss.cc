@@ -1,7 +1,7 @@
 // Multi-class and multi-label training losses over the engine kernels.
 #include "engine/loss.h"
 
-#include "engine/core/kernels.h"
+#include "core/kernels.h"
 
 namespace tessera {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/core/csr.h"
-#include "engine/core/tensor.h"
+#include "core/csr.h"
+#include "core/tensor.h"
 
 namespace tessera {
 

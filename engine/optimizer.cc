@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/core/error.h"
-#include "engine/core/kernels.h"
+#include "core/error.h"
+#include "core/kernels.h"
 
 namespace tessera {
 Adam::Adam(const AdamConfig& config, std::span<const ParamInfo> layout, std::int64_t num_params,

@@ -6,7 +6,7 @@
 
 #include "comm/agreement.h"
 #include "datasets/loaders.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "engine/system.h"
 #include "partition/partition_store.h"
 

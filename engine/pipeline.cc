@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "comm/codec.h"
-#include "engine/core/error.h"
-#include "engine/core/kernels.h"
+#include "core/error.h"
+#include "core/kernels.h"
 #include "engine/halo_propagator.h"
 #include "engine/loss.h"
 #include "engine/system.h"

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "engine/pipeline.h"
 #include "engine/system.h"
 

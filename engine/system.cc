@@ -13,7 +13,7 @@
 #include <fstream>
 #include <numeric>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

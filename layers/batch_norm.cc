@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/core/error.h"
-#include "engine/core/kernels.h"
+#include "core/error.h"
+#include "core/kernels.h"
 
 namespace tessera {
 

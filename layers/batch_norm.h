@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/core/tensor.h"
+#include "core/tensor.h"
 
 namespace tessera {
 

@@ -1,7 +1,7 @@
 // Shared pieces of the graph convolutions.
 #include "layers/conv_common.h"
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/core/kernels.h"
-#include "engine/core/tensor.h"
+#include "core/kernels.h"
+#include "core/tensor.h"
 #include "layers/propagator.h"
 
 namespace tessera {

@@ -4,7 +4,7 @@
 // Backward OVERWRITES d_x and ACCUMULATES d_weight and d_bias.
 #include "layers/gcn.h"
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/core/kernels.h"
-#include "engine/core/tensor.h"
+#include "core/kernels.h"
+#include "core/tensor.h"
 #include "layers/conv_common.h"
 #include "layers/propagator.h"
 

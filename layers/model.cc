@@ -13,9 +13,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/core/error.h"
-#include "engine/core/kernels.h"
-#include "engine/core/rng.h"
+#include "core/error.h"
+#include "core/kernels.h"
+#include "core/rng.h"
 #include "layers/batch_norm.h"
 #include "layers/gcn.h"
 #include "layers/sage.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/tensor.h"
+#include "core/tensor.h"
 #include "layers/propagator.h"
 
 namespace tessera {

@@ -6,8 +6,8 @@
 
 #include <utility>
 
-#include "engine/core/error.h"
-#include "engine/core/kernels.h"
+#include "core/error.h"
+#include "core/kernels.h"
 
 namespace tessera {
 

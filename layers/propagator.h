@@ -4,8 +4,8 @@
 // and sends halo gradients back to their owners in backward).
 #pragma once
 
-#include "engine/core/csr.h"
-#include "engine/core/tensor.h"
+#include "core/csr.h"
+#include "core/tensor.h"
 
 namespace tessera {
 

@@ -4,7 +4,7 @@
 // d_root_weight.
 #include "layers/sage.h"
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 

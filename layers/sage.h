@@ -7,8 +7,8 @@
 
 #include <span>
 
-#include "engine/core/kernels.h"
-#include "engine/core/tensor.h"
+#include "core/kernels.h"
+#include "core/tensor.h"
 #include "layers/conv_common.h"  // ConvOrder: the neighbour branch picks its order like GCN
 #include "layers/propagator.h"
 

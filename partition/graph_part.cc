@@ -10,7 +10,7 @@
 #include <numeric>
 #include <utility>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

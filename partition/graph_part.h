@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/halo_exchange.h"
 #include "datasets/dataset.h"
-#include "engine/core/csr.h"
-#include "engine/core/tensor.h"
+#include "core/csr.h"
+#include "core/halo_plan.h"
+#include "core/tensor.h"
 #include "partition/partition_plan.h"
 
 namespace tessera {

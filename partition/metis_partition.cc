@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

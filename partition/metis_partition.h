@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/core/csr.h"
+#include "core/csr.h"
 #include "partition/partition_plan.h"
 
 namespace tessera {

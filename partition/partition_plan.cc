@@ -8,8 +8,8 @@
 #include <bit>
 #include <utility>
 
-#include "engine/core/error.h"
-#include "engine/core/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "partition/metis_partition.h"
 
 namespace tessera {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/csr.h"
+#include "core/csr.h"
 
 namespace tessera {
 

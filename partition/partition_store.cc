@@ -15,7 +15,7 @@
 
 #include "datasets/hdf5_io.h"
 #include "datasets/progress.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "comm/bit_plan.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

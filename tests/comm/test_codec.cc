@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "comm/codec.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

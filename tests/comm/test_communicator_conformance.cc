@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 #ifdef TESSERA_HAVE_CUDA
 #include "comm/nccl_communicator.h"
-#include "engine/core/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace tessera {

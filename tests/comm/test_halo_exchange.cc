@@ -12,7 +12,7 @@
 #include "comm/halo_exchange.h"
 #include "comm/mpi_communicator.h"
 #include "datasets/synthetic.h"
-#include "engine/core/kernels.h"
+#include "core/kernels.h"
 #include "partition/graph_part.h"
 
 namespace tessera {

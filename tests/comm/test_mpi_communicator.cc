@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "engine/core/kernels.h"
+#include "core/kernels.h"
 #include "tests/core/test_util.h"
 
 namespace tessera {

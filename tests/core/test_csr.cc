@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "engine/core/csr.h"
+#include "core/csr.h"
 #include "tests/core/test_util.h"
 
 namespace tessera {

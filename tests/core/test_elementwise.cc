@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "engine/core/kernels.h"
+#include "core/kernels.h"
 #include "tests/core/test_util.h"
 
 namespace tessera {

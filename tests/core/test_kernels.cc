@@ -8,7 +8,7 @@
 #include <numeric>
 #include <random>
 
-#include "engine/core/kernels.h"
+#include "core/kernels.h"
 #include "tests/core/test_util.h"
 
 namespace tessera {

@@ -5,7 +5,7 @@
 #include <bit>
 #include <set>
 
-#include "engine/core/rng.h"
+#include "core/rng.h"
 
 namespace tessera {
 namespace {

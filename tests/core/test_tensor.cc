@@ -1,9 +1,9 @@
 // Tests of Tensor (shape, dtype, zero/clone/resize), Device parsing and tessera::Error.
 #include <gtest/gtest.h>
 
-#include "engine/core/device.h"
-#include "engine/core/error.h"
-#include "engine/core/tensor.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/tensor.h"
 #include "tests/core/test_util.h"
 
 namespace tessera {

@@ -13,10 +13,10 @@
 #include <sstream>
 #include <vector>
 
-#include "engine/core/csr.h"
-#include "engine/core/error.h"
-#include "engine/core/kernels.h"
-#include "engine/core/tensor.h"
+#include "core/csr.h"
+#include "core/error.h"
+#include "core/kernels.h"
+#include "core/tensor.h"
 
 namespace tessera::test {
 

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "comm/codec.h"
-#include "engine/core/cuda/allocator.h"
-#include "engine/core/cuda/runtime.h"
-#include "engine/core/error.h"
+#include "core/cuda/allocator.h"
+#include "core/cuda/runtime.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -12,7 +12,7 @@
 #include "comm/mpi_communicator.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
-#include "engine/core/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #include "engine/trainer.h"
 #include "partition/graph_part.h"
 

@@ -12,12 +12,12 @@
 #include <span>
 #include <vector>
 
-#include "engine/core/cpu/kernels_cpu.h"
-#include "engine/core/cuda/allocator.h"
-#include "engine/core/cuda/check.h"
-#include "engine/core/cuda/kernels_cuda.h"
-#include "engine/core/cuda/runtime.h"
-#include "engine/core/kernels.h"
+#include "core/cpu/kernels_cpu.h"
+#include "core/cuda/allocator.h"
+#include "core/cuda/check.h"
+#include "core/cuda/kernels_cuda.h"
+#include "core/cuda/runtime.h"
+#include "core/kernels.h"
 #include "tests/core/test_util.h"
 
 namespace tessera {

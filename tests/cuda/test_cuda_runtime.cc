@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/cuda/allocator.h"
-#include "engine/core/cuda/check.h"
-#include "engine/core/cuda/handles.h"
-#include "engine/core/cuda/philox.h"
-#include "engine/core/cuda/runtime.h"
-#include "engine/core/device.h"
-#include "engine/core/kernels.h"
-#include "engine/core/tensor.h"
+#include "core/cuda/allocator.h"
+#include "core/cuda/check.h"
+#include "core/cuda/handles.h"
+#include "core/cuda/philox.h"
+#include "core/cuda/runtime.h"
+#include "core/device.h"
+#include "core/kernels.h"
+#include "core/tensor.h"
 #include "tests/core/test_util.h"
 
 namespace tessera {

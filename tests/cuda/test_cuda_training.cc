@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "datasets/loaders.h"
-#include "engine/core/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #include "engine/system.h"
 #include "engine/trainer.h"
 #include "tests/engine/kipf_welling.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "datasets/evaluator.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

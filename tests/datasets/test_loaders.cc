@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "datasets/loaders.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 
 namespace tessera {
 namespace {

@@ -13,7 +13,7 @@
 #include "comm/mpi_communicator.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
-#include "engine/core/kernels.h"
+#include "core/kernels.h"
 #include "engine/halo_propagator.h"
 #include "engine/trainer.h"
 #include "partition/graph_part.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "engine/optimizer.h"
 
 namespace tessera {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/chunk_graph.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "engine/pipeline.h"
 #include "engine/traffic_model.h"
 #include "engine/train_config.h"

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/csr.h"
-#include "engine/core/kernels.h"
-#include "engine/core/tensor.h"
+#include "core/csr.h"
+#include "core/kernels.h"
+#include "core/tensor.h"
 #include "layers/propagator.h"
 
 namespace tessera::test {

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/kernels.h"
+#include "core/kernels.h"
 #include "tests/layers/layer_test_util.h"
 
 namespace tessera {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "datasets/synthetic.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "partition/graph_part.h"
 
 namespace tessera {

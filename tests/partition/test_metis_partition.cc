@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "partition/metis_partition.h"
 #include "partition/partition_plan.h"
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/error.h"
-#include "engine/core/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "partition/partition_plan.h"
 
 namespace tessera {

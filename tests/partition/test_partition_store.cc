@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "datasets/synthetic.h"
-#include "engine/core/error.h"
+#include "core/error.h"
 #include "partition/partition_store.h"
 
 namespace tessera {

@@ -1,0 +1,146 @@
+// CPU dense kernels: GEMM through OpenBLAS cblas_sgemm (row-major; a tuned BLAS beats anything
+// hand-written here) split over the OpenMP team, axpy and column sums with OpenMP, and the
+// thread setting, and the flat-buffer updates of the parameters (Adam, adding doubles). This is
+// the only file that includes <cblas.h>.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/cpu/kernels_cpu.h"
+#include "core/cpu/parallel.h"
+#include "core/error.h"
+
+namespace tessera::cpu {
+
+namespace {
+
+// One single-threaded cblas_sgemm on row-major operands with explicit leading dimensions.
+void sgemm(const float* a, int lda, bool trans_a, const float* b, int ldb, bool trans_b,
+           float* c, int ldc, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+           float beta) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// OpenBLAS runs single-threaded inside Tessera: the parallelism comes from the OpenMP team that
+// every other kernel uses, so two thread pools never spin against each other on the same cores
+// (measured: 2 OpenMP + 2 OpenBLAS threads on 2 cores ran a small model 3x slower than 1 thread).
+void pin_blas_to_one_thread() {
+  static const bool pinned = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)pinned;
+}
+
+constexpr std::int64_t kSerialFlops = std::int64_t{1} << 21;  // below this, one call
+constexpr std::int64_t kMinRowsForSlabs = 1024;               // M from which rows are split
+constexpr std::int64_t kMinChunkK = 1024;                     // K per partial product
+constexpr std::int64_t kMaxChunks = 64;
+
+}  // namespace
+
+// c (M, N) = alpha op(a) op(b) + beta c. Parallel over the OpenMP team in one of three ways:
+// slabs of rows of c when M is large (the forward X W of every layer), else fixed K-chunks whose
+// partial products are summed in chunk order (the weight gradients X^T dY, M = F_in small and
+// K = nodes large), else one call. Row slabs do not change any element's summation and the
+// K-chunks depend on K alone, so results do not depend on the thread count. (Slabs of columns
+// would: OpenBLAS's blocking then changes with the slab width.)
+void gemm(float* c, const float* a, bool trans_a, const float* b, bool trans_b, float alpha,
+          float beta, std::int64_t m, std::int64_t n, std::int64_t k) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // BLAS rejects a zero leading dimension; c = beta * c (beta 0 overwrites NaN)
+    const std::int64_t total = m * n;
+    for (std::int64_t i = 0; i < total; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    return;
+  }
+  constexpr std::int64_t kMax = std::numeric_limits<int>::max();
+  TESSERA_CHECK(m <= kMax && n <= kMax && k <= kMax, InvalidArgument, "gemm: dimensions (", m, ", ",
+                n, ", ", k, ") exceed the BLAS int range");
+  pin_blas_to_one_thread();
+  // Row-major: a stored (M, K) or, transposed, (K, M); its leading dimension is its column count.
+  const int lda = static_cast<int>(trans_a ? m : k);
+  const int ldb = static_cast<int>(trans_b ? k : n);
+  const int ldc = static_cast<int>(n);
+  // The choice of method depends on the shape alone, never on the thread count.
+  const std::int64_t chunks = std::min(kMaxChunks, k / kMinChunkK);
+  if (m >= kMinRowsForSlabs) {
+    const bool parallel = m * n * k >= kSerialFlops;
+#pragma omp parallel if (parallel)
+    {
+      const std::int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+      const std::int64_t m0 = m * t / count, m1 = m * (t + 1) / count;
+      // Rows m0.. of op(a): rows of a, or columns of a when it is transposed.
+      const float* a_slab = trans_a ? a + m0 : a + m0 * lda;
+      if (m1 > m0)
+        sgemm(a_slab, lda, trans_a, b, ldb, trans_b, c + m0 * ldc, ldc, m1 - m0, n, k, alpha,
+              beta);
+    }
+  } else if (chunks >= 2) {
+    std::vector<float> partial(static_cast<std::size_t>(chunks * m * n));  // (chunks, M, N)
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t q = 0; q < chunks; ++q) {
+      const std::int64_t k0 = k * q / chunks, k1 = k * (q + 1) / chunks;
+      // Columns k0.. of op(a) and rows k0.. of op(b).
+      const float* a_part = trans_a ? a + k0 * lda : a + k0;
+      const float* b_part = trans_b ? b + k0 : b + k0 * ldb;
+      sgemm(a_part, lda, trans_a, b_part, ldb, trans_b, partial.data() + q * m * n, ldc, m, n,
+            k1 - k0, 1.0f, 0.0f);
+    }
+    const std::int64_t total = m * n;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < total; ++i) {
+      float sum = 0.0f;
+      for (std::int64_t q = 0; q < chunks; ++q) sum += partial[q * total + i];
+      c[i] = beta == 0.0f ? alpha * sum : alpha * sum + beta * c[i];
+    }
+  } else {
+    sgemm(a, lda, trans_a, b, ldb, trans_b, c, ldc, m, n, k, alpha, beta);
+  }
+}
+
+void axpy(float* y, float alpha, const float* x, std::int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= detail::kParallelMinWork * 8)
+  for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void column_sums(float* out, const float* x, bool accumulate, std::int64_t r, std::int64_t f) {
+  std::vector<double> sums(static_cast<std::size_t>(f));
+  detail::reduce_rows(sums.data(), f, r, [&](double* acc, std::int64_t row) {
+    const float* xr = x + row * f;
+    for (std::int64_t k = 0; k < f; ++k) acc[k] += xr[k];
+  });
+  for (std::int64_t k = 0; k < f; ++k) {
+    out[k] = accumulate ? out[k] + static_cast<float>(sums[k]) : static_cast<float>(sums[k]);
+  }
+}
+
+void add_doubles(float* out, const double* values, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] += static_cast<float>(values[i]);
+}
+
+void adam_update(float* params, float* m, float* v, const float* grads, const float* decay,
+                 const AdamStep& step, std::int64_t n) {
+  const float b1 = step.beta1, b2 = step.beta2, eps = step.eps;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float g = grads[i] + decay[i] * params[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * g;
+    v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+    params[i] -= step.step_size * m[i] / (std::sqrt(v[i]) * step.inv_sqrt_bias2 + eps);
+  }
+}
+
+void set_num_threads(int threads) {
+  if (threads <= 0) return;
+  omp_set_num_threads(threads);
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+}  // namespace tessera::cpu

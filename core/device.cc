@@ -1,0 +1,80 @@
+// Device names and the single registry that maps a DeviceKind to its backend. The CUDA backend
+// (core/cuda/) is registered when Tessera is built with it (TESSERA_HAVE_CUDA).
+#include "core/device.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/error.h"
+#ifdef TESSERA_HAVE_CUDA
+#include "core/cuda/device_cuda.h"
+#include "core/cuda/runtime.h"
+#endif
+
+namespace tessera {
+namespace {
+
+class CpuBackend final : public DeviceBackend {
+ public:
+  void* allocate(std::size_t bytes) override {
+    // aligned_alloc needs a size that is a multiple of the alignment.
+    std::size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0) rounded = 64;
+    void* ptr = std::aligned_alloc(64, rounded);
+    TESSERA_CHECK(ptr != nullptr, Internal, "out of host memory allocating ", bytes, " bytes");
+    return ptr;
+  }
+  void deallocate(void* ptr, std::size_t) override { std::free(ptr); }
+  void memset_zero(void* ptr, std::size_t bytes) override {
+    if (bytes) std::memset(ptr, 0, bytes);
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+};
+
+}  // namespace
+
+std::string to_string(Device device) {
+  if (device.kind == DeviceKind::Cpu) return "cpu";
+  return "cuda:" + std::to_string(device.index);
+}
+
+Device parse_device(const std::string& text) {
+  if (text == "cpu") return Device::cpu();
+  if (text == "cuda" || text.rfind("cuda:", 0) == 0) {
+#ifdef TESSERA_HAVE_CUDA
+    int index = 0;
+    if (text != "cuda") {
+      const std::string digits = text.substr(5);
+      TESSERA_CHECK(!digits.empty() && digits.size() <= 4 &&
+                        digits.find_first_not_of("0123456789") == std::string::npos,
+                    InvalidArgument, "unknown device '", text,
+                    "' (expected cpu or cuda[:index])");
+      index = std::stoi(digits);
+    }
+    TESSERA_CHECK(cuda::cuda_available(), Cuda, "device '", text,
+                  "' requested, but no usable CUDA GPU was found (", cuda::unavailable_reason(),
+                  "); use --device cpu");
+    TESSERA_CHECK(index < cuda::device_count(), Cuda, "device '", text,
+                  "' requested, but this machine has ", cuda::device_count(), " CUDA GPU(s)");
+    return Device{DeviceKind::Cuda, index};
+#else
+    TESSERA_FAIL(Cuda, "device '", text,
+                 "' requested, but this build of Tessera has no CUDA backend; use --device cpu");
+#endif
+  }
+  TESSERA_FAIL(InvalidArgument, "unknown device '", text, "' (expected cpu or cuda[:index])");
+}
+
+DeviceBackend& backend(Device device) {
+  static CpuBackend cpu;
+  if (device.kind == DeviceKind::Cpu) return cpu;
+#ifdef TESSERA_HAVE_CUDA
+  if (device.kind == DeviceKind::Cuda) return cuda::device_backend(device.index);
+#endif
+  TESSERA_FAIL(InvalidArgument, "no backend for device ", to_string(device), " in this build");
+}
+
+}  // namespace tessera

@@ -1,0 +1,121 @@
+// Every compute kernel of Tessera, declared once. Each has one definition per device
+// (core/cpu/*.cc; CUDA twins to come in core/cuda/) and is dispatched on the
+// device of its output tensor in kernels.cc, the only place that looks at Device.
+// Convention: outputs first, then inputs, then sizes/options. Shapes are checked and a
+// mismatch throws InvalidArgument. Shape letters: R rows, F feature width, C classes, T tasks.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/csr.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+enum class Activation { None, Relu };
+
+// ---- sparse ----
+// out (R, F) = A (R, C) * x (C, F). Rows run in parallel (OpenMP); each row's sum is in a fixed
+// order, so results do not depend on the thread count.
+void spmm(Tensor& out, const CsrView& a, const Tensor& x);
+// As spmm, but only the listed rows of out are written (others untouched). Used to aggregate
+// inner rows while halo rows are still in flight, then boundary rows.
+void spmm_rows(Tensor& out, const CsrView& a, const Tensor& x, std::span<const NodeId> rows);
+
+// ---- dense ----
+// c = alpha * op(a) * op(b) + beta * c, op = transpose when the flag is set (cblas_sgemm).
+void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+          float alpha = 1.0f, float beta = 0.0f);
+// y += alpha * x (same shape).
+void axpy(Tensor& y, float alpha, const Tensor& x);
+// out[f] (+)= sum_r x[r, f]; out has x.cols() entries.
+void column_sums(std::span<float> out, const Tensor& x, bool accumulate);
+
+// ---- elementwise, fused ----
+// y = act(x + bias) with bias broadcast over rows (bias may be empty: no bias). y may alias x.
+void bias_act_forward(Tensor& y, const Tensor& x, std::span<const float> bias, Activation act);
+// d_x = d_y * act'(y) where y is the forward output; d_bias (+)= column sums of d_x when
+// d_bias is not empty (accumulated). d_x may alias d_y.
+void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, const Tensor& y,
+                       Activation act);
+
+// Inverted dropout: y[r, f] = keep ? x[r, f] / (1 - p) : 0, keep = rng.uniform(global_ids[r], f)
+// >= p. The mask is a pure function of (rng key, global id, f): nothing is stored, backward
+// recomputes it. p in [0, 1); y may alias x. global_ids has x.rows() entries.
+void dropout_forward(Tensor& y, const Tensor& x, float p, const CounterRng& rng,
+                     std::span<const GlobalId> global_ids);
+void dropout_backward(Tensor& d_x, const Tensor& d_y, float p, const CounterRng& rng,
+                      std::span<const GlobalId> global_ids);
+
+// ---- row movement (halo gather/scatter) ----
+// out[i] = x[rows[i]] for every i; out is (rows.size(), F).
+void gather_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows);
+// out[rows[i]] += x[i] for every i (rows may repeat; applied in order).
+void scatter_add_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows);
+
+// ---- losses ----
+// logp (R, C) = log_softmax(logits) row by row (max-subtracted, stable).
+void log_softmax_forward(Tensor& logp, const Tensor& logits);
+// Sum over the listed rows of -logp[r, labels[r]] (double accumulation). labels has R entries.
+double nll_loss_sum(const Tensor& logp, std::span<const std::int64_t> labels,
+                    std::span<const NodeId> rows);
+// Gradient of scale * sum_rows NLL(log_softmax(logits)) w.r.t. logits:
+// d_logits[r] = scale * (exp(logp[r]) - onehot(labels[r])) for listed rows, 0 for all others.
+void log_softmax_nll_backward(Tensor& d_logits, const Tensor& logp,
+                              std::span<const std::int64_t> labels, std::span<const NodeId> rows,
+                              float scale);
+// Multi-label: sum over listed rows and tasks with a non-NaN target of
+// BCE(sigmoid(logits[r, t]), targets[r, t]) computed stably from the logits; targets (R, T).
+// Returns the sum; *count receives the number of (row, task) terms.
+double sigmoid_bce_loss_sum(const Tensor& logits, const Tensor& targets,
+                            std::span<const NodeId> rows, std::int64_t* count);
+// d_logits[r, t] = scale * (sigmoid(logits[r, t]) - targets[r, t]) on listed rows and non-NaN
+// targets, 0 elsewhere.
+void sigmoid_bce_backward(Tensor& d_logits, const Tensor& logits, const Tensor& targets,
+                          std::span<const NodeId> rows, float scale);
+
+// ---- batch normalisation over rows (nodes) ----
+// sum[f] and sum_sq[f] over all rows of x (double), written (not accumulated); each has F
+// entries. Distributed callers all-reduce these before batch_norm_forward.
+void batch_norm_stats(std::span<double> sum, std::span<double> sum_sq, const Tensor& x);
+// x_hat = (x - mean) * inv_std; y = gamma * x_hat + beta (per column).
+void batch_norm_forward(Tensor& y, Tensor& x_hat, const Tensor& x, std::span<const float> mean,
+                        std::span<const float> inv_std, std::span<const float> gamma,
+                        std::span<const float> beta);
+// Per-column sums needed by the backward: sum_dy[f] = sum_r d_y, sum_dy_xhat[f] = sum_r d_y*x_hat
+// (double, written). Distributed callers all-reduce these.
+void batch_norm_backward_stats(std::span<double> sum_dy, std::span<double> sum_dy_xhat,
+                               const Tensor& d_y, const Tensor& x_hat);
+// d_x = gamma * inv_std * (d_y - mean_dy - x_hat * mean_dy_xhat), with mean_* = sum_* / count
+// (count = the number of rows over all ranks).
+void batch_norm_backward(Tensor& d_x, const Tensor& d_y, const Tensor& x_hat,
+                         std::span<const float> gamma, std::span<const float> inv_std,
+                         std::span<const double> sum_dy, std::span<const double> sum_dy_xhat,
+                         double count);
+
+// ---- parameters and optimizer (flat buffers: spans on `device`) ----
+// out[i] += float(values[i]) for every i; on a GPU `values` may also be host memory.
+void add_doubles(std::span<float> out, std::span<const double> values, Device device);
+// The coefficients of Adam step t: step_size = lr / (1 - beta1^t), inv_sqrt_bias2 =
+// 1 / sqrt(1 - beta2^t).
+struct AdamStep {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float step_size = 0.0f;
+  float inv_sqrt_bias2 = 1.0f;
+};
+// One Adam update (torch.optim.Adam; the L2 decay decay[i] * params[i] is added to the gradient)
+// of every entry: m and v are the moments; all five spans have the same length.
+void adam_update(std::span<float> params, std::span<float> m, std::span<float> v,
+                 std::span<const float> grads, std::span<const float> decay, const AdamStep& step,
+                 Device device);
+
+// Number of threads kernels use (the OpenMP team; GEMM splits its work over the same team and
+// keeps OpenBLAS single-threaded, so two thread pools never compete). threads <= 0: unchanged.
+void set_num_threads(int threads);
+int num_threads();
+
+}  // namespace tessera
