@@ -15,6 +15,7 @@
 #include "api/graph_view.h"
 #include "comm/agreement.h"
 #include "comm/launch_env.h"
+#include "comm/message_tags.h"
 #include "comm/mpi_communicator.h"
 #include "core/error.h"
 #include "engine/part_loader.h"
@@ -26,10 +27,6 @@
 
 namespace tessera {
 namespace {
-
-constexpr int kGatherCountTag = 7101;
-constexpr int kGatherIdsTag = 7102;
-constexpr int kGatherRowsTag = 7103;
 
 // MPI for a Session that was given no communicator: initialised once, finalised at exit.
 void ensure_mpi() {
@@ -495,10 +492,11 @@ Matrix Session::gather_embeddings(int layer) const {
     Communicator& comm = *s.comm;
     if (comm.rank() != 0) {
       const std::int64_t count = mine.rows;
-      comm.isend(std::as_bytes(std::span(&count, 1)), 0, kGatherCountTag, TrafficCategory::Setup)
+      comm.isend(std::as_bytes(std::span(&count, 1)), 0, tags::kGatherCount, TrafficCategory::Setup)
           ->wait();
-      comm.isend(std::as_bytes(std::span(ids)), 0, kGatherIdsTag, TrafficCategory::Setup)->wait();
-      comm.isend(std::as_bytes(std::span(mine.data)), 0, kGatherRowsTag, TrafficCategory::Setup)
+      comm.isend(std::as_bytes(std::span(ids)), 0, tags::kGatherIds, TrafficCategory::Setup)
+          ->wait();
+      comm.isend(std::as_bytes(std::span(mine.data)), 0, tags::kGatherRows, TrafficCategory::Setup)
           ->wait();
       return Matrix{};
     }
@@ -514,11 +512,11 @@ Matrix Session::gather_embeddings(int layer) const {
     place(ids, mine.data);
     for (int p = 1; p < comm.size(); ++p) {
       std::int64_t count = 0;
-      comm.irecv(std::as_writable_bytes(std::span(&count, 1)), p, kGatherCountTag)->wait();
+      comm.irecv(std::as_writable_bytes(std::span(&count, 1)), p, tags::kGatherCount)->wait();
       std::vector<std::int64_t> peer_ids(static_cast<std::size_t>(count));
       std::vector<float> rows(static_cast<std::size_t>(count * all.cols));
-      comm.irecv(std::as_writable_bytes(std::span(peer_ids)), p, kGatherIdsTag)->wait();
-      comm.irecv(std::as_writable_bytes(std::span(rows)), p, kGatherRowsTag)->wait();
+      comm.irecv(std::as_writable_bytes(std::span(peer_ids)), p, tags::kGatherIds)->wait();
+      comm.irecv(std::as_writable_bytes(std::span(rows)), p, tags::kGatherRows)->wait();
       place(peer_ids, rows);
     }
     return all;

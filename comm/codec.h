@@ -1,12 +1,13 @@
-// Message codecs for rows that cross ranks (halo embeddings forward, halo gradients backward):
-// none (f32), bf16 and fp16 (round to nearest even), and 8-, 4- and 2-bit integer codecs with a
-// per-row offset and scale (f32) and stochastic rounding, so that a decoded value equals the
-// original in expectation. Values are packed densely, row by row; the noise is drawn from the
-// counter RNG keyed by (seed, epoch, layer, direction) for (global node id, feature), so it does
-// not depend on the partitioning or the thread count. Every message starts with a header that
-// the receiver checks (codec id, rows, width, size) before decoding a single value. GPU tensors
-// (builds with the CUDA backend) encode and decode on the GPU (comm/codec_cuda.h), giving the
-// same bytes and the same floats as the CPU bit for bit; headers are host memory only.
+// Message codecs for rows that cross ranks (halo embeddings forward, halo gradients backward,
+// pipeline streams), one table of them (comm/codec_table.cc): none (f32), bf16 and fp16 (round
+// to nearest even), and 8-, 4- and 2-bit integer codecs with a per-row offset and scale (f32)
+// and stochastic rounding, so that a decoded value equals the original in expectation. Values
+// are packed densely, row by row; the noise is drawn from the counter RNG keyed by (seed, epoch,
+// layer, direction) for (global node id, feature), so it does not depend on the partitioning or
+// the thread count. Every message starts with a header that the receiver checks (codec id,
+// rows, width, size) before decoding a single value. GPU tensors (builds with the CUDA backend)
+// encode and decode on the GPU (comm/codec_cuda.h), giving the same bytes and the same floats
+// as the CPU bit for bit; headers are host memory only.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/csr.h"
 #include "core/rng.h"
@@ -21,9 +23,43 @@
 
 namespace tessera {
 
+// A codec's wire id (the byte in every message header). The codecs themselves are the rows of
+// the table in comm/codec_table.cc; adding one is a file with its row functions (see
+// comm/codec_rows.h), an id here and a row there.
 enum class CodecKind : std::uint8_t { None = 0, Bf16 = 1, Fp16 = 2, Int8 = 3, Int4 = 4, Int2 = 5 };
 
-// "none" | "bf16" | "fp16" | "int8" | "int4" | "int2"; anything else: InvalidArgument listing them.
+namespace cuda {
+struct GpuCodec;  // comm/codec_cuda.h (builds with the CUDA backend)
+}
+
+// One codec: how a row of f floats becomes bytes and back.
+struct CodecSpec {
+  CodecKind kind;
+  std::string_view name;  // what --codec takes
+  int value_bits;         // bits per value on the wire (32 for none)
+  bool stochastic;        // per-row offset and scale (8 bytes a row) and stochastic rounding
+  // Encodes x (f values) into dst (encoded_row_bytes(kind, f) bytes) with `item` (the row's
+  // global id) keying the noise; returns false, writing nothing, for a row the codec cannot
+  // take (non-finite values). `range`, when not null, receives max - min of the row (NaN for a
+  // row holding a NaN).
+  bool (*encode_row)(std::byte* dst, const float* x, std::int64_t f, const CounterRng& rng,
+                     std::uint64_t item, float* range);
+  void (*decode_row)(float* out, const std::byte* src, std::int64_t f);
+  // The CUDA twin (null in builds without the CUDA backend): bit-identical rows on the GPU.
+  const cuda::GpuCodec* gpu;
+};
+
+// The codec table (comm/codec_table.cc), in id order.
+std::span<const CodecSpec> codec_table();
+// The entry of a wire id; null when the id is no codec's.
+const CodecSpec* find_codec(std::uint8_t id);
+const CodecSpec& codec_spec(CodecKind kind);  // InvalidArgument for an unknown id
+// The codecs' names in table order ("none", "bf16", ...), and --codec's choices: those and
+// "adaptive" (bits chosen per row by the halo exchange, comm/adaptive_bits.h).
+std::vector<std::string> codec_names();
+std::vector<std::string> codec_option_names();
+
+// A codec by name; anything else: InvalidArgument listing the names.
 CodecKind parse_codec(const std::string& name);
 std::string_view to_string(CodecKind kind);
 int value_bits(CodecKind kind);      // 32, 16, 16, 8, 4, 2

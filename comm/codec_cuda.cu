@@ -308,47 +308,54 @@ void launch_decode_int(float* out, const std::uint8_t* in, std::int64_t total, s
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-std::int64_t encode_rows(CodecKind kind, std::byte* out, float* ranges, const float* x,
-                         const NodeId* src_rows, const GlobalId* row_ids, std::int64_t r,
-                         std::int64_t f, std::uint64_t key, bool lanes8) {
+// The entry points of GpuCodec: the byte pointers as the kernels take them; the float codecs
+// add the row ranges after encoding.
+template <CodecKind kKind>
+std::int64_t encode_float_rows(std::byte* out, float* ranges, const float* x,
+                               const NodeId* src_rows, const GlobalId*, std::int64_t r,
+                               std::int64_t f, std::uint64_t, bool lanes8) {
   if (r == 0) return 0;
-  auto* bytes = reinterpret_cast<std::uint8_t*>(out);
-  const std::int64_t lanes_end = lanes8 ? f - f % 8 : 0;
-  switch (kind) {
-    case CodecKind::None: launch_encode_float<CodecKind::None>(bytes, x, src_rows, r, f); break;
-    case CodecKind::Bf16: launch_encode_float<CodecKind::Bf16>(bytes, x, src_rows, r, f); break;
-    case CodecKind::Fp16: launch_encode_float<CodecKind::Fp16>(bytes, x, src_rows, r, f); break;
-    case CodecKind::Int8:
-      return launch_encode_int<8>(bytes, ranges, x, src_rows, row_ids, r, f, key, lanes_end);
-    case CodecKind::Int4:
-      return launch_encode_int<4>(bytes, ranges, x, src_rows, row_ids, r, f, key, lanes_end);
-    case CodecKind::Int2:
-      return launch_encode_int<2>(bytes, ranges, x, src_rows, row_ids, r, f, key, lanes_end);
-  }
+  launch_encode_float<kKind>(reinterpret_cast<std::uint8_t*>(out), x, src_rows, r, f);
   if (ranges) {
     const auto grid = static_cast<unsigned>(std::min(r, kMaxBlocks));
     row_range_kernel<<<grid, row_threads(f), 0, compute_stream()>>>(ranges, x, src_rows, r, f,
-                                                                     lanes_end);
+                                                                     lanes8 ? f - f % 8 : 0);
     TESSERA_CUDA_CHECK_LAUNCH();
   }
   return r;
 }
 
-void decode_rows(CodecKind kind, float* out, const std::byte* in, std::int64_t num_rows,
-                 std::int64_t f, bool fused_decode) {
-  const std::int64_t total = num_rows * f;
-  if (total == 0) return;
-  const auto* bytes = reinterpret_cast<const std::uint8_t*>(in);
-  switch (kind) {
-    case CodecKind::None: return launch_decode_float<CodecKind::None>(out, bytes, total);
-    case CodecKind::Bf16: return launch_decode_float<CodecKind::Bf16>(out, bytes, total);
-    case CodecKind::Fp16: return launch_decode_float<CodecKind::Fp16>(out, bytes, total);
-    case CodecKind::Int8: return launch_decode_int<8>(out, bytes, total, f, fused_decode);
-    case CodecKind::Int4: return launch_decode_int<4>(out, bytes, total, f, fused_decode);
-    case CodecKind::Int2: return launch_decode_int<2>(out, bytes, total, f, fused_decode);
-  }
+template <int Bits>
+std::int64_t encode_int_rows(std::byte* out, float* ranges, const float* x,
+                             const NodeId* src_rows, const GlobalId* row_ids, std::int64_t r,
+                             std::int64_t f, std::uint64_t key, bool lanes8) {
+  if (r == 0) return 0;
+  return launch_encode_int<Bits>(reinterpret_cast<std::uint8_t*>(out), ranges, x, src_rows,
+                                 row_ids, r, f, key, lanes8 ? f - f % 8 : 0);
 }
+
+template <CodecKind kKind>
+void decode_float_rows(float* out, const std::byte* in, std::int64_t num_rows, std::int64_t f,
+                       bool) {
+  if (num_rows * f == 0) return;
+  launch_decode_float<kKind>(out, reinterpret_cast<const std::uint8_t*>(in), num_rows * f);
+}
+
+template <int Bits>
+void decode_int_rows(float* out, const std::byte* in, std::int64_t num_rows, std::int64_t f,
+                     bool fused_decode) {
+  if (num_rows * f == 0) return;
+  launch_decode_int<Bits>(out, reinterpret_cast<const std::uint8_t*>(in), num_rows * f, f,
+                          fused_decode);
+}
+
+}  // namespace
+
+const GpuCodec kGpuNone = {encode_float_rows<CodecKind::None>, decode_float_rows<CodecKind::None>};
+const GpuCodec kGpuBf16 = {encode_float_rows<CodecKind::Bf16>, decode_float_rows<CodecKind::Bf16>};
+const GpuCodec kGpuFp16 = {encode_float_rows<CodecKind::Fp16>, decode_float_rows<CodecKind::Fp16>};
+const GpuCodec kGpuInt8 = {encode_int_rows<8>, decode_int_rows<8>};
+const GpuCodec kGpuInt4 = {encode_int_rows<4>, decode_int_rows<4>};
+const GpuCodec kGpuInt2 = {encode_int_rows<2>, decode_int_rows<2>};
 
 }  // namespace tessera::cuda

@@ -1,17 +1,19 @@
 // HaloExchange over the Communicator: one message per peer and direction, received in place
 // (forward: straight into the peer's halo block; backward: into a (num_send, F) buffer that is
-// then added into the owners' rows). Tags carry the layer and direction, so a stray message of
-// another layer can never be taken for this one.
+// then added into the owners' rows), or framed as blocks of encoded rows. Tags carry the layer
+// and direction (comm/message_tags.h), so a stray message of another layer can never be taken
+// for this one.
 #include "comm/halo_exchange.h"
 
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cmath>
 #include <string>
 #include <utility>
 
-#include "comm/bit_plan.h"
+#include "comm/adaptive_bits.h"
+#include "comm/error_feedback.h"
+#include "comm/message_tags.h"
 #include "core/error.h"
 #include "core/kernels.h"
 
@@ -22,9 +24,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-
-int forward_tag(int layer) { return 2 * layer; }
-int backward_tag(int layer) { return 2 * layer + 1; }
 
 std::span<std::byte> row_bytes_of(Tensor& t, std::int64_t begin, std::int64_t count) {
   const std::size_t row = static_cast<std::size_t>(t.cols()) * sizeof(float);
@@ -40,9 +39,9 @@ std::span<const std::byte> row_bytes_of(const Tensor& t, std::int64_t begin, std
 }  // namespace
 
 HaloExchange::HaloExchange(Communicator& comm, const HaloPlan& plan,
-                           std::span<const GlobalId> owned_ids,
-                           std::span<const GlobalId> halo_ids, const ExchangeCodecs& codecs)
-    : comm_(comm), plan_(plan), owned_ids_(owned_ids), halo_ids_(halo_ids), codecs_(codecs) {
+                           std::span<const GlobalId> owned_ids, std::span<const GlobalId> halo_ids,
+                           const ExchangeCodecs& codecs)
+    : comm_(comm), plan_(plan), halo_ids_(halo_ids), codecs_(codecs) {
   send_rows_ = DeviceIndexList(plan.send_rows);
   TESSERA_CHECK(plan.num_peers() == comm.size(), InvalidArgument, "halo plan for ",
                 plan.num_peers(), " parts used on ", comm.size(), " ranks");
@@ -59,54 +58,27 @@ HaloExchange::HaloExchange(Communicator& comm, const HaloPlan& plan,
   for (std::size_t i = 0; i < identity_.size(); ++i) identity_[i] = static_cast<NodeId>(i);
   TESSERA_CHECK(codecs.num_layers >= 1, InvalidArgument, "halo exchange: num_layers ",
                 codecs.num_layers);
-  // Before the first plan, adaptive rows use the widest width the budget affords.
-  const auto start = static_cast<std::uint8_t>(uniform_bits(codecs.bit_budget));
-  const std::size_t cells = static_cast<std::size_t>(codecs.num_layers) * plan.num_peers();
-  const std::size_t layers = static_cast<std::size_t>(codecs.num_layers);
-  for (int d = 0; d < 2; ++d) {
-    out_codecs_[d].assign(cells, d == 0 ? codecs.forward : codecs.backward);
-    in_codecs_[d] = out_codecs_[d];
-    if (!codecs.adaptive) continue;
-    const auto n_out = static_cast<std::size_t>(d == 0 ? plan.num_send() : plan.num_halo());
-    const auto n_in = static_cast<std::size_t>(d == 0 ? plan.num_halo() : plan.num_send());
-    out_bits_[d].assign(layers * n_out, start);
-    in_bits_[d].assign(layers * n_in, start);
-    row_weight_[d].assign(layers * n_out, 0.0);
-    seen_width_[d].assign(layers, 0);
-  }
-  if (codecs.adaptive) rebuild_groups();
-  send_weight_.assign(static_cast<std::size_t>(plan.num_send()), 1.0);
+  if (codecs.adaptive)
+    adaptive_ = std::make_unique<AdaptiveBits>(plan, codecs.num_layers, codecs.bit_budget);
+  if (codecs.error_feedback) feedback_ = std::make_unique<ErrorFeedback>();
+}
+
+HaloExchange::~HaloExchange() = default;
+
+void HaloExchange::reset_residuals() {
+  if (feedback_) feedback_->reset();
+}
+
+std::string HaloExchange::replan() {
+  return adaptive_ ? adaptive_->replan(comm_, tags::kBitPlan) : std::string();
 }
 
 void HaloExchange::set_receiver_weights(std::span<const double> halo_weight) {
   TESSERA_CHECK(static_cast<std::int64_t>(halo_weight.size()) == plan_.num_halo(),
                 InvalidArgument, "halo exchange: ", halo_weight.size(),
                 " receiver weights for ", plan_.num_halo(), " halo rows");
-  if (!codecs_.adaptive) return;
-  // The reverse of a forward exchange: each halo block goes back to the rank that owns it.
-  constexpr int kWeightTag = 9002;
-  std::vector<std::unique_ptr<Request>> requests;
-  const std::span<double> send_weight(send_weight_);
-  for (int p = 0; p < plan_.num_peers(); ++p) {
-    if (plan_.send_count(p) > 0) {
-      requests.push_back(comm_.irecv(
-          std::as_writable_bytes(send_weight.subspan(plan_.send_offsets[p], plan_.send_count(p))),
-          p, kWeightTag));
-    }
-    if (plan_.recv_count(p) > 0) {
-      requests.push_back(comm_.isend(
-          std::as_bytes(halo_weight.subspan(plan_.recv_offsets[p], plan_.recv_count(p))), p,
-          kWeightTag, TrafficCategory::Setup));
-    }
-  }
-  wait_all(requests);
-  for (double w : send_weight_) {
-    TESSERA_CHECK(std::isfinite(w) && w >= 0.0, InvalidInput,
-                  "halo exchange: a peer sent receiver weight ", w);
-  }
+  if (adaptive_) adaptive_->set_receiver_weights(comm_, halo_weight, tags::kReceiverWeights);
 }
-
-HaloExchange::~HaloExchange() = default;
 
 void HaloExchange::begin(double start) {
   active_ = true;
@@ -116,48 +88,31 @@ void HaloExchange::begin(double start) {
   times_.exposed_s += done_time_ - start;
 }
 
-const Tensor& HaloExchange::with_residual(int direction, int layer, const Tensor& source,
-                                          std::span<const NodeId> rows) {
-  std::vector<Tensor>& residuals = residuals_[direction];
-  if (static_cast<int>(residuals.size()) <= layer) residuals.resize(layer + 1);
-  Tensor& residual = residuals[layer];
-  const auto n = static_cast<std::int64_t>(rows.size());
-  if (residual.rows() != n || residual.cols() != source.cols()) {
-    residual = Tensor::zeros(n, source.cols());  // first use, or the width changed
+bool HaloExchange::encoded(int direction) const {
+  return codecs_.adaptive ||
+         (direction == 0 ? codecs_.forward : codecs_.backward) != CodecKind::None;
+}
+
+HaloExchange::Route HaloExchange::route(int direction, int layer) const {
+  TESSERA_CHECK(!encoded(direction) || (layer >= 0 && layer < codecs_.num_layers), Internal,
+                "halo exchange: layer ", layer, " of ", codecs_.num_layers);
+  if (direction == 0) {
+    return Route{0,
+                 codecs_.forward,
+                 RngPurpose::CodecForward,
+                 TrafficCategory::HaloForward,
+                 tags::halo_forward(layer),
+                 layer,
+                 plan_.send_offsets,
+                 plan_.send_rows,
+                 send_ids_,
+                 plan_.recv_offsets};
   }
-  ef_input_.resize(n, source.cols());
-  gather_rows(ef_input_, source, rows);
-  axpy(ef_input_, 1.0f, residual);
-  return ef_input_;
-}
-
-HaloExchange::Route HaloExchange::forward_route(int layer) const {
-  TESSERA_CHECK(layer >= 0 && layer < codecs_.num_layers, Internal, "halo exchange: layer ",
-                layer, " of ", codecs_.num_layers);
-  const std::size_t k = static_cast<std::size_t>(plan_.num_peers()), at = layer * k;
-  return Route{0,
-               std::span<const CodecKind>(out_codecs_[0]).subspan(at, k),
-               std::span<const CodecKind>(in_codecs_[0]).subspan(at, k),
-               RngPurpose::CodecForward,
-               TrafficCategory::HaloForward,
-               forward_tag(layer),
-               layer,
-               plan_.send_offsets,
-               plan_.send_rows,
-               send_ids_,
-               plan_.recv_offsets};
-}
-
-HaloExchange::Route HaloExchange::backward_route(int layer) const {
-  TESSERA_CHECK(layer >= 0 && layer < codecs_.num_layers, Internal, "halo exchange: layer ",
-                layer, " of ", codecs_.num_layers);
-  const std::size_t k = static_cast<std::size_t>(plan_.num_peers()), at = layer * k;
   return Route{1,
-               std::span<const CodecKind>(out_codecs_[1]).subspan(at, k),
-               std::span<const CodecKind>(in_codecs_[1]).subspan(at, k),
+               codecs_.backward,
                RngPurpose::CodecBackward,
                TrafficCategory::HaloBackward,
-               backward_tag(layer),
+               tags::halo_backward(layer),
                layer,
                plan_.recv_offsets,
                std::span<const NodeId>(identity_).first(static_cast<std::size_t>(plan_.num_halo())),
@@ -165,33 +120,51 @@ HaloExchange::Route HaloExchange::backward_route(int layer) const {
                plan_.send_offsets};
 }
 
-// Error feedback: encodes source rows + residual (already gathered in message order), then
-// keeps what the encoding lost as the next residual.
-void HaloExchange::post_with_feedback(const Route& route, int direction, const Tensor& source) {
-  with_residual(direction, route.layer, source, route.rows);
-  Route gathered = route;
-  gathered.rows = std::span<const NodeId>(identity_).first(route.rows.size());
-  post_encoded(gathered, ef_input_);
-  update_residual(direction, route.layer, gathered);
+void HaloExchange::blocks(const Route& route, int p, bool outgoing,
+                          std::vector<MessageBlock>& out) const {
+  out.clear();
+  const std::vector<std::int64_t>& offsets = outgoing ? route.out_offsets : route.in_offsets;
+  const std::int64_t begin = offsets[p], count = offsets[p + 1] - begin;
+  if (count == 0) return;
+  if (adaptive_) return adaptive_->blocks(route.direction, route.layer, p, outgoing, out);
+  out.push_back({route.codec, begin, count, {}});
 }
 
-void HaloExchange::update_residual(int direction, int layer, const Route& route) {
-  // residual = what was meant (ef_input_) - what the peers will decode.
-  Tensor& residual = residuals_[direction][layer];
-  if (residual.empty()) return;
-  ef_decoded_.resize(ef_input_.rows(), ef_input_.cols());
+void HaloExchange::post_raw(const Route& route, const Tensor& send, Tensor& receive) {
   for (int p = 0; p < plan_.num_peers(); ++p) {
-    pieces(route, p, true, pieces_);
+    const std::int64_t count = route.in_offsets[p + 1] - route.in_offsets[p];
+    if (count > 0) {
+      requests_.push_back(
+          comm_.irecv(row_bytes_of(receive, route.in_offsets[p], count), p, route.tag));
+    }
+  }
+  for (int p = 0; p < plan_.num_peers(); ++p) {
+    const std::int64_t count = route.out_offsets[p + 1] - route.out_offsets[p];
+    if (count > 0) {
+      requests_.push_back(comm_.isend(row_bytes_of(send, route.out_offsets[p], count), p, route.tag,
+                                      route.category));
+    }
+  }
+}
+
+void HaloExchange::post_with_feedback(const Route& route, const Tensor& source) {
+  const Tensor& meant = feedback_->with_residual(route.direction, route.layer, source, route.rows);
+  Route gathered = route;  // the rows are in message order now
+  gathered.rows = std::span<const NodeId>(identity_).first(route.rows.size());
+  post_encoded(gathered, meant);
+  // What the peers will decode, for the next residual.
+  Tensor& decoded = feedback_->decoded();
+  for (int p = 0; p < plan_.num_peers(); ++p) {
+    blocks(gathered, p, true, blocks_);
     std::size_t at = out_at_[p];
-    for (const Piece& piece : pieces_) {
-      const std::size_t bytes = piece_bytes(piece, ef_input_.cols());
-      decode_piece(piece, std::span<const std::byte>(message_bytes(0)).subspan(at, bytes),
-                   ef_decoded_, "error feedback", false);
+    for (const MessageBlock& block : blocks_) {
+      const std::size_t bytes = block_bytes(block, meant.cols());
+      decode_block(block, std::span<const std::byte>(message_bytes(0)).subspan(at, bytes), decoded,
+                   "error feedback", false);
       at += bytes;
     }
   }
-  std::copy_n(ef_input_.f32(), ef_input_.numel(), residual.f32());
-  axpy(residual, -1.0f, ef_decoded_);
+  feedback_->update(route.direction, route.layer);
 }
 
 void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
@@ -202,10 +175,9 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
   auto layout = [&](bool outgoing, std::vector<std::size_t>& at) {
     at.assign(static_cast<std::size_t>(k) + 1, 0);
     for (int p = 0; p < k; ++p) {
-      pieces(route, p, outgoing, pieces_);
+      blocks(route, p, outgoing, blocks_);
       at[p + 1] = at[p];
-      for (const Piece& piece : pieces_)
-        at[p + 1] += piece_bytes(piece, f);
+      for (const MessageBlock& block : blocks_) at[p + 1] += block_bytes(block, f);
     }
     return at[k];
   };
@@ -220,51 +192,14 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
     }
   }
   const double encode_start = now_s();
-  const int d = route.direction;
-  const std::size_t n_out = route.rows.size();
-  if (codecs_.adaptive) seen_width_[d][route.layer] = f;
+  if (adaptive_) adaptive_->note_width(route.direction, route.layer, f);
   for (int p = 0; p < k; ++p) {
-    pieces(route, p, true, pieces_);
+    blocks(route, p, true, blocks_);
     std::size_t at = out_at_[p];
-    for (const Piece& piece : pieces_) {
-      const std::size_t bytes = piece_bytes(piece, f);
-      std::span<std::byte> block = out_bytes.subspan(at, bytes);
+    for (const MessageBlock& block : blocks_) {
+      const std::size_t bytes = block_bytes(block, f);
+      encode_block(route, block, out_bytes.subspan(at, bytes), source, noise);
       at += bytes;
-      if (bytes_device_.kind == DeviceKind::Cpu) {
-        write_message_header(block, piece.codec, piece.count, f);
-      } else {  // written on the host, then copied up
-        std::array<std::byte, kMessageHeaderBytes> header;
-        write_message_header(header, piece.codec, piece.count, f);
-        backend(bytes_device_).copy(block.data(), header.data(), header.size());
-      }
-      std::span<const NodeId> rows = route.rows.subspan(piece.begin, piece.count);
-      std::span<const GlobalId> ids = route.ids.subspan(piece.begin, piece.count);
-      if (!piece.positions.empty()) {  // a scattered block: gather its rows and ids
-        piece_rows_.resize(piece.positions.size());
-        piece_ids_.resize(piece.positions.size());
-        for (std::size_t i = 0; i < piece.positions.size(); ++i) {
-          piece_rows_[i] = route.rows[piece.positions[i]];
-          piece_ids_[i] = route.ids[piece.positions[i]];
-        }
-        rows = piece_rows_;
-        ids = piece_ids_;
-      }
-      std::span<float> ranges;
-      if (codecs_.adaptive) {
-        ranges_.resize(static_cast<std::size_t>(piece.count));
-        ranges = ranges_;
-      }
-      encode_rows(piece.codec, block.subspan(kMessageHeaderBytes), source, rows, ids, noise,
-                  ranges);
-      if (!codecs_.adaptive) continue;
-      // Variance of a row ∝ width·range²; forward rows weigh by their receiver's aggregation
-      // weight, gradients (added into their owners' rows) by 1.
-      double* weight = row_weight_[d].data() + static_cast<std::size_t>(route.layer) * n_out;
-      for (std::int64_t i = 0; i < piece.count; ++i) {
-        const std::int64_t pos = piece.positions.empty() ? piece.begin + i : piece.positions[i];
-        const double r = ranges_[static_cast<std::size_t>(i)];
-        weight[pos] += (d == 0 ? send_weight_[static_cast<std::size_t>(pos)] : 1.0) * r * r;
-      }
     }
   }
   times_.encode_s += now_s() - encode_start;
@@ -277,26 +212,58 @@ void HaloExchange::post_encoded(const Route& route, const Tensor& source) {
   }
 }
 
-void HaloExchange::decode_piece(const Piece& piece, std::span<const std::byte> bytes,
+void HaloExchange::encode_block(const Route& route, const MessageBlock& block,
+                                std::span<std::byte> bytes, const Tensor& source,
+                                const CodecNoise& noise) {
+  const std::int64_t f = source.cols();
+  if (bytes_device_.kind == DeviceKind::Cpu) {
+    write_message_header(bytes, block.codec, block.count, f);
+  } else {  // written on the host, then copied up
+    std::array<std::byte, kMessageHeaderBytes> header;
+    write_message_header(header, block.codec, block.count, f);
+    backend(bytes_device_).copy(bytes.data(), header.data(), header.size());
+  }
+  std::span<const NodeId> rows = route.rows.subspan(block.begin, block.count);
+  std::span<const GlobalId> ids = route.ids.subspan(block.begin, block.count);
+  if (!block.positions.empty()) {  // a scattered block: gather its rows and ids
+    block_rows_.resize(block.positions.size());
+    block_ids_.resize(block.positions.size());
+    for (std::size_t i = 0; i < block.positions.size(); ++i) {
+      block_rows_[i] = route.rows[block.positions[i]];
+      block_ids_[i] = route.ids[block.positions[i]];
+    }
+    rows = block_rows_;
+    ids = block_ids_;
+  }
+  std::span<float> ranges;
+  if (adaptive_) {
+    ranges_.resize(static_cast<std::size_t>(block.count));
+    ranges = ranges_;
+  }
+  encode_rows(block.codec, bytes.subspan(kMessageHeaderBytes), source, rows, ids, noise, ranges);
+  if (adaptive_) adaptive_->add_ranges(route.direction, route.layer, block, ranges_);
+}
+
+void HaloExchange::decode_block(const MessageBlock& block, std::span<const std::byte> bytes,
                                 Tensor& dest, const std::string& where, bool check_header) {
   const std::int64_t f = dest.cols();
   if (check_header && dest.device().kind == DeviceKind::Cpu) {
-    read_message_header(bytes, piece.count, f, piece.codec, where);
+    read_message_header(bytes, block.count, f, block.codec, where);
   } else if (check_header) {  // a message in GPU memory: its header is checked on the host
     std::array<std::byte, kMessageHeaderBytes> header{};
     if (bytes.size() >= header.size())
       backend(dest.device()).copy(header.data(), bytes.data(), header.size());
-    read_message_header(header, bytes.size(), piece.count, f, piece.codec, where);
+    read_message_header(header, bytes.size(), block.count, f, block.codec, where);
   }
   bytes = bytes.subspan(kMessageHeaderBytes);
-  if (piece.positions.empty()) {
-    decode_rows(piece.codec, dest, piece.begin, piece.count, bytes);
+  if (block.positions.empty()) {
+    decode_rows(block.codec, dest, block.begin, block.count, bytes);
     return;
   }
-  piece_decoded_.resize(piece.count, f);
-  decode_rows(piece.codec, piece_decoded_, 0, piece.count, bytes);
-  for (std::int64_t i = 0; i < piece.count; ++i) {
-    std::copy_n(piece_decoded_.row<float>(i), f, dest.row<float>(piece.positions[i]));
+  block_decoded_.resize(block.count, f);
+  decode_rows(block.codec, block_decoded_, 0, block.count, bytes);
+  for (std::int64_t i = 0; i < block.count; ++i) {
+    std::copy_n(block_decoded_.row<float>(i), f, dest.row<float>(block.positions[i]));
   }
 }
 
@@ -304,12 +271,12 @@ void HaloExchange::decode_received(const Route& route, Tensor& dest, const char*
   const double start = now_s();
   const std::int64_t f = dest.cols();
   for (int p = 0; p < plan_.num_peers(); ++p) {
-    pieces(route, p, false, pieces_);
+    blocks(route, p, false, blocks_);
     const std::string where = detail::concat(what, " from rank ", p, ", layer ", route.layer);
     std::size_t at = in_at_[p];
-    for (const Piece& piece : pieces_) {
-      const std::size_t bytes = piece_bytes(piece, f);
-      decode_piece(piece, std::span<const std::byte>(message_bytes(1)).subspan(at, bytes), dest,
+    for (const MessageBlock& block : blocks_) {
+      const std::size_t bytes = block_bytes(block, f);
+      decode_block(block, std::span<const std::byte>(message_bytes(1)).subspan(at, bytes), dest,
                    where, true);
       at += bytes;
     }
@@ -340,75 +307,41 @@ void HaloExchange::check_host(const Tensor& t, const char* what) const {
                 to_string(t.device()), " takes a fixed codec");
 }
 
+void HaloExchange::start(const Route& route, const Tensor& source, Tensor& receive) {
+  if (!encoded(route.direction)) return post_raw(route, source, receive);
+  if (codecs_.adaptive || codecs_.error_feedback)
+    check_host(source, route.direction == 0 ? "start_forward" : "start_backward");
+  if (feedback_) return post_with_feedback(route, source);
+  post_encoded(route, source);
+}
+
 void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {
   TESSERA_CHECK(!active_, Internal, "halo exchange started while another is in flight");
-  const double start = now_s();
+  const double start_s = now_s();
   const std::int64_t f = x.cols();
   halo.resize(plan_.num_halo(), f, x.device());
   requests_.clear();
   forward_layer_ = layer;
-  const int tag = forward_tag(layer);
-  if (codecs_.adaptive || codecs_.forward != CodecKind::None) {
-    if (codecs_.adaptive || codecs_.error_feedback) check_host(x, "start_forward");
-    if (codecs_.error_feedback) {
-      post_with_feedback(forward_route(layer), 0, x);
-    } else {
-      post_encoded(forward_route(layer), x);
-    }
-    begin(start);
-    return;
+  if (encoded(0)) {
+    start(route(0, layer), x, halo);
+  } else {  // raw rows: gathered into message order, received in place
+    send_buffer_.resize(plan_.num_send(), f, x.device());
+    gather_rows(send_buffer_, x, send_rows_.on(x.device()));
+    start(route(0, layer), send_buffer_, halo);
   }
-  send_buffer_.resize(plan_.num_send(), f, x.device());
-  gather_rows(send_buffer_, x, send_rows_.on(x.device()));
-  for (int p = 0; p < plan_.num_peers(); ++p) {
-    if (plan_.recv_count(p) > 0) {
-      requests_.push_back(
-          comm_.irecv(row_bytes_of(halo, plan_.recv_offsets[p], plan_.recv_count(p)), p, tag));
-    }
-  }
-  for (int p = 0; p < plan_.num_peers(); ++p) {
-    if (plan_.send_count(p) > 0) {
-      requests_.push_back(comm_.isend(
-          row_bytes_of(std::as_const(send_buffer_), plan_.send_offsets[p], plan_.send_count(p)),
-          p, tag, TrafficCategory::HaloForward));
-    }
-  }
-  begin(start);
+  begin(start_s);
 }
+
 void HaloExchange::start_backward(const Tensor& d_halo, int layer) {
   TESSERA_CHECK(!active_, Internal, "halo exchange started while another is in flight");
   check_shape(d_halo, plan_.num_halo(), d_halo.cols(), "HaloExchange::start_backward d_halo");
-  const double start = now_s();
-  const std::int64_t f = d_halo.cols();
+  const double start_s = now_s();
   // receives the gradients of the rows we sent
-  send_buffer_.resize(plan_.num_send(), f, d_halo.device());
+  send_buffer_.resize(plan_.num_send(), d_halo.cols(), d_halo.device());
   requests_.clear();
   backward_layer_ = layer;
-  if (codecs_.adaptive || codecs_.backward != CodecKind::None) {
-    if (codecs_.adaptive || codecs_.error_feedback) check_host(d_halo, "start_backward");
-    if (codecs_.error_feedback) {
-      post_with_feedback(backward_route(layer), 1, d_halo);
-    } else {
-      post_encoded(backward_route(layer), d_halo);
-    }
-    begin(start);
-    return;
-  }
-  const int tag = backward_tag(layer);
-  for (int p = 0; p < plan_.num_peers(); ++p) {
-    if (plan_.send_count(p) > 0) {
-      requests_.push_back(comm_.irecv(
-          row_bytes_of(send_buffer_, plan_.send_offsets[p], plan_.send_count(p)), p, tag));
-    }
-  }
-  for (int p = 0; p < plan_.num_peers(); ++p) {
-    if (plan_.recv_count(p) > 0) {
-      requests_.push_back(
-          comm_.isend(row_bytes_of(d_halo, plan_.recv_offsets[p], plan_.recv_count(p)), p, tag,
-                      TrafficCategory::HaloBackward));
-    }
-  }
-  begin(start);
+  start(route(1, layer), d_halo, send_buffer_);
+  begin(start_s);
 }
 
 bool HaloExchange::poll() {
@@ -437,17 +370,13 @@ void HaloExchange::wait_all_timed() {
 void HaloExchange::finish_forward(Tensor& halo) {
   const int layer = forward_layer_;
   wait_all_timed();
-  if (codecs_.adaptive || codecs_.forward != CodecKind::None) {
-    decode_received(forward_route(layer), halo, "halo forward");
-  }
+  if (encoded(0)) decode_received(route(0, layer), halo, "halo forward");
 }
 
 void HaloExchange::finish_backward(Tensor& d_x) {
   const int layer = backward_layer_;
   wait_all_timed();
-  if (codecs_.adaptive || codecs_.backward != CodecKind::None) {
-    decode_received(backward_route(layer), send_buffer_, "halo backward");
-  }
+  if (encoded(1)) decode_received(route(1, layer), send_buffer_, "halo backward");
   const double start = now_s();
   scatter_add_rows(d_x, send_buffer_, send_rows_.on(d_x.device()));
   times_.exposed_s += now_s() - start;

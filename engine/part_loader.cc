@@ -5,16 +5,14 @@
 #include <filesystem>
 
 #include "comm/agreement.h"
-#include "datasets/loaders.h"
+#include "comm/message_tags.h"
 #include "core/error.h"
+#include "datasets/loaders.h"
 #include "engine/system.h"
 #include "partition/partition_store.h"
 
 namespace tessera {
 namespace {
-
-constexpr int kPartSizeTag = 7001;
-constexpr int kPartImageTag = 7002;
 
 void check_parts_flag(const PartSource& source, const Communicator& comm) {
   TESSERA_CHECK(source.parts == 0 || source.parts == comm.size(), InvalidArgument, "--parts ",
@@ -117,14 +115,14 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
       size = image.size();
     });
     if (root) {
-      comm.isend({reinterpret_cast<const std::byte*>(&size), sizeof size}, r, kPartSizeTag,
+      comm.isend({reinterpret_cast<const std::byte*>(&size), sizeof size}, r, tags::kPartSize,
                  TrafficCategory::Setup)
           ->wait();
-      comm.isend(image, r, kPartImageTag, TrafficCategory::Setup)->wait();
+      comm.isend(image, r, tags::kPartImage, TrafficCategory::Setup)->wait();
     } else if (comm.rank() == r) {
-      comm.irecv({reinterpret_cast<std::byte*>(&size), sizeof size}, 0, kPartSizeTag)->wait();
+      comm.irecv({reinterpret_cast<std::byte*>(&size), sizeof size}, 0, tags::kPartSize)->wait();
       image.resize(static_cast<std::size_t>(size));
-      comm.irecv(image, 0, kPartImageTag)->wait();
+      comm.irecv(image, 0, tags::kPartImage)->wait();
     }
     run_agreed(comm, "receiving part " + std::to_string(r), [&] {
       if (comm.rank() != r) return;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "comm/codec.h"
+#include "comm/message_tags.h"
 #include "core/error.h"
 #include "core/kernels.h"
 #include "engine/halo_propagator.h"
@@ -23,11 +24,6 @@ std::int64_t layer_in(int l, std::int64_t in, std::int64_t hidden) { return l ==
 std::int64_t layer_out(int l, int layers, std::int64_t hidden, std::int64_t out) {
   return l + 1 == layers ? out : hidden;
 }
-
-// Message tags on a part's pipe communicator.
-int forward_tag(int chunk) { return 2 * chunk; }
-int backward_tag(int chunk) { return 2 * chunk + 1; }
-constexpr int kEvalTag = 1 << 24;
 
 std::span<std::byte> bytes_of(Tensor& t) {
   return {reinterpret_cast<std::byte*>(t.raw()), t.bytes()};
@@ -326,8 +322,8 @@ void PipelineEngine::forward_chunk(Model& model, int c, std::int64_t epoch, std:
   Chunk& k = chunk_state_[static_cast<std::size_t>(c)];
   const Tensor* input = &k.features;
   if (!layout_.first_stage()) {
-    receive_rows(k.input, c, config_.hidden_channels, layout_.stage - 1, forward_tag(c), false,
-                 k.received);
+    receive_rows(k.input, c, config_.hidden_channels, layout_.stage - 1, tags::pipeline_forward(c),
+                 false, k.received);
     input = &k.input;
   }
   model.forward(k.output, *input, k.context, /*training=*/true, epoch, c);
@@ -336,21 +332,21 @@ void PipelineEngine::forward_chunk(Model& model, int c, std::int64_t epoch, std:
                                    k.loss_rows, loss_scale_);
   } else {
     const int next_layer = layout_.first_layer() + layout_.num_layers();
-    send_rows(k.output, c, layout_.stage + 1, forward_tag(c), next_layer, false, seed, epoch,
-              k.forward_bytes);
+    send_rows(k.output, c, layout_.stage + 1, tags::pipeline_forward(c), next_layer, false, seed,
+              epoch, k.forward_bytes);
   }
 }
 
 void PipelineEngine::backward_chunk(Model& model, int c, std::int64_t epoch, std::uint64_t seed) {
   Chunk& k = chunk_state_[static_cast<std::size_t>(c)];
   if (!layout_.last_stage()) {
-    receive_rows(k.d_output, c, config_.hidden_channels, layout_.stage + 1, backward_tag(c), true,
-                 k.received);
+    receive_rows(k.d_output, c, config_.hidden_channels, layout_.stage + 1,
+                 tags::pipeline_backward(c), true, k.received);
   }
   model.backward(k.d_output, k.context, layout_.first_stage() ? nullptr : &k.d_input, c);
   if (!layout_.first_stage()) {
-    send_rows(k.d_input, c, layout_.stage - 1, backward_tag(c), layout_.first_layer(), true, seed,
-              epoch, k.backward_bytes);
+    send_rows(k.d_input, c, layout_.stage - 1, tags::pipeline_backward(c), layout_.first_layer(),
+              true, seed, epoch, k.backward_bytes);
   }
 }
 
@@ -408,7 +404,7 @@ void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) 
       copy_rows_into(input, chunks_.begin(c), chunk_state_[static_cast<std::size_t>(c)].features);
   } else {
     input.resize(n, config_.hidden_channels);
-    pipe_comm_->irecv(bytes_of(input), layout_.stage - 1, kEvalTag)->wait();
+    pipe_comm_->irecv(bytes_of(input), layout_.stage - 1, tags::kPipelineEval)->wait();
   }
   model.set_inference_slot(chunks);  // two layers of activations, not all of them
   GraphContext context;
@@ -418,8 +414,9 @@ void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) 
   Tensor output;
   model.forward(output, input, context, /*training=*/false, epoch, chunks);
   if (!layout_.last_stage()) {
-    pipe_comm_->isend(bytes_of(std::as_const(output)), layout_.stage + 1, kEvalTag,
-                      TrafficCategory::Pipeline)
+    pipe_comm_
+        ->isend(bytes_of(std::as_const(output)), layout_.stage + 1, tags::kPipelineEval,
+                TrafficCategory::Pipeline)
         ->wait();
     logits = Tensor();
     return;

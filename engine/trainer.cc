@@ -17,15 +17,16 @@
 #include "comm/agreement.h"
 #include "comm/codec.h"
 #include "comm/gpu_communicator.h"
-#include "datasets/evaluator.h"
+#include "comm/message_tags.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/kernels.h"
+#include "datasets/evaluator.h"
 #include "engine/checkpoint.h"
 #include "engine/halo_propagator.h"
 #include "engine/loss.h"
-#include "engine/pipeline.h"
 #include "engine/optimizer.h"
+#include "engine/pipeline.h"
 #include "engine/system.h"
 
 namespace tessera {
@@ -139,7 +140,6 @@ double split_rocauc(Communicator& comm, const Tensor& logits, const Tensor& targ
   comm.all_reduce_max(counts);
   const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
   double value = 0.0;
-  constexpr int kTag = 1 << 20;
   if (comm.rank() == 0) {
     Tensor all(total, 2 * t);
     std::copy_n(local.f32(), local.numel(), all.f32());
@@ -150,7 +150,7 @@ double split_rocauc(Communicator& comm, const Tensor& logits, const Tensor& targ
       if (counts[r] > 0) {
         requests.push_back(comm.irecv(
             {reinterpret_cast<std::byte*>(all.row<float>(offset)), counts[r] * row_bytes}, r,
-            kTag));
+            tags::kRocAucRows));
       }
       offset += counts[r];
     }
@@ -162,8 +162,8 @@ double split_rocauc(Communicator& comm, const Tensor& logits, const Tensor& targ
     }
     value = mean_rocauc(y_true, y_score);
   } else if (n > 0) {
-    comm.isend({reinterpret_cast<const std::byte*>(local.raw()), local.bytes()}, 0, kTag,
-               TrafficCategory::Setup)
+    comm.isend({reinterpret_cast<const std::byte*>(local.raw()), local.bytes()}, 0,
+               tags::kRocAucRows, TrafficCategory::Setup)
         ->wait();
   }
   comm.broadcast({reinterpret_cast<std::byte*>(&value), sizeof value}, 0, TrafficCategory::Setup);
