@@ -40,49 +40,10 @@ void ensure_mpi() {
   });
 }
 
-TrainConfig to_config(const Options& o) {
-  TrainConfig c;
-  c.model = parse_model_kind(o.model);
-  c.num_layers = o.num_layers;
-  c.hidden_channels = o.hidden_channels;
-  c.dropout = o.dropout;
-  c.input_dropout = o.input_dropout;
-  c.lr = o.lr;
-  c.weight_decay = o.weight_decay;
-  c.epochs = o.epochs;
-  c.seed = o.seed;
-  c.normalize_features = o.normalize_features;
-  c.eval_every = o.eval_every;
-  c.runs = o.runs;
-  c.batch_norm = o.batch_norm;
-  c.threads = o.threads;
-  c.device = o.device;
-  c.parallel = parse_parallel_mode(o.parallel);
-  c.stages = o.stages;
-  c.chunks = o.chunks;
-  c.memory_budget_gb = o.memory_budget_gb;
-  c.codec = o.codec;
-  c.codec_backward = o.codec_backward;
-  c.error_feedback = o.error_feedback;
-  c.bit_budget = o.bit_budget;
-  c.replan_every = o.replan_every;
-  c.checkpoint_dir = o.checkpoint_dir;
-  c.checkpoint_every = o.checkpoint_every;
-  c.keep_checkpoints = o.keep_checkpoints;
-  TESSERA_CHECK(o.resume == "auto" || o.resume == "require" || o.resume == "never",
-                InvalidArgument, "resume must be auto, require or never, got '", o.resume, "'");
-  c.resume = o.resume == "require" ? ResumeMode::Require
-             : o.resume == "never" ? ResumeMode::Never
-                                   : ResumeMode::Auto;
-  TESSERA_CHECK(c.resume != ResumeMode::Require || !c.checkpoint_dir.empty(), InvalidArgument,
-                "--resume needs --checkpoint-dir");
-  c.handle_signals = o.handle_signals;
-  c.metrics_file = o.metrics_file;
-  c.summary_file = o.summary_file;
-  c.progress = o.verbosity >= 2;
-  validate(c);
-  TESSERA_CHECK(o.runs >= 1, InvalidArgument, "--runs must be at least 1, got ", o.runs);
-  return c;
+TrainConfig to_config(const Options& options) {
+  TrainConfig config(options);
+  validate(config);
+  return config;
 }
 
 [[noreturn]] void rethrow_public(const Error& e) {
@@ -222,9 +183,9 @@ Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique
     }
     // Pipelined modes refuse a stage that would not fit: by default this node's memory shared
     // among its ranks.
-    if (s.config.memory_budget_gb == 0.0) {
-      s.config.memory_budget_gb = static_cast<double>(physical_memory_bytes()) /
-                                  std::max(1, s.comm->ranks_on_node()) / (1024.0 * 1024.0 * 1024.0);
+    if (s.config.memory_budget == 0.0) {
+      s.config.memory_budget = static_cast<double>(physical_memory_bytes()) /
+                               std::max(1, s.comm->ranks_on_node()) / (1024.0 * 1024.0 * 1024.0);
     }
   });
 }
@@ -239,19 +200,21 @@ const Options& Session::options() const { return impl_->options; }
 
 void Session::Impl::load(PartSource source) {
   const bool root = comm->rank() == 0;
-  source.partitions_dir = options.partitions_dir;
+  source.partitions_dir = options.partitions;
   source.parts = options.parts;
   source.launcher_tasks = launch.slurm_tasks;
   source.method = run_agreed(*comm, "checking options",
                              [&] { return parse_partition_method(options.partition); });
   source.seed = config.seed;
-  source.progress = config.progress && root;
+  source.progress = config.progress() && root;
   trainer.reset();
   results.clear();
   since_start = Stopwatch();
-  LoadedPart loaded = config.parallel == ParallelMode::Graph ? load_part(source, *comm)
-                                                             : load_pipelined(std::move(source));
+  const bool dataset_given = source.dataset_given;  // else a store's dataset is recorded
+  LoadedPart loaded = config.mode() == ParallelMode::Graph ? load_part(source, *comm)
+                                                           : load_pipelined(std::move(source));
   info = loaded.part.dataset;
+  if (!dataset_given && !loaded.dataset_spec.empty()) config.dataset = loaded.dataset_spec;
   method = loaded.method;
   stats = loaded.stats;
   load_s = loaded.load_s;
@@ -281,9 +244,9 @@ LoadedPart Session::Impl::load_pipelined(PartSource source) {
   const PipelineLayout layout = run_agreed(*comm, "checking --parallel", [&] {
     const PipelineLayout l = pipeline_layout(config, rank, comm->size(), unit);
     TESSERA_CHECK(options.parts == 0 || options.parts == l.groups, InvalidArgument, "--parts ",
-                  options.parts, ": --parallel ", to_string(config.parallel), " with ",
-                  comm->size(), " ranks and ", l.stages, " stages trains ", l.groups,
-                  " graph part", l.groups == 1 ? "" : "s");
+                  options.parts, ": --parallel ", config.parallel, " with ", comm->size(),
+                  " ranks and ", l.stages, " stages trains ", l.groups, " graph part",
+                  l.groups == 1 ? "" : "s");
     return l;
   });
   std::unique_ptr<Communicator> first_stages = comm->split(layout.first_stage() ? 0 : 1, rank);
@@ -311,10 +274,15 @@ LoadedPart Session::Impl::load_pipelined(PartSource source) {
   return loaded;
 }
 
+void Session::load() {
+  const Options& o = impl_->options;
+  load(o.partitions.empty() || o.dataset != Options{}.dataset ? o.dataset : std::string());
+}
+
 void Session::load(const std::string& spec) {
   impl_->guarded([&] {
     run_agreed(*impl_->comm, "checking the dataset", [&] {
-      TESSERA_CHECK(!spec.empty() || !impl_->options.partitions_dir.empty(), InvalidArgument,
+      TESSERA_CHECK(!spec.empty() || !impl_->options.partitions.empty(), InvalidArgument,
                     "Session::load: no dataset given (a path, synth:PRESET or a partition store)");
     });
     PartSource source;
@@ -328,7 +296,7 @@ void Session::load(const std::string& spec) {
 void Session::load(const GraphView& graph) {
   impl_->guarded([&] {
     run_agreed(*impl_->comm, "checking the graph", [&] {
-      TESSERA_CHECK(impl_->options.partitions_dir.empty(), InvalidArgument,
+      TESSERA_CHECK(impl_->options.partitions.empty(), InvalidArgument,
                     "Session::load(GraphView) partitions in process: leave --partitions unset");
     });
     PartSource source;
@@ -368,15 +336,13 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
     const TrainConfig& config = s.config;
     std::optional<MetricsWriter> metrics;
     run_agreed(*s.comm, "opening the metrics file", [&] {
-      if (root)
-        metrics.emplace(config.metrics_file, s.info.eval_metric,
-                        parallel_info(*s.trainer, s.comm->size()));
+      if (root) metrics.emplace(config.metrics, s.info.eval_metric, s.trainer->parallel_info());
     });
     s.results.clear();
     const TrainOutcome outcome = s.trainer->train([&](const EpochRecord& record) {
       if (root) {
         metrics->write(record);
-        if (config.progress && !record.replayed) {
+        if (config.progress() && !record.replayed) {
           if (!record.bit_plan.empty())
             std::fprintf(stderr, "Bit plan (rank 0), epoch %d: %s\n", record.epoch,
                          record.bit_plan.c_str());
@@ -407,7 +373,7 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
     run_agreed(*s.comm, "writing results", [&] {
       if (!root) return;
       metrics->commit();
-      if (config.summary_file.empty()) return;
+      if (config.summary.empty()) return;
       RunInfo run_info;
       run_info.config = &config;
       run_info.dataset = &s.info;
@@ -424,8 +390,8 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
             std::max(run_info.peak_rss_bytes_max, static_cast<std::uint64_t>(bytes));
         run_info.peak_rss_bytes_sum += static_cast<std::uint64_t>(bytes);
       }
-      run_info.parallel = parallel_info(*s.trainer, s.comm->size());
-      write_file_atomic(config.summary_file, summary_json(run_info, s.results));
+      run_info.parallel = s.trainer->parallel_info();
+      write_file_atomic(config.summary, summary_json(run_info, s.results));
     });
     return out;
   });
@@ -460,9 +426,8 @@ std::vector<std::int64_t> Session::node_ids() const {
 Matrix Session::embeddings(int layer) const {
   return impl_->guarded([&] {
     impl_->require_trained("embeddings");
-    TESSERA_CHECK(impl_->config.parallel == ParallelMode::Graph, InvalidArgument,
-                  "Session::embeddings: not available with parallel=",
-                  to_string(impl_->config.parallel),
+    TESSERA_CHECK(impl_->config.mode() == ParallelMode::Graph, InvalidArgument,
+                  "Session::embeddings: not available with parallel=", impl_->config.parallel,
                   " (each rank holds the activations of its stage's chunks only); train with "
                   "parallel=graph to read embeddings");
     const int layers = impl_->config.num_layers;

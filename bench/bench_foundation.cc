@@ -271,14 +271,14 @@ struct TrainResult {
 
 TrainResult measure_training(const Dataset& data, const Flags& flags) {
   TrainConfig config;
-  config.model = ModelKind::Gcn;
+  config.model = "gcn";
   config.num_layers = flags.layers;
   config.hidden_channels = flags.hidden;
   config.dropout = 0.5f;
   config.epochs = flags.warmup + flags.epochs;
   config.eval_every = config.epochs + 1;  // evaluates once, after the last epoch only
   config.threads = flags.threads;
-  config.progress = false;
+  config.verbosity = 0;
   Trainer trainer(config, data);
   std::vector<double> timed;
   RunResult run = trainer.train_run(0, [&](const EpochRecord& record) {

@@ -15,11 +15,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sstream>
 
+#include "core/error.h"
 #include "datasets/dataset.h"
 #include "datasets/hdf5_io.h"
-#include "core/error.h"
+#include "engine/option_table.h"
 
 namespace tessera {
 namespace {
@@ -28,13 +28,6 @@ using Json = nlohmann::json;
 namespace fs = std::filesystem;
 constexpr int kCategories = static_cast<int>(TrafficCategory::Count);
 constexpr const char* kKind = "tessera-checkpoint";
-
-std::string text_of(double value) {
-  std::ostringstream os;
-  os.precision(9);
-  os << value;
-  return os.str();
-}
 
 // FNV-1a over a sequence of byte ranges.
 class Checksum {
@@ -231,25 +224,10 @@ void sync_directory(const fs::path& dir) {
 }  // namespace
 
 CheckpointIdentity checkpoint_identity(const TrainConfig& c, const DatasetInfo& d) {
-  return {{"dataset", d.name + " (fingerprint " + fingerprint_hex(d.fingerprint) + ")"},
-          {"--model", to_string(c.model)},
-          {"--num-layers", std::to_string(c.num_layers)},
-          {"--hidden-channels", std::to_string(c.hidden_channels)},
-          {"--dropout", text_of(c.dropout)},
-          {"--input-dropout", text_of(c.input_dropout)},
-          {"--lr", text_of(c.lr)},
-          {"--weight-decay", text_of(c.weight_decay)},
-          {"--epochs", std::to_string(c.epochs)},
-          {"--seed", std::to_string(c.seed)},
-          {"--normalize-features", c.normalize_features ? "on" : "off"},
-          {"--eval-every", std::to_string(c.eval_every)},
-          {"--runs", std::to_string(c.runs)},
-          {"--batch-norm", c.batch_norm ? "on" : "off"},
-          {"--codec", c.codec},
-          {"--codec-backward", c.codec_backward.empty() ? c.codec : c.codec_backward},
-          {"--error-feedback", c.error_feedback ? "on" : "off"},
-          {"--bit-budget", c.codec == "adaptive" ? text_of(c.bit_budget) : "-"},
-          {"--replan-every", c.codec == "adaptive" ? std::to_string(c.replan_every) : "-"}};
+  CheckpointIdentity identity = {
+      {"dataset", d.name + " (fingerprint " + fingerprint_hex(d.fingerprint) + ")"}};
+  for (auto& entry : identity_values(c)) identity.push_back(std::move(entry));
+  return identity;
 }
 
 std::string identity_difference(const CheckpointIdentity& saved, const CheckpointIdentity& now) {
@@ -420,6 +398,61 @@ std::vector<std::byte> read_file_bytes(const fs::path& path) {
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   TESSERA_CHECK(in.good() || bytes.empty(), Io, "reading '", path.string(), "' failed");
   return bytes;
+}
+
+// Fingerprint of the partitioning (which rank owns which node): FNV-1a of each rank's owned ids,
+// gathered with one all-reduce and combined in rank order.
+std::uint64_t partition_fingerprint(Communicator& comm, std::span<const GlobalId> owned_ids) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (GlobalId id : owned_ids) {
+    hash ^= static_cast<std::uint64_t>(id);
+    hash *= 0x100000001b3ULL;
+  }
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(comm.size()), 0);
+  slots[static_cast<std::size_t>(comm.rank())] = static_cast<std::int64_t>(hash >> 1);
+  comm.all_reduce_max(slots);
+  std::uint64_t combined = 0xcbf29ce484222325ULL;
+  for (std::int64_t slot : slots) {
+    combined ^= static_cast<std::uint64_t>(slot);
+    combined *= 0x100000001b3ULL;
+  }
+  return combined;
+}
+
+// Rank 0 picks the newest valid checkpoint of config.checkpoint_dir (setting corrupt ones aside
+// as NAME.corrupt, with a warning) and checks that it belongs to this configuration; returns
+// its image and path, or nothing. Throws on rank 0 only: call inside run_agreed.
+std::vector<std::byte> find_checkpoint(const TrainConfig& config,
+                                       const CheckpointIdentity& identity, std::string& path_out) {
+  const std::filesystem::path dir = config.checkpoint_dir;
+  for (const CheckpointFile& file : list_checkpoints(dir)) {
+    std::vector<std::byte> image;
+    std::string problem;
+    CheckpointState state;
+    try {
+      image = read_file_bytes(file.path);
+      // The label names the in-memory image (not the file, which HDF5 would then see as open).
+      state = checkpoint_from_image(image, "checkpoint " + file.path.string());
+    } catch (const Error& e) {
+      problem = e.message();
+    }
+    if (!problem.empty()) {
+      std::fprintf(stderr, "warning: skipping checkpoint %s: %s (set aside as %s.corrupt)\n",
+                   file.path.string().c_str(), problem.c_str(), file.path.filename().c_str());
+      std::error_code ignored;
+      std::filesystem::rename(file.path, file.path.string() + ".corrupt", ignored);
+      continue;
+    }
+    const std::string difference = identity_difference(state.identity, identity);
+    TESSERA_CHECK(difference.empty(), InvalidArgument, "checkpoint ", file.path.string(),
+                  " belongs to another configuration or dataset (", difference,
+                  "): use another --checkpoint-dir, or --no-resume to start over and replace it");
+    path_out = file.path.string();
+    return image;
+  }
+  TESSERA_CHECK(config.resume_mode() != ResumeMode::Require, InvalidArgument,
+                "--resume: no valid checkpoint in --checkpoint-dir ", dir.string());
+  return {};
 }
 
 }  // namespace tessera

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"
 #include "partition/graph_part.h"
@@ -73,6 +74,16 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& dir,
 void prune_checkpoints(const std::filesystem::path& dir, int keep);
 // Creates dir if needed and checks that a file can be created in it (Io naming it otherwise).
 void check_checkpoint_dir(const std::filesystem::path& dir);
+
+// Fingerprint of the partitioning (which rank owns which node): FNV-1a of each rank's owned ids,
+// gathered with one all-reduce and combined in rank order. Collective.
+std::uint64_t partition_fingerprint(Communicator& comm, std::span<const GlobalId> owned_ids);
+// Rank 0 picks the newest valid checkpoint of config.checkpoint_dir (setting corrupt ones aside
+// as NAME.corrupt, with a warning) and checks that it belongs to `identity`; returns its image
+// and path, or nothing (InvalidArgument with --resume). Throws on rank 0 only: call inside
+// run_agreed.
+std::vector<std::byte> find_checkpoint(const TrainConfig& config,
+                                       const CheckpointIdentity& identity, std::string& path_out);
 
 // Whole file as bytes; Io naming it when it cannot be read.
 std::vector<std::byte> read_file_bytes(const std::filesystem::path& path);

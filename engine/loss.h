@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/csr.h"
 #include "core/tensor.h"
+#include "partition/graph_part.h"
 
 namespace tessera {
 
@@ -18,5 +20,13 @@ namespace tessera {
 double loss_and_gradient(Tensor& d_logits, Tensor& logp, const Tensor& logits, bool multiclass,
                          std::span<const std::int64_t> labels, const Tensor& targets,
                          std::span<const NodeId> rows, float scale);
+
+// The rows of a part that enter the training loss: its training rows with a label (multi-class;
+// every training row for multi-label) and the loss terms they hold (labels, or non-NaN targets).
+struct LossRows {
+  std::vector<NodeId> rows;  // local ids, increasing
+  std::int64_t terms = 0;
+};
+LossRows loss_rows(const GraphPart& part);
 
 }  // namespace tessera

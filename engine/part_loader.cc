@@ -55,6 +55,7 @@ LoadedPart from_store(const PartSource& source, Communicator& comm) {
   });
   out.method = to_string(meta.method);
   out.stats = meta.stats;
+  out.dataset_spec = meta.dataset_spec;
   out.load_s = watch.seconds();
   return out;
 }

@@ -35,6 +35,7 @@ struct LoadedPart {
   std::string method = "none";           // metis | random | block | none (one rank, no store)
   std::optional<PartitionStats> stats;   // on rank 0 (and on every rank with a store)
   double load_s = 0.0;                   // reading the dataset or the part
+  std::string dataset_spec;              // a store's: the dataset it was made from
 };
 
 // Collective over `comm`. Throws AgreedError (the same on every rank) when any rank fails.

@@ -12,7 +12,6 @@
 #include "comm/message_tags.h"
 #include "core/error.h"
 #include "core/kernels.h"
-#include "engine/halo_propagator.h"
 #include "engine/loss.h"
 #include "engine/system.h"
 
@@ -38,7 +37,7 @@ std::vector<double> layer_costs(ModelKind kind, int layers, std::int64_t in_chan
                                 std::int64_t hidden, std::int64_t out_channels,
                                 std::int64_t nodes, std::int64_t nnz) {
   std::vector<double> cost;
-  const double gemms = kind == ModelKind::Sage ? 2.0 : 1.0;  // SAGE adds the root weight
+  const double gemms = kind->gemms;  // e.g. SAGE adds the root weight
   for (int l = 0; l < layers; ++l) {
     const std::int64_t f_in = layer_in(l, in_channels, hidden);
     const std::int64_t f_out = layer_out(l, layers, hidden, out_channels);
@@ -84,10 +83,10 @@ std::vector<int> balance_layers(std::span<const double> cost, int stages) {
 PipelineLayout pipeline_layout(const TrainConfig& config, int rank, int ranks,
                                std::span<const double> layer_cost) {
   PipelineLayout layout;
-  layout.mode = config.parallel;
+  layout.mode = config.mode();
   const int layers = config.num_layers;
   int stages = config.stages;
-  if (config.parallel == ParallelMode::Pipeline) {
+  if (layout.mode == ParallelMode::Pipeline) {
     if (stages == 0) stages = ranks;
     TESSERA_CHECK(stages == ranks, InvalidArgument, "--parallel pipeline runs one stage per rank: "
                   "--stages ", stages, " does not match the ", ranks,
@@ -132,7 +131,10 @@ StageMemory estimate_stage_memory(const PipelineLayout& layout, ModelKind kind,
     // input where the backward needs it (SAGE, or a GCN layer that transforms first); weights
     // per slot.
     const double per_node = 3.0 * f_out + std::max(f_in, f_out) +
-                            (kind == ModelKind::Sage || f_out < f_in ? f_in : 0.0);
+                            (kind->backward_reads_input(layer_in(l, in_channels, hidden),
+                                                        layer_out(l, layers, hidden, out_channels))
+                                 ? f_in
+                                 : 0.0);
     floats += n * per_node + static_cast<double>(layout.chunks + 1) * f_in * f_out * 4.0;
   }
   // The stage's input and output per chunk and their gradients, the backward workspaces (three
@@ -171,7 +173,8 @@ struct PipelineEngine::Chunk {
 PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& layout,
                                GraphPart& part, Communicator& world, const Csr& op,
                                MatrixSymmetry owned_symmetry, std::span<const NodeId> loss_rows,
-                               std::int64_t loss_terms_total)
+                               std::int64_t loss_terms_total,
+                               const PartExchangeFactory& part_exchange)
     : config_(config), layout_(layout) {
   pipe_comm_ = world.split(layout.group, layout.stage);
   stage_comm_ = world.split(layout.stage, layout.group);
@@ -186,19 +189,14 @@ PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& 
   halo_ids_ = g.halo_ids;
   halo_plan_ = g.halo;
   for (NodeId& row : halo_plan_.send_rows) row = chunks_.position[static_cast<std::size_t>(row)];
-  forward_codec_ = parse_codec(config.codec);
-  backward_codec_ =
-      config.codec_backward.empty() ? forward_codec_ : parse_codec(config.codec_backward);
+  forward_codec_ = config.forward_codec();
+  backward_codec_ = config.backward_codec();
   global_nodes_ = part.dataset.num_nodes;
   loss_scale_ = 1.0f / static_cast<float>(loss_terms_total);
   multiclass_ = part.dataset.task == TaskType::MultiClass;
-  if (layout.groups > 1) {
-    ExchangeCodecs codecs;
-    codecs.forward = forward_codec_;
-    codecs.backward = backward_codec_;
-    codecs.num_layers = config.num_layers;
-    halo_ = std::make_unique<HaloExchange>(*stage_comm_, halo_plan_, owned_ids_, halo_ids_, codecs);
-    eval_propagator_ = std::make_unique<HaloPropagator>(op_->whole(), owned_symmetry, *halo_);
+  if (part_exchange && layout.groups > 1) {
+    part_exchange_ = part_exchange(*stage_comm_, halo_plan_, owned_ids_, halo_ids_);
+    eval_propagator_ = part_exchange_->eval_propagator(op_->whole(), owned_symmetry);
   } else {
     eval_propagator_ = std::make_unique<LocalPropagator>(op_->whole(), owned_symmetry);
   }
@@ -214,7 +212,7 @@ PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& 
     k.propagator = std::make_unique<ChunkPropagator>(*op_, *history_, chunks_, c);
     k.ids = std::span<const GlobalId>(owned_ids_).subspan(static_cast<std::size_t>(first),
                                                           static_cast<std::size_t>(rows));
-    (config.model == ModelKind::Sage ? k.context.mean : k.context.gcn) = k.propagator.get();
+    k.context.set_propagator(*config.kind()->op, k.propagator.get());
     k.context.global_ids = k.ids;
     k.context.global_num_nodes = global_nodes_;
     const std::span<const NodeId> order =
@@ -258,7 +256,7 @@ ModelConfig PipelineEngine::stage_model(const ModelConfig& whole) const {
 
 void PipelineEngine::reset_run() {
   history_->clear();
-  if (halo_) halo_->reset_residuals();
+  if (part_exchange_) part_exchange_->reset();
 }
 
 ExchangeTimes PipelineEngine::times() const {
@@ -371,27 +369,12 @@ double PipelineEngine::train_step(Model& model, std::int64_t epoch, std::uint64_
   wait_all(sends_);
   wait_s_ += watch.seconds();
   sends_.clear();
-  if (halo_) refresh_halos(epoch, seed);
-  return loss_sum_;
-}
-
-void PipelineEngine::refresh_halos(std::int64_t epoch, std::uint64_t seed) {
-  halo_->reset_times();
-  halo_->set_noise(seed, static_cast<std::uint64_t>(epoch));
-  for (int l = layout_.first_layer(); l < layout_.first_layer() + layout_.num_layers(); ++l) {
-    History::Layer& h = history_->layer(l);
-    // Boundary rows of this epoch's inputs to the parts that aggregate them ...
-    halo_->start_forward(h.inputs, h.halo_inputs, l);
-    halo_->finish_forward(h.halo_inputs);
-    // ... and what this part's rows contribute to the gradients of the other parts' rows.
-    if (!h.backward_used) continue;
-    d_halo_.resize(op_->num_halo(), h.grads.cols());
-    spmm(d_halo_, op_->halo_t().view(), h.grads);
-    h.remote_grads.zero();
-    halo_->start_backward(d_halo_, l);
-    halo_->finish_backward(h.remote_grads);
+  if (part_exchange_) {
+    part_exchange_->refresh(*history_, *op_, layout_.first_layer(), layout_.num_layers(), epoch,
+                            seed);
+    halo_times_ = part_exchange_->times();
   }
-  halo_times_ = halo_->times();
+  return loss_sum_;
 }
 
 void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) {
@@ -408,7 +391,7 @@ void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) 
   }
   model.set_inference_slot(chunks);  // two layers of activations, not all of them
   GraphContext context;
-  (config_.model == ModelKind::Sage ? context.mean : context.gcn) = eval_propagator_.get();
+  context.set_propagator(*config_.kind()->op, eval_propagator_.get());
   context.global_ids = owned_ids_;
   context.global_num_nodes = global_nodes_;
   Tensor output;

@@ -8,12 +8,13 @@
 // rows of the chunks already done, the previous epoch's for the others, so only the chunk's own
 // rows cross the stage boundary: ~2 (S-1) N H values per epoch whatever the depth.
 // Hybrid adds, after each epoch, a halo exchange between the parts at the stage level (the
-// boundary rows of every layer's buffers, staleness one epoch) and an all-reduce of each
-// stage's weight gradients over the G parts. Evaluation is exact: a layer-by-layer pass with
-// fresh halos, no chunks.
+// boundary rows of every layer's buffers, staleness one epoch; a PartExchange, engine/
+// hybrid_mode.cc) and an all-reduce of each stage's weight gradients over the G parts.
+// Evaluation is exact: a layer-by-layer pass with fresh halos, no chunks.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -21,6 +22,7 @@
 
 #include "comm/communicator.h"
 #include "comm/halo_exchange.h"
+#include "core/halo_plan.h"
 #include "engine/chunk_graph.h"
 #include "engine/train_config.h"
 #include "layers/model.h"
@@ -67,15 +69,38 @@ StageMemory estimate_stage_memory(const PipelineLayout& layout, ModelKind kind,
                                   std::int64_t out_channels, std::int64_t nodes,
                                   std::int64_t halo_nodes, std::int64_t nnz);
 
+// What hybrid mode adds between the G parts at one stage: after each epoch the halo rows of the
+// stage's historical buffers (and the gradient contributions to other parts' rows), and the
+// propagator of the exact evaluation pass, with fresh halos. Pipeline mode has none.
+class PartExchange {
+ public:
+  virtual ~PartExchange() = default;
+  virtual void reset() = 0;  // a new run
+  // Refreshes the halo rows of the buffers of layers [first, first + count) of `history` after
+  // the epoch's chunks, with `op` the part's operator in chunk order.
+  virtual void refresh(History& history, const ChunkedOperator& op, int first, int count,
+                       std::int64_t epoch, std::uint64_t seed) = 0;
+  virtual std::unique_ptr<Propagator> eval_propagator(const Csr& whole,
+                                                      MatrixSymmetry symmetry) = 0;
+  virtual ExchangeTimes times() const = 0;  // of the last refresh
+};
+// Makes the PartExchange of a stage over `stage_comm` (this stage in every part) from the part's
+// halo plan with rows in chunk order and its ids; the arguments outlive it.
+using PartExchangeFactory = std::function<std::unique_ptr<PartExchange>(
+    Communicator& stage_comm, const HaloPlan& plan, std::span<const GlobalId> owned_ids,
+    std::span<const GlobalId> halo_ids)>;
+
 class PipelineEngine {
  public:
   // Collective over `world`. `part` is this rank's group's part (owned rows in local order);
   // `op` (N, N + H) its normalised operator; loss_rows the local rows with a training label.
   // The engine keeps what it needs (features of its chunks on the first stage, labels on the
-  // last) and releases part.features. Throws InvalidArgument when the layout does not fit.
+  // last) and releases part.features. `part_exchange` (hybrid) makes the exchange between the
+  // parts. Throws InvalidArgument when the layout does not fit.
   PipelineEngine(const TrainConfig& config, const PipelineLayout& layout, GraphPart& part,
                  Communicator& world, const Csr& op, MatrixSymmetry owned_symmetry,
-                 std::span<const NodeId> loss_rows, std::int64_t loss_terms_total);
+                 std::span<const NodeId> loss_rows, std::int64_t loss_terms_total,
+                 const PartExchangeFactory& part_exchange = {});
   ~PipelineEngine();
 
   const PipelineLayout& layout() const { return layout_; }
@@ -101,7 +126,6 @@ class PipelineEngine {
   struct Chunk;
   void forward_chunk(Model& model, int c, std::int64_t epoch, std::uint64_t seed);
   void backward_chunk(Model& model, int c, std::int64_t epoch, std::uint64_t seed);
-  void refresh_halos(std::int64_t epoch, std::uint64_t seed);
   // Sends rows of x (one chunk) to the neighbouring stage `peer` (pipe ranks), encoded with
   // `codec`, keyed for the noise by `layer`; keeps the message alive in `bytes` until waited.
   void send_rows(const Tensor& x, int c, int peer, int tag, int layer, bool backward,
@@ -119,7 +143,7 @@ class PipelineEngine {
   std::vector<GlobalId> owned_ids_;  // (N) in chunk order
   std::vector<GlobalId> halo_ids_;
   HaloPlan halo_plan_;               // send rows in chunk order
-  std::unique_ptr<HaloExchange> halo_;
+  std::unique_ptr<PartExchange> part_exchange_;  // hybrid
   std::unique_ptr<Propagator> eval_propagator_;
   CodecKind forward_codec_ = CodecKind::None, backward_codec_ = CodecKind::None;
   std::int64_t global_nodes_ = 0;
@@ -128,11 +152,10 @@ class PipelineEngine {
   std::vector<Chunk> chunk_state_;
   std::vector<std::unique_ptr<Request>> sends_;
   std::vector<NodeId> identity_;  // 0, 1, 2, ...: a chunk's rows in message order
-  Tensor d_halo_;                  // (H, F) hybrid: contributions to the other parts' rows
   double loss_sum_ = 0.0;
   double wait_s_ = 0.0;  // blocked on stream messages in the last step
   double encode_s_ = 0.0, decode_s_ = 0.0;
-  ExchangeTimes halo_times_;
+  ExchangeTimes halo_times_;  // of the last refresh between the parts (hybrid)
 };
 
 }  // namespace tessera

@@ -6,9 +6,10 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <variant>
 
 #include "core/error.h"
-#include "engine/pipeline.h"
+#include "engine/option_table.h"
 #include "engine/system.h"
 
 namespace tessera {
@@ -52,22 +53,6 @@ std::uint64_t halo_bytes(const TrafficBytes& bytes) {
 }
 
 }  // namespace
-
-ParallelInfo parallel_info(const Trainer& trainer, int ranks) {
-  ParallelInfo p;
-  const PipelineLayout* layout = trainer.pipeline_layout();
-  if (layout == nullptr) {
-    p.mode = ranks > 1 ? "graph" : "single";
-    p.parts = ranks;
-    return p;
-  }
-  p.mode = to_string(layout->mode);
-  p.parts = layout->groups;
-  p.stages = layout->stages;
-  p.chunks = layout->chunks;
-  p.stage_first_layer.assign(layout->stage_first.begin(), layout->stage_first.end() - 1);
-  return p;
-}
 
 MetricsWriter::MetricsWriter(const std::string& path, const std::string& metric,
                              ParallelInfo parallel)
@@ -137,7 +122,6 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   const DatasetInfo& d = *info.dataset;
   const GraphTotals& t = *info.totals;
   Json s;
-  s["dataset"] = c.dataset;
   s["dataset_name"] = d.name;
   s["nodes"] = d.num_nodes;
   s["edges"] = d.num_edges;
@@ -148,27 +132,8 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["valid_nodes"] = t.valid_nodes;
   s["test_nodes"] = t.test_nodes;
   s["metric"] = d.eval_metric;
-  s["model"] = to_string(c.model);
-  s["num_layers"] = c.num_layers;
-  s["hidden_channels"] = c.hidden_channels;
-  s["dropout"] = c.dropout;
-  s["input_dropout"] = c.input_dropout;
-  s["batch_norm"] = c.batch_norm;
-  s["lr"] = c.lr;
-  s["weight_decay"] = c.weight_decay;
-  s["normalize_features"] = c.normalize_features;
-  s["epochs"] = c.epochs;
-  s["eval_every"] = c.eval_every;
-  s["runs"] = c.runs;
-  s["seed"] = c.seed;
-  s["device"] = c.device;
-  s["codec"] = c.codec;
-  s["codec_backward"] = c.codec_backward.empty() ? c.codec : c.codec_backward;
-  s["error_feedback"] = c.error_feedback;
-  if (c.codec == "adaptive") {
-    s["bit_budget"] = c.bit_budget;
-    s["replan_every"] = c.replan_every;
-  }
+  for (const auto& [key, value] : summary_values(c))
+    std::visit([&, &key = key](const auto& v) { s[key] = v; }, value);
   s["parallel"] = info.parallel.mode;
   s["ranks"] = info.ranks;
   s["graph_parts"] = info.parallel.parts;
@@ -189,7 +154,6 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
     partition["seconds"] = p.seconds;
   }
   s["partition"] = std::move(partition);
-  s["threads"] = c.threads;
   const std::vector<double> best_valid = collect(results, &RunResult::best_valid);
   const std::vector<double> test_at_best = collect(results, &RunResult::test_at_best_valid);
   const std::vector<double> final_test = collect(results, &RunResult::final_test);

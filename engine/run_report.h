@@ -12,24 +12,13 @@
 #include <vector>
 
 #include "datasets/dataset.h"
-#include "partition/graph_part.h"
-#include "partition/partition_plan.h"
+#include "engine/mode_runner.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"
+#include "partition/graph_part.h"
+#include "partition/partition_plan.h"
 
 namespace tessera {
-
-// How the ranks shared the work: the mode ("single", "graph", "pipeline" or "hybrid"), the
-// graph parts, the pipeline stages per part with the first layer of each, and the chunks.
-struct ParallelInfo {
-  std::string mode = "single";
-  int parts = 1;
-  int stages = 1;
-  int chunks = 1;
-  std::vector<int> stage_first_layer{0};  // (stages)
-};
-// The parallel layout of a trainer (mode "single" for graph mode on one rank).
-ParallelInfo parallel_info(const Trainer& trainer, int ranks);
 
 class MetricsWriter {
  public:
@@ -52,7 +41,8 @@ class MetricsWriter {
   bool committed_ = false;
 };
 
-// What the summary says beyond the runs' results. Pointers must be non-null, except
+// What the summary says beyond the runs' results: the options (as the option table records them,
+// engine/option_table.h) and what the run resolved. Pointers must be non-null, except
 // `partition` (absent on ranks other than 0 when rank 0 partitioned in process).
 struct RunInfo {
   const TrainConfig* config = nullptr;

@@ -1,20 +1,24 @@
-// Trainer: the full-graph training loop of one rank. It takes this rank's GraphPart and the
-// communicator spanning all ranks (a SelfCommunicator, and the whole graph as the only part,
-// on one process — the same code path), builds the normalised operator once, then per run:
+// Trainer: the full-graph training loop of one rank, written once for every parallel mode. It
+// takes this rank's GraphPart and the communicator spanning all ranks (a SelfCommunicator, and
+// the whole graph as the only part, on one process — the same code path) and sets up the
+// mode's runner (engine/mode_runner.h: operators, exchanges, pipeline), then per run:
 // initialise the model from seed + run, train for the configured epochs (Adam, gradients
-// all-reduced), evaluate with OGB's metric over all ranks, keep the best-validation result.
-// Epoch records go to a callback (metrics file, progress lines); every rank gets the same ones.
+// all-reduced), evaluate with OGB's metric over all ranks, keep the best-validation result;
+// with checkpoints, resume and stop signals as configured. Epoch records go to a callback
+// (metrics file, progress lines); every rank gets the same ones.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "datasets/dataset.h"
+#include "engine/mode_runner.h"
 #include "engine/train_config.h"
 #include "layers/model.h"
 #include "partition/graph_part.h"
@@ -79,7 +83,6 @@ struct GraphTotals {
 
 using EpochCallback = std::function<void(const EpochRecord&)>;
 struct CheckpointState;  // engine/checkpoint.h
-struct PipelineLayout;   // engine/pipeline.h
 
 // Exit status of train_gcn when a stop signal ended training after a checkpoint was written
 // (EX_TEMPFAIL: run it again to continue). Batch scripts requeue on it.
@@ -120,20 +123,25 @@ class Trainer {
   const Model& model() const;
   const GraphPart& part() const;
   const GraphTotals& totals() const;
-  // Pipeline and hybrid modes: this rank's place (part, stage, layers, chunks); else null.
-  const PipelineLayout* pipeline_layout() const;
+  // How the ranks share the work (mode, parts, stages, chunks), for reports.
+  ParallelInfo parallel_info() const;
   // Seconds spent building the graph operators.
   double setup_seconds() const { return setup_s_; }
 
  private:
   struct RunState;
   void setup();
-  std::int64_t build_local();
-  void place_data();
+  // Local checks and preparation of the part (agreed by setup()).
+  void prepare_part();
   RunState begin_run(int run);
   // One epoch of the run; returns whether any rank asked to stop (agreed).
   bool train_epoch(RunState& state, const EpochCallback& on_epoch);
+  // The evaluation of an epoch: metrics into `record`, best-validation tracking into the run.
+  void evaluate_epoch(RunState& state, EpochRecord& record);
   RunResult finish_run(RunState& state);
+  // Continues from a checkpoint found in checkpoint_dir (every rank gets its image; agreed), or
+  // returns nothing.
+  std::optional<CheckpointState> find_resume_point(TrainOutcome& out);
   // Restores the run from a checkpoint; collective (agreed).
   void restore_run(RunState& state, const CheckpointState& checkpoint);
   // Rank 0 writes the run's state to config.checkpoint_dir; collective (agreed). Returns the path

@@ -74,4 +74,14 @@ void propagate_linear_backward(Tensor* d_x, Tensor& d_weight, Tensor& mixed, boo
   }
 }
 
+void copy_param(Tensor& dst, std::span<const float> src, std::int64_t rows, std::int64_t cols,
+                Device device) {
+  dst.resize(rows, cols, device);
+  backend(device).copy(dst.raw(), src.data(), src.size_bytes());
+}
+
+void copy_grad(std::span<float> dst, const Tensor& src) {
+  backend(src.device()).copy(dst.data(), src.raw(), src.bytes());
+}
+
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // What the graph convolutions share: the choice of aggregation order (ConvOrder), the argument
 // checks of a (weight, bias) pair, the propagated linear map P·X·W in either order with its
-// backward, and the gradient through the fused bias + activation.
+// backward, the gradient through the fused bias + activation, and the copies between a model's
+// flat parameter buffer and the (F_in, F_out) tensors the kernels take.
 #pragma once
 
 #include <cstdint>
@@ -39,5 +40,12 @@ void propagate_linear_forward(Tensor& out, Tensor& mixed, bool transform_first, 
 void propagate_linear_backward(Tensor* d_x, Tensor& d_weight, Tensor& mixed, bool transform_first,
                                const Tensor& d_pre, const Tensor& x, const Tensor& weight,
                                Propagator& propagator, int layer);
+
+// dst (rows, cols) on `device` = src, parameter values on the same device (a weight out of the
+// flat buffer, for the kernels).
+void copy_param(Tensor& dst, std::span<const float> src, std::int64_t rows, std::int64_t cols,
+                Device device);
+// dst = src, parameter gradients on src's device (back into the flat buffer).
+void copy_grad(std::span<float> dst, const Tensor& src);
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // GCNConv (Kipf & Welling): out = act(Â X W + b), Â = D^-1/2 (A + I) D^-1/2 applied by a
 // Propagator whose matrix already holds the normalisation (global degrees when distributed).
-// gcn_forward fills a GcnCache that gcn_backward consumes; nothing else is remembered.
+// gcn_forward fills a GcnCache that gcn_backward consumes; nothing else is remembered. The layer
+// kind "gcn" (layers/layer_kind.h) wraps the pair; residual GCN (layers/resgcn.cc) reuses it.
 // Backward OVERWRITES the activation gradient d_x and ACCUMULATES d_weight and d_bias.
 // Shapes: N rows (owned nodes), F_in input width, F_out output width.
 #pragma once
@@ -11,6 +12,7 @@
 #include "core/kernels.h"
 #include "core/tensor.h"
 #include "layers/conv_common.h"
+#include "layers/layer_kind.h"
 #include "layers/propagator.h"
 
 namespace tessera {
@@ -41,5 +43,12 @@ void gcn_forward(Tensor& out, GcnCache& cache, const Tensor& x, const Tensor& we
 void gcn_backward(Tensor* d_x, Tensor& d_weight, std::span<float> d_bias, GcnCache& cache,
                   const Tensor& d_out, const Tensor& x, const Tensor& out, const Tensor& weight,
                   Activation act, Propagator& propagator, int layer);
+
+// The GCN layer of a model: parameters "weight" (F_in, F_out, Glorot, decayed) and "bias"
+// (F_out, zeros), and its Conv; what the "gcn" and "resgcn" kinds are made of.
+std::vector<ParamDecl> gcn_params(const LayerShape& shape);
+std::unique_ptr<Conv> make_gcn_conv(const LayerShape& shape, std::span<const std::int64_t> at);
+// A GCN layer's backward reads its input (not only its shape) when it transforms first.
+bool gcn_reads_input(std::int64_t f_in, std::int64_t f_out);
 
 }  // namespace tessera

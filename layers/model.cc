@@ -1,12 +1,14 @@
-// Model: the layer stack of OGB's node-property examples over gcn/sage/batch_norm layers:
+// Model: the layer stack of OGB's node-property examples over the layers of one kind
+// (layers/layer_kind.h) and batch norm:
 //   [input dropout] -> conv_0 -> [BN] -> ReLU -> dropout -> conv_1 -> ... -> conv_{L-1} -> logits,
 // written as dropout on each conv's input (the features with the input rate, layer l-1's output
 // with the dropout rate, mask key l), so that a layer's output is the clean embedding the next
 // layer (or pipeline stage) reads. ResGcn hidden layers l >= 1 add a scaled branch to their
 // clean input: h_{l+1} = h_l + 0.1 ReLU(conv(dropout(h_l))).
-// Parameters: one flat buffer, per layer "convs.l.weight" (F_in, F_out), "convs.l.bias" (F_out),
-// "convs.l.root_weight" (SAGE), then "bns.l.weight"/"bns.l.bias" (gamma/beta). Only conv
-// weights (weight, root_weight) get decay=true: biases and BN affine parameters are not decayed.
+// Parameters: one flat buffer, per layer what its kind declares as "convs.l.<name>" (GCN:
+// "weight" (F_in, F_out), "bias" (F_out); SAGE adds "root_weight"), then "bns.l.weight"/
+// "bns.l.bias" (gamma/beta). Decay follows the declarations (weights, not biases); batch-norm
+// affine parameters are not decayed.
 // A slice holds the same entries for its layers only, in the same order.
 #include "layers/model.h"
 
@@ -17,27 +19,8 @@
 #include "core/kernels.h"
 #include "core/rng.h"
 #include "layers/batch_norm.h"
-#include "layers/gcn.h"
-#include "layers/sage.h"
 
 namespace tessera {
-
-ModelKind parse_model_kind(const std::string& text) {
-  if (text == "gcn") return ModelKind::Gcn;
-  if (text == "sage") return ModelKind::Sage;
-  if (text == "resgcn") return ModelKind::ResGcn;
-  TESSERA_FAIL(InvalidArgument, "model kind: expected 'gcn', 'sage' or 'resgcn', got '", text,
-               "'");
-}
-
-std::string to_string(ModelKind kind) {
-  switch (kind) {
-    case ModelKind::Gcn: return "gcn";
-    case ModelKind::Sage: return "sage";
-    case ModelKind::ResGcn: return "resgcn";
-  }
-  return "?";
-}
 
 // h_{l+1} = kResidualSkip * h_l + kResidualBranch * branch: an identity path, and a branch
 // scaled down so that the identity dominates at initialisation (as SkipInit / ReZero do): the
@@ -50,20 +33,39 @@ constexpr float kResidualSkip = 1.0f;
 
 bool is_residual_layer(const ModelConfig& config, int layer) {
   const int total = config.total_layers > 0 ? config.total_layers : config.num_layers;
-  return config.kind == ModelKind::ResGcn && layer >= 1 && layer + 1 < total;
+  return config.kind->residual && layer >= 1 && layer + 1 < total;
 }
+
+void GraphContext::set_propagator(const GraphOperator& op, Propagator* propagator) {
+  for (auto& [known, p] : propagators_) {
+    if (known == &op) {
+      p = propagator;
+      return;
+    }
+  }
+  propagators_.emplace_back(&op, propagator);
+}
+
+Propagator* GraphContext::propagator(const GraphOperator& op) const {
+  for (const auto& [known, p] : propagators_)
+    if (known == &op) return p;
+  return nullptr;
+}
+
+// A layer's place in the flat buffers, the same in every slot.
+struct Model::LayerLayout {
+  LayerShape shape;
+  std::vector<std::int64_t> conv_at;                       // the kind's parameters
+  std::int64_t gamma_at = -1, beta_at = -1;                // (F_out) BN affine
+  std::int64_t running_mean_at = -1, running_var_at = -1;  // offsets in buffers_
+  bool residual = false;                                   // mixes its input into its output
+};
 
 // Everything forward keeps for backward, and the workspaces reused from epoch to epoch.
 struct Model::State {
   struct Layer {
-    std::int64_t f_in = 0, f_out = 0;
-    std::int64_t weight_at = 0, bias_at = 0, root_weight_at = -1;  // offsets in params_/grads_
-    std::int64_t gamma_at = -1, beta_at = -1;                      // (F_out) BN affine
-    std::int64_t running_mean_at = -1, running_var_at = -1;        // offsets in buffers_
-    Tensor weight, root_weight;      // (F_in, F_out) copies of params_, refreshed every forward
-    Tensor d_weight, d_root_weight;  // (F_in, F_out) copies of grads_ during backward
-    GcnCache gcn;
-    SageCache sage;
+    LayerLayout at;
+    std::unique_ptr<Conv> conv;  // the kind's layer: its cache and weight copies
     Tensor conv_out;  // (N, F_out) conv output: ReLU applied (hidden, no BN), pre-BN (hidden,
                       // BN) or the logits (last layer)
     BatchNormCache bn;
@@ -71,28 +73,19 @@ struct Model::State {
     Tensor res_out;  // (N, F_out) the above mixed with the layer's input (residual layers)
     Tensor dropped;  // (N, F_in) the conv's input after dropout (when `dropout`); freed after
                      // the forward when the backward needs only its shape (see conv_input)
-    bool input_released = false;  // `dropped` was freed after the forward
-    const Tensor* in = nullptr;  // the layer's input in the last forward (before dropout)
-    bool dropout = false;   // the last forward dropped out the conv's input
-    bool hidden = false;    // not the model's last layer: activation, dropout before the next
-    bool residual = false;  // mixes its input into its output
+    const Tensor* stand_in = nullptr;  // the conv's stand-in for a freed `dropped`
+    const Tensor* in = nullptr;        // the layer's input in the last forward (before dropout)
+    bool dropout = false;              // the last forward dropped out the conv's input
 
-    // Frees the activations and workspaces (inference-only slots).
+    std::int64_t f_in() const { return at.shape.f_in; }
+    std::int64_t f_out() const { return at.shape.f_out; }
+    bool hidden() const { return at.shape.hidden(); }
     // Frees the activations and workspaces except `keep` (inference-only slots).
     void release(const Tensor* keep = nullptr) {
-      for (Tensor* t : {&conv_out, &bn_out, &res_out, &dropped, &gcn.mixed, &gcn.d_pre,
-                        &sage.mixed, &sage.d_pre, &bn.x_hat})
+      for (Tensor* t : {&conv_out, &bn_out, &res_out, &dropped, &bn.x_hat})
         if (t != keep) *t = Tensor();
+      conv->release();
     }
-    // conv_out = conv(x), weights copied from the flat params first.
-    void conv_forward(ModelKind kind, std::span<const float> params, const Tensor& x,
-                      Activation act, Propagator& propagator, int l);
-    // Accumulates this conv's parameter gradients into the flat grads; d_x as in gcn_backward.
-    // `workspace` lends the conv its backward workspace for the call (one for all layers and
-    // slots, as backward runs one layer at a time).
-    void conv_backward(ModelKind kind, std::span<float> grads, Tensor* d_x, const Tensor& d_out,
-                       const Tensor& x, Activation act, Propagator& propagator, int l,
-                       Tensor& workspace);
   };
   std::vector<Layer> layers;         // the slice's layers, in order
   const Tensor* features = nullptr;  // input of the last forward; not owned
@@ -104,18 +97,18 @@ struct Model::State {
   // Layer i's embedding (after activation and residual, before dropout).
   const Tensor& output(std::size_t i, bool batch_norm) const {
     const Layer& layer = layers[i];
-    if (layer.residual) return layer.res_out;
-    return batch_norm && layer.hidden ? layer.bn_out : layer.conv_out;
+    if (layer.at.residual) return layer.res_out;
+    return batch_norm && layer.hidden() ? layer.bn_out : layer.conv_out;
   }
   // What layer i's conv read in the last forward: its input, after dropout when there was one.
-  // A GCN that aggregates first reads its input in backward only for its shape, which its
-  // aggregate P x shares: then the dropped-out input is freed after the forward and the
-  // aggregate stands in for it. That saves one (N, F) tensor per such layer for the whole
-  // backward (what lets a 32-layer arxiv-like pipeline stage fit 6 GB); allocating it again
-  // every epoch costs ~5% of a 3-layer arxiv-like epoch on one rank (measured).
+  // A conv that reads its input in backward only for its shape (a GCN that aggregates first)
+  // offers a stand-in of that shape (its aggregate P x): then the dropped-out input is freed
+  // after the forward. That saves one (N, F) tensor per such layer for the whole backward (what
+  // lets a 32-layer arxiv-like pipeline stage fit 6 GB); allocating it again every epoch costs
+  // ~5% of a 3-layer arxiv-like epoch on one rank (measured).
   const Tensor& conv_input(std::size_t i) const {
     const Layer& layer = layers[i];
-    if (layer.input_released) return layer.gcn.mixed;
+    if (layer.stand_in != nullptr) return *layer.stand_in;
     return layer.dropout ? layer.dropped : *layer.in;
   }
 };
@@ -150,70 +143,8 @@ void glorot_uniform(std::span<float> w, std::int64_t f_in, std::int64_t f_out,
     w[i] = static_cast<float>(bound * (2.0 * rng.uniform(which, i) - 1.0));
 }
 
-// dst (rows, cols) on `device` = src, parameter values on the same device.
-void copy_into(Tensor& dst, std::span<const float> src, std::int64_t rows, std::int64_t cols,
-               Device device) {
-  dst.resize(rows, cols, device);
-  backend(device).copy(dst.raw(), src.data(), src.size_bytes());
-}
-
-// dst = src, parameter gradients on src's device.
-void copy_out(std::span<float> dst, const Tensor& src) {
-  backend(src.device()).copy(dst.data(), src.raw(), src.bytes());
-}
-
-}  // namespace
-
-void Model::State::Layer::conv_forward(ModelKind kind, std::span<const float> params,
-                                       const Tensor& x, Activation act, Propagator& propagator,
-                                       int l) {
-  const auto w_size = static_cast<std::size_t>(f_in * f_out);
-  copy_into(weight, params.subspan(static_cast<std::size_t>(weight_at), w_size), f_in, f_out,
-            x.device());
-  std::span<const float> bias =
-      params.subspan(static_cast<std::size_t>(bias_at), static_cast<std::size_t>(f_out));
-  if (kind != ModelKind::Sage) {  // GCN and residual GCN
-    gcn_forward(conv_out, gcn, x, weight, bias, act, propagator, l);
-    return;
-  }
-  copy_into(root_weight, params.subspan(static_cast<std::size_t>(root_weight_at), w_size), f_in,
-            f_out, x.device());
-  sage_forward(conv_out, sage, x, weight, bias, root_weight, act, propagator, l);
-}
-
-void Model::State::Layer::conv_backward(ModelKind kind, std::span<float> grads, Tensor* d_x,
-                                        const Tensor& d_out, const Tensor& x, Activation act,
-                                        Propagator& propagator, int l, Tensor& workspace) {
-  Tensor& d_pre = kind == ModelKind::Sage ? sage.d_pre : gcn.d_pre;
-  std::swap(d_pre, workspace);
-  struct GiveBack {
-    Tensor& a;
-    Tensor& b;
-    ~GiveBack() { std::swap(a, b); }
-  } give_back{d_pre, workspace};
-  const auto w_size = static_cast<std::size_t>(f_in * f_out);
-  std::span<float> d_w = grads.subspan(static_cast<std::size_t>(weight_at), w_size);
-  std::span<float> d_bias =
-      grads.subspan(static_cast<std::size_t>(bias_at), static_cast<std::size_t>(f_out));
-  copy_into(d_weight, d_w, f_in, f_out, x.device());  // gemm accumulates into a Tensor
-  if (kind != ModelKind::Sage) {  // GCN and residual GCN
-    gcn_backward(d_x, d_weight, d_bias, gcn, d_out, x, conv_out, weight, act, propagator, l);
-  } else {
-    std::span<float> d_root = grads.subspan(static_cast<std::size_t>(root_weight_at), w_size);
-    copy_into(d_root_weight, d_root, f_in, f_out, x.device());
-    sage_backward(d_x, d_weight, d_bias, d_root_weight, sage, d_out, x, conv_out, weight,
-                  root_weight, act, propagator, l);
-    copy_out(d_root, d_root_weight);
-  }
-  copy_out(d_w, d_weight);
-}
-
-Model::Model(const ModelConfig& config)
-    : config_(config), workspace_(std::make_unique<Workspace>()) {
-  ModelConfig& c = config_;
-  TESSERA_CHECK(c.num_layers >= 1, InvalidArgument, "num_layers must be >= 1, got ",
-                c.num_layers);
-  if (c.total_layers == 0) c.total_layers = c.first_layer + c.num_layers;
+void check_model_config(const ModelConfig& c) {
+  TESSERA_CHECK(c.num_layers >= 1, InvalidArgument, "num_layers must be >= 1, got ", c.num_layers);
   TESSERA_CHECK(c.first_layer >= 0 && c.first_layer + c.num_layers <= c.total_layers,
                 InvalidArgument, "model slice: layers [", c.first_layer, ", ",
                 c.first_layer + c.num_layers, ") do not fit a model of ", c.total_layers,
@@ -228,7 +159,12 @@ Model::Model(const ModelConfig& config)
                 "dropout must be in [0, 1), got ", c.dropout);
   TESSERA_CHECK(c.input_dropout >= 0.0f && c.input_dropout < 1.0f, InvalidArgument,
                 "input_dropout must be in [0, 1), got ", c.input_dropout);
+}
 
+}  // namespace
+
+std::vector<Model::LayerLayout> Model::lay_out() {
+  const ModelConfig& c = config_;
   std::int64_t num_params = 0;
   auto add_param = [&](const std::string& name, std::int64_t rows, std::int64_t cols,
                        bool decay) {
@@ -243,63 +179,63 @@ Model::Model(const ModelConfig& config)
     buffers_.resize(buffers_.size() + static_cast<std::size_t>(cols), value);
     return offset;
   };
-
-  std::vector<State::Layer> layers(static_cast<std::size_t>(c.num_layers));
-  for (int i = 0; i < c.num_layers; ++i) {
-    State::Layer& layer = layers[static_cast<std::size_t>(i)];
-    const int l = c.first_layer + i;
-    layer.hidden = l + 1 < c.total_layers;
+  std::vector<LayerLayout> layers(static_cast<std::size_t>(c.num_layers));
+  std::vector<std::vector<ParamDecl>> declared(layers.size());
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    LayerLayout& layer = layers[i];
+    const int l = c.first_layer + static_cast<int>(i);
+    const bool hidden = l + 1 < c.total_layers;
+    layer.shape = {l, c.total_layers, l == 0 ? c.in_channels : c.hidden_channels,
+                   hidden ? c.hidden_channels : c.out_channels};
     layer.residual = is_residual_layer(c, l);
-    layer.f_in = l == 0 ? c.in_channels : c.hidden_channels;
-    layer.f_out = layer.hidden ? c.hidden_channels : c.out_channels;
+    declared[i] = c.kind->params(layer.shape);
     const std::string prefix = "convs." + std::to_string(l) + ".";
-    layer.weight_at = add_param(prefix + "weight", layer.f_in, layer.f_out, true);
-    layer.bias_at = add_param(prefix + "bias", 1, layer.f_out, false);
-    if (c.kind == ModelKind::Sage)
-      layer.root_weight_at = add_param(prefix + "root_weight", layer.f_in, layer.f_out, true);
+    for (const ParamDecl& d : declared[i])
+      layer.conv_at.push_back(add_param(prefix + d.name, d.rows, d.cols, d.decay));
   }
-  for (int i = 0; i < c.num_layers && c.batch_norm; ++i) {
-    State::Layer& layer = layers[static_cast<std::size_t>(i)];
-    if (!layer.hidden) continue;
-    const std::string prefix = "bns." + std::to_string(c.first_layer + i) + ".";
-    layer.gamma_at = add_param(prefix + "weight", 1, layer.f_out, false);
-    layer.beta_at = add_param(prefix + "bias", 1, layer.f_out, false);
-    layer.running_mean_at = add_buffer(prefix + "running_mean", layer.f_out, 0.0f);
-    layer.running_var_at = add_buffer(prefix + "running_var", layer.f_out, 1.0f);
+  for (std::size_t i = 0; i < layers.size() && c.batch_norm; ++i) {
+    LayerLayout& layer = layers[i];
+    if (!layer.shape.hidden()) continue;
+    const std::string prefix = "bns." + std::to_string(layer.shape.layer) + ".";
+    layer.gamma_at = add_param(prefix + "weight", 1, layer.shape.f_out, false);
+    layer.beta_at = add_param(prefix + "bias", 1, layer.shape.f_out, false);
+    layer.running_mean_at = add_buffer(prefix + "running_mean", layer.shape.f_out, 0.0f);
+    layer.running_var_at = add_buffer(prefix + "running_var", layer.shape.f_out, 1.0f);
   }
   params_ = Tensor::zeros(1, num_params);
   grads_ = Tensor::zeros(1, num_params);
-
   // Glorot-uniform weights, zero biases, gamma 1, beta 0; deterministic from the seed and the
   // layer's index in the whole model.
   std::span<float> p = params();
-  for (int i = 0; i < c.num_layers; ++i) {
-    const State::Layer& layer = layers[static_cast<std::size_t>(i)];
-    const CounterRng rng(c.seed, 0, static_cast<std::uint64_t>(c.first_layer + i),
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const LayerLayout& layer = layers[i];
+    const CounterRng rng(c.seed, 0, static_cast<std::uint64_t>(layer.shape.layer),
                          RngPurpose::Init);
-    const auto size = static_cast<std::size_t>(layer.f_in * layer.f_out);
-    glorot_uniform(p.subspan(static_cast<std::size_t>(layer.weight_at), size), layer.f_in,
-                   layer.f_out, rng, 0);
-    if (layer.root_weight_at >= 0)
-      glorot_uniform(p.subspan(static_cast<std::size_t>(layer.root_weight_at), size),
-                     layer.f_in, layer.f_out, rng, 1);
-    if (layer.gamma_at >= 0)
-      std::fill_n(p.begin() + layer.gamma_at, layer.f_out, 1.0f);
+    for (std::size_t k = 0; k < declared[i].size(); ++k) {
+      const ParamDecl& d = declared[i][k];
+      if (d.init != ParamInit::Glorot) continue;
+      glorot_uniform(p.subspan(static_cast<std::size_t>(layer.conv_at[k]),
+                               static_cast<std::size_t>(d.rows * d.cols)),
+                     d.rows, d.cols, rng, d.stream);
+    }
+    if (layer.gamma_at >= 0) std::fill_n(p.begin() + layer.gamma_at, layer.shape.f_out, 1.0f);
   }
+  return layers;
+}
+
+Model::Model(const ModelConfig& config)
+    : config_(config), workspace_(std::make_unique<Workspace>()) {
+  if (config_.total_layers == 0) config_.total_layers = config_.first_layer + config_.num_layers;
+  check_model_config(config_);
+  const std::vector<LayerLayout> layers = lay_out();
   // Every slot gets the same layout (offsets, widths, flags) and its own activations.
-  for (int slot = 0; slot < c.slots; ++slot) {
+  for (int slot = 0; slot < config_.slots; ++slot) {
     states_.push_back(std::make_unique<State>());
     std::vector<State::Layer>& own = states_.back()->layers;
     own.resize(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      const State::Layer& from = layers[i];
-      State::Layer& to = own[i];
-      to.f_in = from.f_in, to.f_out = from.f_out;
-      to.weight_at = from.weight_at, to.bias_at = from.bias_at;
-      to.root_weight_at = from.root_weight_at;
-      to.gamma_at = from.gamma_at, to.beta_at = from.beta_at;
-      to.running_mean_at = from.running_mean_at, to.running_var_at = from.running_var_at;
-      to.hidden = from.hidden, to.residual = from.residual;
+      own[i].at = layers[i];
+      own[i].conv = config_.kind->make(layers[i].shape, layers[i].conv_at);
     }
   }
 }
@@ -331,6 +267,14 @@ void Model::set_inference_slot(int slot) {
   states_[static_cast<std::size_t>(slot)]->inference_only = true;
 }
 
+Propagator& Model::propagator_of(GraphContext& graph) const {
+  const GraphOperator& op = *config_.kind->op;
+  Propagator* propagator = graph.propagator(op);
+  TESSERA_CHECK(propagator != nullptr, InvalidArgument, "GraphContext has no ", op.name,
+                " propagator for a ", to_string(config_.kind), " model");
+  return *propagator;
+}
+
 void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph, bool training,
                     std::int64_t epoch, int slot) {
   const ModelConfig& c = config_;
@@ -339,18 +283,14 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
   State& s = *states_[static_cast<std::size_t>(slot)];
   TESSERA_CHECK(!training || !s.inference_only, InvalidArgument, "Model::forward: slot ", slot,
                 " is inference only");
-  Propagator* propagator = c.kind == ModelKind::Sage ? graph.mean : graph.gcn;
-  TESSERA_CHECK(propagator != nullptr, InvalidArgument, "GraphContext has no ",
-                c.kind == ModelKind::Sage ? "mean" : "gcn", " propagator for a ",
-                to_string(c.kind), " model");
+  const Propagator& propagator = propagator_of(graph);
   const std::int64_t n = features.rows();
-  check_shape(features, propagator->num_rows(), s.layers.front().f_in, "Model::forward features");
+  check_shape(features, propagator.num_rows(), s.layers.front().f_in(), "Model::forward features");
   // Dropout on each conv's input: the features (input dropout, key 0) or layer l-1's output
   // (key l): the same masks as dropout after each hidden layer.
-  auto dropout_rate = [&](int l) { return l == 0 ? c.input_dropout : c.dropout; };
   bool any_dropout = false;
-  for (std::size_t i = 0; i < s.layers.size(); ++i)
-    any_dropout |= training && dropout_rate(c.first_layer + static_cast<int>(i)) > 0.0f;
+  for (const State::Layer& layer : s.layers)
+    any_dropout |= training && (layer.at.shape.layer == 0 ? c.input_dropout : c.dropout) > 0.0f;
   if (any_dropout)
     TESSERA_CHECK(static_cast<std::int64_t>(graph.global_ids.size()) == n, InvalidArgument,
                   "GraphContext::global_ids: expected ", n, " ids (dropout keys), got ",
@@ -359,56 +299,19 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
     TESSERA_CHECK(graph.global_num_nodes >= n, InvalidArgument,
                   "GraphContext::global_num_nodes must count the rows of all ranks (>= ", n,
                   "), got ", graph.global_num_nodes);
+  TESSERA_CHECK(features.device() == device(), InvalidArgument, "Model::forward: features on ",
+                to_string(features.device()), ", the model on ", to_string(device()));
   s.features = &features;
   s.backward_ready = false;
   s.epoch = epoch;
   s.has_forward = false;  // until this forward completes
 
-  TESSERA_CHECK(features.device() == device(), InvalidArgument, "Model::forward: features on ",
-                to_string(features.device()), ", the model on ", to_string(device()));
-  std::span<const float> p = params();
   const Tensor* h = &features;  // (N, F_in of layer l): the input of the next layer
   for (std::size_t i = 0; i < s.layers.size(); ++i) {
-    State::Layer& layer = s.layers[i];
-    const int l = c.first_layer + static_cast<int>(i);
-    const bool bn = layer.hidden && c.batch_norm;
-    const Activation act = layer.hidden && !bn ? Activation::Relu : Activation::None;
-    layer.in = h;
-    layer.dropout = training && dropout_rate(l) > 0.0f;
-    if (layer.dropout) {
-      layer.dropped.resize(n, layer.f_in, h->device());
-      dropout_forward(layer.dropped, *h, dropout_rate(l), dropout_rng(c.seed, epoch, l),
-                      graph.global_ids);
-    }
-    layer.input_released = false;
-    layer.conv_forward(c.kind, p, s.conv_input(i), act, *propagator, l);
-    if (training && layer.dropout && c.kind != ModelKind::Sage && !layer.gcn.transform_first) {
-      layer.dropped = Tensor();  // (see conv_input)
-      layer.input_released = true;
-    }
-    h = &layer.conv_out;
-    if (bn) {
-      const auto f = static_cast<std::size_t>(layer.f_out);
-      std::span<float> buffers(buffers_);
-      batch_norm1d_forward(layer.bn_out, layer.bn,
-                           buffers.subspan(static_cast<std::size_t>(layer.running_mean_at), f),
-                           buffers.subspan(static_cast<std::size_t>(layer.running_var_at), f),
-                           layer.conv_out, p.subspan(static_cast<std::size_t>(layer.gamma_at), f),
-                           p.subspan(static_cast<std::size_t>(layer.beta_at), f), training,
-                           graph.global_num_nodes, graph.all_reduce);
-      bias_act_forward(layer.bn_out, layer.bn_out, {}, Activation::Relu);
-      h = &layer.bn_out;
-    }
-    if (layer.residual) {
-      layer.res_out.resize(n, layer.f_out, h->device());
-      layer.res_out.zero();
-      axpy(layer.res_out, kResidualBranch, *h);
-      axpy(layer.res_out, kResidualSkip, *layer.in);
-      h = &layer.res_out;
-    }
+    h = forward_layer(s, i, h, graph, training, epoch);
     if (s.inference_only) {  // keep only this layer's output for the next one
       if (i > 0) s.layers[i - 1].release();
-      layer.release(h);
+      s.layers[i].release(h);
     }
   }
   // (N, C), or (N, F_hidden) for a slice ending in a hidden layer
@@ -419,6 +322,49 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
   s.backward_ready = training;
 }
 
+const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, GraphContext& graph,
+                                   bool training, std::int64_t epoch) {
+  const ModelConfig& c = config_;
+  State::Layer& layer = s.layers[i];
+  const int l = layer.at.shape.layer;
+  const std::int64_t n = h->rows();
+  const bool bn = layer.hidden() && c.batch_norm;
+  const Activation act = layer.hidden() && !bn ? Activation::Relu : Activation::None;
+  const float rate = l == 0 ? c.input_dropout : c.dropout;
+  layer.in = h;
+  layer.dropout = training && rate > 0.0f;
+  if (layer.dropout) {
+    layer.dropped.resize(n, layer.f_in(), h->device());
+    dropout_forward(layer.dropped, *h, rate, dropout_rng(c.seed, epoch, l), graph.global_ids);
+  }
+  layer.stand_in = nullptr;
+  layer.conv->forward(layer.conv_out, s.conv_input(i), params(), act, propagator_of(graph));
+  if (layer.dropout && (layer.stand_in = layer.conv->input_stand_in()) != nullptr)
+    layer.dropped = Tensor();  // (see State::conv_input)
+  h = &layer.conv_out;
+  if (bn) {
+    const auto f = static_cast<std::size_t>(layer.f_out());
+    const std::span<const float> p = params();
+    std::span<float> buffers(buffers_);
+    batch_norm1d_forward(layer.bn_out, layer.bn,
+                         buffers.subspan(static_cast<std::size_t>(layer.at.running_mean_at), f),
+                         buffers.subspan(static_cast<std::size_t>(layer.at.running_var_at), f),
+                         layer.conv_out, p.subspan(static_cast<std::size_t>(layer.at.gamma_at), f),
+                         p.subspan(static_cast<std::size_t>(layer.at.beta_at), f), training,
+                         graph.global_num_nodes, graph.all_reduce);
+    bias_act_forward(layer.bn_out, layer.bn_out, {}, Activation::Relu);
+    h = &layer.bn_out;
+  }
+  if (layer.at.residual) {
+    layer.res_out.resize(n, layer.f_out(), h->device());
+    layer.res_out.zero();
+    axpy(layer.res_out, kResidualBranch, *h);
+    axpy(layer.res_out, kResidualSkip, *layer.in);
+    h = &layer.res_out;
+  }
+  return h;
+}
+
 void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_input, int slot) {
   const ModelConfig& c = config_;
   TESSERA_CHECK(slot >= 0 && slot < c.slots, InvalidArgument, "Model::backward: slot ", slot,
@@ -426,68 +372,65 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
   State& s = *states_[static_cast<std::size_t>(slot)];
   TESSERA_CHECK(s.backward_ready, InvalidArgument,
                 "Model::backward needs a training forward before it (one backward per forward)");
-  Propagator* propagator = c.kind == ModelKind::Sage ? graph.mean : graph.gcn;
-  TESSERA_CHECK(propagator != nullptr, InvalidArgument, "GraphContext has no propagator for a ",
-                to_string(c.kind), " model");
-  const std::int64_t n = s.features->rows();
-  check_shape(d_logits, n, s.layers.back().f_out, "Model::backward d_logits");
+  propagator_of(graph);  // checked before any work
+  check_shape(d_logits, s.features->rows(), s.layers.back().f_out(), "Model::backward d_logits");
   s.backward_ready = false;
-
-  std::span<float> g = grads();
-  std::span<const float> p = params();
-  Workspace& ws = *workspace_;
   // Gradient w.r.t. layer i's output, read-only until copied.
   const Tensor* d_h = &d_logits;
-  for (int i = static_cast<int>(s.layers.size()) - 1; i >= 0; --i) {
-    State::Layer& layer = s.layers[static_cast<std::size_t>(i)];
-    const int l = c.first_layer + i;
-    const bool bn = layer.hidden && c.batch_norm;
-    const Activation act = layer.hidden && !bn ? Activation::Relu : Activation::None;
-    const Tensor* d_skip = nullptr;  // residual: the gradient of the output, for the skip
-    if (layer.residual) {
-      // out = kResidualBranch * branch + kResidualSkip * in: the branch gets a scaled copy.
-      d_skip = d_h;
-      Tensor& d_branch = ws.free_grad(d_h);
-      d_branch.resize(n, layer.f_out, d_h->device());
-      d_branch.zero();
-      axpy(d_branch, kResidualBranch, *d_h);
-      d_h = &d_branch;
-    }
-    if (bn) {
-      // Back through ReLU (in place, on a copy when the tensor is the caller's) and BN.
-      Tensor* d = const_cast<Tensor*>(d_h);
-      if (d_h == &d_logits) {
-        d = &ws.free_grad(d_skip);
-        d->resize(n, layer.f_out, d_logits.device());
-        d->copy_from(d_logits);
-      }
-      const auto f = static_cast<std::size_t>(layer.f_out);
-      std::span<float> d_gamma = g.subspan(static_cast<std::size_t>(layer.gamma_at), f);
-      std::span<float> d_beta = g.subspan(static_cast<std::size_t>(layer.beta_at), f);
-      std::span<const float> gamma = p.subspan(static_cast<std::size_t>(layer.gamma_at), f);
-      bias_act_backward(*d, {}, *d, layer.bn_out, Activation::Relu);
-      Tensor& d_bn_in = ws.free_grad(d, d_skip);  // (N, F_hidden)
-      batch_norm1d_backward(d_bn_in, d_gamma, d_beta, layer.bn, *d, gamma, graph.global_num_nodes,
-                            graph.all_reduce);
-      d_h = &d_bn_in;
-    }
-    // The conv, then back through the input's dropout and the skip: the gradient of the layer's
-    // input, into d_input for the slice's first layer.
-    Tensor* d_x = nullptr;
-    if (i > 0) {
-      d_x = &ws.free_grad(d_h, d_skip);
-    } else if (d_input != nullptr) {
-      d_x = d_input;
-    }
-    layer.conv_backward(c.kind, g, d_x, *d_h, s.conv_input(static_cast<std::size_t>(i)), act,
-                        *propagator, l, ws.d_pre);
-    if (d_x == nullptr) break;
-    if (layer.dropout)
-      dropout_backward(*d_x, *d_x, l == 0 ? c.input_dropout : c.dropout,
-                       dropout_rng(c.seed, s.epoch, l), graph.global_ids);
-    if (d_skip != nullptr) axpy(*d_x, kResidualSkip, *d_skip);
-    d_h = d_x;
+  for (std::size_t i = s.layers.size(); i-- > 0 && d_h != nullptr;)
+    d_h = backward_layer(s, i, d_h, d_logits, graph, d_input);
+}
+
+const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
+                                    const Tensor& d_logits, GraphContext& graph, Tensor* d_input) {
+  const ModelConfig& c = config_;
+  State::Layer& layer = s.layers[i];
+  const int l = layer.at.shape.layer;
+  const std::int64_t n = s.features->rows();
+  const bool bn = layer.hidden() && c.batch_norm;
+  const Activation act = layer.hidden() && !bn ? Activation::Relu : Activation::None;
+  const std::span<float> g = grads();
+  const std::span<const float> p = params();
+  Workspace& ws = *workspace_;
+  const Tensor* d_skip = nullptr;  // residual: the gradient of the output, for the skip
+  if (layer.at.residual) {
+    // out = kResidualBranch * branch + kResidualSkip * in: the branch gets a scaled copy.
+    d_skip = d_h;
+    Tensor& d_branch = ws.free_grad(d_h);
+    d_branch.resize(n, layer.f_out(), d_h->device());
+    d_branch.zero();
+    axpy(d_branch, kResidualBranch, *d_h);
+    d_h = &d_branch;
   }
+  if (bn) {
+    // Back through ReLU (in place, on a copy when the tensor is the caller's) and BN.
+    Tensor* d = const_cast<Tensor*>(d_h);
+    if (d_h == &d_logits) {
+      d = &ws.free_grad(d_skip);
+      d->resize(n, layer.f_out(), d_logits.device());
+      d->copy_from(d_logits);
+    }
+    const auto f = static_cast<std::size_t>(layer.f_out());
+    std::span<float> d_gamma = g.subspan(static_cast<std::size_t>(layer.at.gamma_at), f);
+    std::span<float> d_beta = g.subspan(static_cast<std::size_t>(layer.at.beta_at), f);
+    std::span<const float> gamma = p.subspan(static_cast<std::size_t>(layer.at.gamma_at), f);
+    bias_act_backward(*d, {}, *d, layer.bn_out, Activation::Relu);
+    Tensor& d_bn_in = ws.free_grad(d, d_skip);  // (N, F_hidden)
+    batch_norm1d_backward(d_bn_in, d_gamma, d_beta, layer.bn, *d, gamma, graph.global_num_nodes,
+                          graph.all_reduce);
+    d_h = &d_bn_in;
+  }
+  // The conv, then back through the input's dropout and the skip: the gradient of the layer's
+  // input, into d_input for the slice's first layer.
+  Tensor* d_x = i > 0 ? &ws.free_grad(d_h, d_skip) : d_input;
+  layer.conv->backward(d_x, g, *d_h, s.conv_input(i), layer.conv_out, p, act, propagator_of(graph),
+                       ws.d_pre);
+  if (d_x == nullptr) return nullptr;
+  if (layer.dropout)
+    dropout_backward(*d_x, *d_x, l == 0 ? c.input_dropout : c.dropout,
+                     dropout_rng(c.seed, s.epoch, l), graph.global_ids);
+  if (d_skip != nullptr) axpy(*d_x, kResidualSkip, *d_skip);
+  return d_x;
 }
 
 const Tensor& Model::embeddings(int layer) const {

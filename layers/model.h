@@ -1,10 +1,10 @@
-// Model: a stack of GCN or GraphSAGE layers with (batch norm,) ReLU and dropout between them,
-// as in OGB's node-property examples, or a residual GCN for deep stacks. Parameters and their
-// gradients each live in one contiguous buffer (one all-reduce, one checkpoint write); layers
-// index into it. forward() keeps the activations backward() needs; backward() overwrites
-// activation gradients and *accumulates* parameter gradients (call zero_grad() each step).
-// A Model may also be a slice of consecutive layers of a deeper one (a pipeline stage), and may
-// keep several forwards in flight at once (slots: one per chunk of a pipeline).
+// Model: a stack of layers of one registered kind (layers/layer_kind.h: GCN, GraphSAGE, residual
+// GCN, ...) with (batch norm,) ReLU and dropout between them, as in OGB's node-property examples.
+// Parameters and their gradients each live in one contiguous buffer (one all-reduce, one checkpoint
+// write); layers index into it. forward() keeps the activations backward() needs; backward()
+// overwrites activation gradients and *accumulates* parameter gradients (call zero_grad() each
+// step). A Model may also be a slice of consecutive layers of a deeper one (a pipeline stage), and
+// may keep several forwards in flight at once (slots: one per chunk of a pipeline).
 #pragma once
 
 #include <cstdint>
@@ -12,23 +12,17 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
+#include "layers/layer_kind.h"
 #include "layers/propagator.h"
 
 namespace tessera {
 
-// ResGcn: GCN layers where every hidden layer after the first adds a scaled branch to an
-// identity shortcut that skips the dropout (He et al.; DeepGCNs' ResGCN; SkipInit's scaling):
-// h_{l+1} = h_l + 0.1 ReLU(Â dropout(h_l) W_l + b_l). The small branch scale keeps h from
-// growing with depth, so 8-32 layer stacks train (model.cc has the measurements).
-enum class ModelKind { Gcn, Sage, ResGcn };
-ModelKind parse_model_kind(const std::string& text);  // "gcn" | "sage" | "resgcn"; else InvalidArgument
-std::string to_string(ModelKind kind);
-
 struct ModelConfig {
-  ModelKind kind = ModelKind::Gcn;
+  ModelKind kind = ModelKind::Gcn;  // the layer kind (layers/layer_kinds.cc)
   std::int64_t in_channels = 0;
   std::int64_t hidden_channels = 16;
   std::int64_t out_channels = 0;
@@ -46,7 +40,8 @@ struct ModelConfig {
   int slots = 1;               // forwards that may be in flight at once (see Model::forward)
 };
 
-// Whether layer `layer` of a model adds its input to its output (ResGcn hidden layers >= 1).
+// Whether layer `layer` of a model adds its input to its output (hidden layers >= 1 of a
+// residual kind).
 bool is_residual_layer(const ModelConfig& config, int layer);
 
 // Sums a buffer of doubles over all ranks in place (identity on one process). Batch norm uses
@@ -54,12 +49,19 @@ bool is_residual_layer(const ModelConfig& config, int layer);
 using AllReduceSum = std::function<void(std::span<double>)>;
 
 // What a model needs to know about the graph it runs on (one rank's part of it).
-struct GraphContext {
-  Propagator* gcn = nullptr;    // D^-1/2 (A + I) D^-1/2 with global degrees (ModelKind::Gcn)
-  Propagator* mean = nullptr;   // mean over in-neighbours (ModelKind::Sage)
+class GraphContext {
+ public:
+  // The propagator that applies `op` on this rank (a model aggregates with its kind's operator);
+  // set it to null to take it away.
+  void set_propagator(const GraphOperator& op, Propagator* propagator);
+  Propagator* propagator(const GraphOperator& op) const;  // null when none is set
+
   std::span<const GlobalId> global_ids;  // (N) global id of every owned row: dropout keys
   std::int64_t global_num_nodes = 0;     // rows over all ranks (batch-norm statistics)
   AllReduceSum all_reduce;               // may be empty on one process
+
+ private:
+  std::vector<std::pair<const GraphOperator*, Propagator*>> propagators_;
 };
 
 // Where one parameter tensor sits in the flat buffer.
@@ -127,6 +129,17 @@ class Model {
 
  private:
   struct State;
+  struct LayerLayout;
+  // Declares every layer's parameters (the kind's, then batch norm's) and buffers, initialised.
+  std::vector<LayerLayout> lay_out();
+  Propagator& propagator_of(GraphContext& graph) const;
+  // One layer of forward(): h (its input) to the layer's output (returned).
+  const Tensor* forward_layer(State& s, std::size_t i, const Tensor* h, GraphContext& graph,
+                              bool training, std::int64_t epoch);
+  // One layer of backward(): the gradient of its output to that of its input (returned; null
+  // for the slice's first layer without d_input).
+  const Tensor* backward_layer(State& s, std::size_t i, const Tensor* d_h, const Tensor& d_logits,
+                               GraphContext& graph, Tensor* d_input);
   ModelConfig config_;
   Tensor params_;  // (1, num_params)
   Tensor grads_;   // (1, num_params)

@@ -1,6 +1,7 @@
 // SAGEConv as in PyG (mean aggregator, root weight): out = act(mean_{u in N(v)} x_u W + b
 // + x_v W_root). The mean is applied by a Propagator whose matrix holds 1/deg(v) (zero-degree
-// rows aggregate to 0). sage_forward fills a SageCache that sage_backward consumes.
+// rows aggregate to 0). sage_forward fills a SageCache that sage_backward consumes; the layer
+// kind "sage" (layers/layer_kind.h) wraps the pair.
 // Backward OVERWRITES the activation gradient d_x and ACCUMULATES d_weight, d_bias and
 // d_root_weight. Shapes: N rows (owned nodes), F_in input width, F_out output width.
 #pragma once

@@ -118,20 +118,30 @@ CutCounts count_cut_by_part(const Csr& graph, std::span<const std::int32_t> owne
 
 }  // namespace
 
+namespace {
+
+constexpr std::pair<PartitionMethod, const char*> kMethods[] = {{PartitionMethod::Metis, "metis"},
+                                                                {PartitionMethod::Random, "random"},
+                                                                {PartitionMethod::Block, "block"}};
+
+}  // namespace
+
 PartitionMethod parse_partition_method(const std::string& text) {
-  if (text == "metis") return PartitionMethod::Metis;
-  if (text == "random") return PartitionMethod::Random;
-  if (text == "block") return PartitionMethod::Block;
+  for (const auto& [method, name] : kMethods)
+    if (text == name) return method;
   TESSERA_FAIL(InvalidArgument, "unknown partition method '", text,
                "' (expected metis, random or block)");
 }
 
+std::vector<std::string> partition_method_names() {
+  std::vector<std::string> names;
+  for (const auto& [method, name] : kMethods) names.emplace_back(name);
+  return names;
+}
+
 std::string to_string(PartitionMethod method) {
-  switch (method) {
-    case PartitionMethod::Metis: return "metis";
-    case PartitionMethod::Random: return "random";
-    case PartitionMethod::Block: return "block";
-  }
+  for (const auto& [known, name] : kMethods)
+    if (known == method) return name;
   TESSERA_FAIL(InvalidArgument, "unknown PartitionMethod ", static_cast<int>(method));
 }
 

@@ -16,6 +16,7 @@ namespace tessera {
 enum class PartitionMethod { Block, Random, Metis };
 // "metis" | "random" | "block"; anything else throws InvalidArgument listing them.
 PartitionMethod parse_partition_method(const std::string& text);
+std::vector<std::string> partition_method_names();  // metis, random, block
 std::string to_string(PartitionMethod method);  // the same names
 
 struct PartitionPlan {

@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <variant>
 
 #include "tessera/tessera.h"
 
@@ -96,64 +98,72 @@ PyGraph make_graph(std::int64_t num_nodes, const py::object& edge_index, const p
   return g;
 }
 
-// Options from keyword arguments named like the flags (--hidden-channels: hidden_channels).
+// Options from keyword arguments named like the options (the option table: include/tessera/
+// options.h; --hidden-channels is hidden_channels=...). A value of the wrong Python type is a
+// ValueError naming the option; range and choice checks run when the Session starts.
 tessera::Options options_from(const py::kwargs& kwargs) {
   tessera::Options o;
-  using Setter = std::function<void(const py::handle&)>;
-  auto field = [](auto& member) -> Setter {
-    return [&member](const py::handle& value) {
-      member = value.cast<std::remove_reference_t<decltype(member)>>();
-    };
-  };
-  const std::map<std::string, Setter> setters = {
-      {"model", field(o.model)},
-      {"num_layers", field(o.num_layers)},
-      {"hidden_channels", field(o.hidden_channels)},
-      {"dropout", field(o.dropout)},
-      {"input_dropout", field(o.input_dropout)},
-      {"lr", field(o.lr)},
-      {"weight_decay", field(o.weight_decay)},
-      {"epochs", field(o.epochs)},
-      {"seed", field(o.seed)},
-      {"normalize_features", field(o.normalize_features)},
-      {"batch_norm", field(o.batch_norm)},
-      {"eval_every", field(o.eval_every)},
-      {"runs", field(o.runs)},
-      {"threads", field(o.threads)},
-      {"device", field(o.device)},
-      {"partition", field(o.partition)},
-      {"partitions", field(o.partitions_dir)},
-      {"comm_timeout", field(o.comm_timeout)},
-      {"parallel", field(o.parallel)},
-      {"stages", field(o.stages)},
-      {"chunks", field(o.chunks)},
-      {"memory_budget", field(o.memory_budget_gb)},
-      {"codec", field(o.codec)},
-      {"codec_backward", field(o.codec_backward)},
-      {"error_feedback", field(o.error_feedback)},
-      {"bit_budget", field(o.bit_budget)},
-      {"replan_every", field(o.replan_every)},
-      {"checkpoint_dir", field(o.checkpoint_dir)},
-      {"checkpoint_every", field(o.checkpoint_every)},
-      {"keep_checkpoints", field(o.keep_checkpoints)},
-      {"resume", field(o.resume)},
-      {"handle_signals", field(o.handle_signals)},
-      {"metrics", field(o.metrics_file)},
-      {"summary", field(o.summary_file)},
-      {"verbosity", field(o.verbosity)},
-  };
+  std::map<std::string, const tessera::OptionInfo*> known;
+  for (const tessera::OptionInfo& info : tessera::option_infos()) known[info.name] = &info;
   for (const auto& [key, value] : kwargs) {
     const std::string name = py::str(key);
-    const auto it = setters.find(name);
-    if (it == setters.end()) value_error("unknown option '" + name + "'");
+    const auto it = known.find(name);
+    if (it == known.end()) value_error("unknown option '" + name + "'");
+    const std::string& type = it->second->type;
+    tessera::OptionValue v;
     try {
-      it->second(value);
+      if (type == "bool") {
+        if (!py::isinstance<py::bool_>(value)) throw py::cast_error();
+        v = value.cast<bool>();
+      } else if (type == "int") {
+        if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value))
+          throw py::cast_error();
+        const bool negative = value.cast<py::int_>() < py::int_(0);
+        v = negative ? tessera::OptionValue(value.cast<std::int64_t>())
+                     : tessera::OptionValue(value.cast<std::uint64_t>());
+      } else if (type == "float") {
+        if (py::isinstance<py::bool_>(value) ||
+            !(py::isinstance<py::float_>(value) || py::isinstance<py::int_>(value)))
+          throw py::cast_error();
+        v = value.cast<double>();
+      } else {
+        if (!py::isinstance<py::str>(value)) throw py::cast_error();
+        v = value.cast<std::string>();
+      }
     } catch (const py::cast_error&) {
       value_error("option '" + name + "': cannot use a value of type " +
-                  py::str(py::type::of(value)).cast<std::string>());
+                  py::str(py::type::of(value)).cast<std::string>() + " (expected " + type + ")");
     }
+    tessera::set_option(o, name, v);
   }
   return o;
+}
+
+py::object to_python(const tessera::OptionValue& value) {
+  return std::visit([](const auto& v) -> py::object { return py::cast(v); }, value);
+}
+
+// inspect.signature(tessera.Session): every option as a keyword-only argument with its default.
+py::object session_signature() {
+  const py::module_ inspect = py::module_::import("inspect");
+  const py::object parameter = inspect.attr("Parameter");
+  py::list parameters;
+  for (const tessera::OptionInfo& info : tessera::option_infos()) {
+    parameters.append(parameter(info.name, parameter.attr("KEYWORD_ONLY"),
+                                py::arg("default") = to_python(info.default_value)));
+  }
+  return inspect.attr("Signature")(parameters);
+}
+
+// The docstring's option list: one line per option.
+std::string session_doc() {
+  std::string doc =
+      "One rank's handle on a training job over MPI_COMM_WORLD. Keyword arguments are the "
+      "options of train_gcn's flags with '_' for '-':\n";
+  for (const tessera::OptionInfo& info : tessera::option_infos())
+    doc += "  " + info.name + " (" + info.type + ", default " + info.default_text +
+           "): " + info.help + "\n";
+  return doc;
 }
 
 // A NumPy array that owns `values` (moved, not copied) with the given shape.
@@ -226,19 +236,23 @@ PYBIND11_MODULE(tessera, m) {
       .def_property_readonly("num_nodes", [](const PyGraph& g) { return g.view.num_nodes; })
       .def_property_readonly("name", [](const PyGraph& g) { return g.view.name; });
 
-  py::class_<tessera::Session>(m, "Session",
-                               "One rank's handle on a training job over MPI_COMM_WORLD. "
-                               "Keyword arguments are train_gcn's flags with '_' for '-' "
-                               "(epochs=..., hidden_channels=..., codec=..., metrics=..., ...).")
+  py::class_<tessera::Session> session(m, "Session", session_doc().c_str());
+  session.attr("__signature__") = session_signature();
+  session
       .def(py::init([](const py::kwargs& kwargs) {
         return std::make_unique<tessera::Session>(options_from(kwargs));
       }))
       .def_property_readonly("rank", &tessera::Session::rank)
       .def_property_readonly("size", &tessera::Session::size)
       .def(
-          "load", [](tessera::Session& s, const std::string& spec) { s.load(spec); },
-          py::arg("dataset"),
-          "Loads an OGB raw-layout directory, a Tessera .h5 file or synth:PRESET[:SEED].")
+          "load",
+          [](tessera::Session& s, const std::optional<std::string>& dataset) {
+            if (dataset) return s.load(*dataset);
+            s.load();
+          },
+          py::arg("dataset") = py::none(),
+          "Loads an OGB raw-layout directory, a Tessera .h5 file or synth:PRESET[:SEED] (none: "
+          "the dataset option, else the partition store's, else synth:default).")
       .def(
           "load", [](tessera::Session& s, const PyGraph& g) { s.load(g.view); }, py::arg("graph"),
           "Loads a Graph (read on rank 0, partitioned and sent to every rank).")
@@ -267,7 +281,8 @@ PYBIND11_MODULE(tessera, m) {
       .def("report", &tessera::Session::report)
       .def("node_ids", [](const tessera::Session& s) { return to_numpy(s.node_ids()); })
       .def(
-          "embeddings", [](const tessera::Session& s, int layer) { return to_numpy(s.embeddings(layer)); },
+          "embeddings",
+          [](const tessera::Session& s, int layer) { return to_numpy(s.embeddings(layer)); },
           py::arg("layer"), "This rank's nodes (see node_ids): output of layer `layer`.")
       .def("logits", [](const tessera::Session& s) { return to_numpy(s.logits()); })
       .def("predictions", [](const tessera::Session& s) { return to_numpy(s.predictions()); })

@@ -1,75 +1,187 @@
-// tessera::Options: every setting of a training job through the public API, one field per
-// train_gcn flag (the flag is named beside each field) with the same defaults: OGB's full-batch
-// GCN examples (3 layers, 256 hidden, dropout 0.5, lr 0.01, 500 epochs), one run.
-// Values are checked when a Session loads or trains; a bad one throws std::invalid_argument
-// naming the flag.
+// tessera::Options: every setting of a training job, declared once in TESSERA_OPTIONS below.
+// That one declaration is where everything about an option comes from: the fields of Options,
+// train_gcn's flags and --help, the Python keyword arguments (Session(num_layers=...)), the
+// checks a value must pass, the summary JSON and the checkpoint identity (the settings a
+// checkpoint must match to resume). The defaults are those of OGB's full-batch GCN examples
+// (3 layers, 256 hidden, dropout 0.5, lr 0.01, 500 epochs), one run. Values are checked when a
+// Session starts; a bad one throws std::invalid_argument naming the flag.
+//
+// An entry is X(name, type, default, cli, check, record, help):
+//   name     the field, the Python keyword and the summary key; the flag is --name with '-'
+//            for '_' (num_layers: --num-layers)
+//   type     bool, int, std::int64_t, std::uint64_t, float, double or std::string
+//   cli      Flag()                       --name VALUE (a bool: --name alone)
+//            Switches(Switch("--a", "v"), ...)  flags that each set a value, and no --name
+//            ApiOnly("why")               not on the command line
+//   check    Any(), AtLeast(v), Above(v), Within(lo, hi), HalfOpen(lo, hi) (lo <= x < hi),
+//            Finite(), OneOf(registry) (a name from a registry), Custom(fn) (engine/
+//            train_config.cc), WhenAdaptive(check) (only with --codec adaptive),
+//            RefusedBy(modes, "why") (a --parallel mode refuses a value other than the
+//            default), All(check, ...); floating-point values must always be finite
+//   record   Identity()  in the summary and the checkpoint identity; Summary()  in the summary;
+//            IdentityIfAdaptive()  both, with --codec adaptive only; ReportedAs("key")  the run
+//            writes what it used under "key"; NotRecorded("why")
+//   help     what --help and the Python docstring say
+// The names inside cli, check and record are read by engine/option_table.cc only.
+// Adding an option: one entry here; then read it where it takes effect.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "tessera/export.h"
+
+#define TESSERA_OPTIONS(X)                                                                         \
+  /* The data and the model. */                                                                    \
+  X(dataset, std::string, "synth:default", Flag(), Any(), Summary(),                               \
+    "an OGB raw-layout directory, a Tessera .h5 file or synth:PRESET[:SEED] (presets: default, "   \
+    "arxiv-like, products-like); with --partitions and no --dataset, the store's dataset")         \
+  X(model, std::string, "gcn", Flag(), OneOf(layer_kind_names), Identity(),                        \
+    "the layer kind (layers/layer_kinds.cc)")                                                      \
+  X(num_layers, int, 3, Flag(), Within(1, 1024), Identity(), "graph convolutions")                 \
+  X(hidden_channels, std::int64_t, 256, Flag(), Within(1, 1 << 20), Identity(),                    \
+    "width of the hidden layers")                                                                  \
+  X(dropout, float, 0.5f, Flag(), HalfOpen(0, 1), Identity(),                                      \
+    "dropout after every hidden layer, in [0, 1)")                                                 \
+  X(input_dropout, float, 0.0f, Flag(), HalfOpen(0, 1), Identity(),                                \
+    "dropout on the input features, in [0, 1) (Kipf & Welling: the same as --dropout)")            \
+  X(batch_norm, bool, false, Flag(),                                                               \
+    RefusedBy(kPipelined,                                                                          \
+              "needs every layer's statistics over the whole graph, which a chunk "                \
+              "does not see; use --parallel graph"),                                               \
+    Identity(), "batch normalisation over nodes between layers (as OGB's ogbn-arxiv GCN)")         \
+  X(normalize_features, bool, false, Flag(), Any(), Identity(),                                    \
+    "divide each feature row by its sum (Kipf & Welling)")                                         \
+  /* The optimiser and the runs. */                                                                \
+  X(lr, float, 0.01f, Flag(), Above(0), Identity(), "Adam learning rate")                          \
+  X(weight_decay, float, 0.0f, Flag(), AtLeast(0), Identity(),                                     \
+    "L2 weight decay on convolution weights (Adam, torch semantics; biases and batch norm are "    \
+    "not decayed)")                                                                                \
+  X(epochs, int, 500, Flag(), AtLeast(1), Identity(), "training epochs per run")                   \
+  X(eval_every, int, 1, Flag(), AtLeast(1), Identity(),                                            \
+    "evaluate train/valid/test every N epochs (and at the last)")                                  \
+  X(runs, int, 1, Flag(), AtLeast(1), Identity(),                                                  \
+    "independent runs (seeds); mean and std over them are reported")                               \
+  X(seed, std::uint64_t, 0, Flag(), Any(), Identity(),                                             \
+    "seed of run 0 (initialisation and dropout masks); run r uses seed + r")                       \
+  /* Where it runs. */                                                                             \
+  X(threads, int, 0, Flag(), AtLeast(0), Summary(),                                                \
+    "compute threads per rank (0: OMP_NUM_THREADS if set, else the node's cores divided among "    \
+    "its ranks); BLAS is capped to the same count")                                                \
+  X(device, std::string, "cpu", Flag(), Custom(check_device), Summary(),                           \
+    "cpu, or cuda[:i] in a build with the CUDA backend (graph mode: one GPU per rank)")            \
+  X(parallel, std::string, "graph", Flag(), OneOf(parallel_mode_names), ReportedAs("parallel"),    \
+    "how the ranks share the work (engine/modes.cc): graph, one graph part per rank, halos every " \
+    "layer; pipeline, one stage of consecutive layers per rank, chunks streamed between stages "   \
+    "(GNNPipe); hybrid, ranks = parts x --stages, a pipeline per graph part")                      \
+  X(stages, int, 0, Flag(), All(AtLeast(0), RefusedBy(kGraphMode, kStagesUnused)),                 \
+    ReportedAs("stages"),                                                                          \
+    "pipeline stages (hybrid: per graph part, required; pipeline: 0 or the ranks)")                \
+  X(chunks, int, 0, Flag(), All(AtLeast(0), RefusedBy(kGraphMode, kStagesUnused)),                 \
+    ReportedAs("chunks"),                                                                          \
+    "chunks each graph part is cut into for the pipeline, >= --stages (0: the stages)")            \
+  X(memory_budget, double, 0.0, Flag(), AtLeast(0), Summary(),                                     \
+    "GiB one rank may use: pipeline and hybrid refuse, before training, a stage estimated above "  \
+    "it (0: the node's memory shared among its ranks)")                                            \
+  X(parts, int, 0, Flag(), AtLeast(0), ReportedAs("graph_parts"),                                  \
+    "graph parts; must equal the ranks (hybrid: ranks / stages) and Slurm's task count (0: not "   \
+    "checked)")                                                                                    \
+  X(partition, std::string, "metis", Flag(), OneOf(partition_method_names),                        \
+    ReportedAs("partition"), "partitioner when rank 0 partitions in process")                      \
+  X(partitions, std::string, "", Flag(), Any(), Summary(),                                         \
+    "a partition store made by partition_graph: each rank reads only its own part file")           \
+  X(comm_timeout, double, 900.0, Flag(), Finite(), Summary(),                                      \
+    "seconds a rank waits for a message or collective before it gives up (<= 0: never)")           \
+  /* Halo message codecs. */                                                                       \
+  X(codec, std::string, "none", Flag(), All(OneOf(codec_option_names), Custom(check_codec)),       \
+    Identity(),                                                                                    \
+    "encoding of halo embeddings (comm/codec_table.cc), or adaptive: 2/4/8 bits per row in both "  \
+    "directions under --bit-budget")                                                               \
+  X(codec_backward, std::string, "", Flag(), Custom(check_codec_backward),                         \
+    Identity(backward_codec_name), "encoding of halo gradients (empty: the same as --codec)")      \
+  X(error_feedback, bool, false, Flag(),                                                           \
+    RefusedBy(kPipelined,                                                                          \
+              "applies to --parallel graph; the fixed codecs apply to the pipeline "               \
+              "streams"),                                                                          \
+    Identity(), "add each row's quantisation residual to its next message")                        \
+  X(bit_budget, double, 4.0, Flag(), WhenAdaptive(Within(2, 8)), IdentityIfAdaptive(),             \
+    "adaptive codec: average bits per value, in [2, 8]")                                           \
+  X(replan_every, int, 10, Flag(), WhenAdaptive(AtLeast(1)), IdentityIfAdaptive(),                 \
+    "adaptive codec: re-plan the bits every N epochs from the observed row ranges")                \
+  /* Checkpoints and stopping. */                                                                  \
+  X(checkpoint_dir, std::string, "", Flag(),                                                       \
+    RefusedBy(kPipelined,                                                                          \
+              "is not available: checkpoints are written in --parallel graph only (a "             \
+              "stage holds only its layers' weights)"),                                            \
+    NotRecorded("how the run is kept and continued, not what it computes: a run stopped and "      \
+                "resumed gives the summary of the uninterrupted one"),                             \
+    "write checkpoints to DIR (rank 0) and continue from the newest valid one there")              \
+  X(checkpoint_every, int, 0, Flag(), AtLeast(0), NotRecorded("as --checkpoint-dir"),              \
+    "epochs between checkpoints (0: only on SIGUSR1/SIGTERM and at the end)")                      \
+  X(keep_checkpoints, int, 2, Flag(), AtLeast(1), NotRecorded("as --checkpoint-dir"),              \
+    "newest checkpoints kept in --checkpoint-dir")                                                 \
+  X(resume, std::string, "auto",                                                                   \
+    Switches(Switch("--resume", "require"), Switch("--no-resume", "never")),                       \
+    All(OneOf(resume_mode_names), Custom(check_resume)), NotRecorded("as --checkpoint-dir"),       \
+    "auto: continue from the newest valid checkpoint in --checkpoint-dir when there is one; "      \
+    "require (--resume): fail without one; never (--no-resume): start over, replacing them")       \
+  X(handle_signals, bool, false,                                                                   \
+    ApiOnly("train_gcn always turns it on; the option lets a host program keep its own signal "    \
+            "handling"),                                                                           \
+    Any(), Summary(),                                                                              \
+    "SIGUSR1 and SIGTERM stop training after the epoch in progress and a checkpoint, instead of "  \
+    "ending the process")                                                                          \
+  /* Output (rank 0). */                                                                           \
+  X(metrics, std::string, "", Flag(), Any(),                                                       \
+    NotRecorded("where the run's output goes, not what it did: runs that differ only in their "    \
+                "output files give identical summaries"),                                          \
+    "write one JSON object per epoch to FILE")                                                     \
+  X(summary, std::string, "", Flag(), Any(),                                                       \
+    NotRecorded("the summary's own path: runs that differ only in their output files give "        \
+                "identical summaries"),                                                            \
+    "write a summary JSON object to FILE")                                                         \
+  X(verbosity, int, 0, Switches(Switch("--quiet", "1")), Within(0, 2), Summary(),                  \
+    "rank 0 on stderr: 0 nothing, 1 the set-up (launch, dataset, partition), 2 also a line per "   \
+    "evaluated epoch (train_gcn: 2, --quiet: 1)")
 
 namespace tessera {
 
 struct Options {
-  // Model and optimiser.
-  std::string model = "gcn";           // --model: gcn | sage | resgcn (residual, for deep models)
-  int num_layers = 3;                  // --num-layers
-  std::int64_t hidden_channels = 256;  // --hidden-channels
-  float dropout = 0.5f;                // --dropout, after every hidden layer, in [0, 1)
-  float input_dropout = 0.0f;          // --input-dropout, on the input features
-  float lr = 0.01f;                    // --lr (Adam)
-  float weight_decay = 0.0f;           // --weight-decay (on convolution weights)
-  int epochs = 500;                    // --epochs per run
-  std::uint64_t seed = 0;              // --seed of run 0; run r uses seed + r
-  bool normalize_features = false;     // --normalize-features: rows divided by their sum
-  bool batch_norm = false;             // --batch-norm between layers
-  int eval_every = 1;                  // --eval-every N epochs (the last epoch always)
-  int runs = 1;                        // --runs: independent runs (seeds)
-  int threads = 0;                     // --threads per rank; 0: the cores shared among the
-                                       // ranks on this node (or OMP_NUM_THREADS when set)
-  std::string device = "cpu";          // --device
-
-  // Distribution (graph parallel: one part per rank).
-  int parts = 0;                       // --parts: must equal the number of ranks (and Slurm's
-                                       // task count); 0: not checked
-  std::string partition = "metis";     // --partition: metis | random | block (in process)
-  std::string partitions_dir;          // --partitions: a store made by partition_graph
-  double comm_timeout = 900.0;         // --comm-timeout seconds per wait; <= 0: never
-  // Parallelism: graph (one part per rank, halos every layer), pipeline (one stage of
-  // consecutive layers per rank over the whole graph, chunks streamed between stages) or
-  // hybrid (ranks = parts x stages: a pipeline per graph part).
-  std::string parallel = "graph";      // --parallel: graph | pipeline | hybrid
-  int stages = 0;                      // --stages S per pipeline (hybrid; pipeline: the ranks)
-  int chunks = 0;                      // --chunks per part, >= stages; 0: as many as stages
-  double memory_budget_gb = 0.0;       // --memory-budget GiB per rank (pipelined modes refuse a
-                                       // stage estimated above it); 0: node memory / its ranks
-
-  // Halo message codecs.
-  std::string codec = "none";          // --codec: none bf16 fp16 int8 int4 int2 adaptive
-  std::string codec_backward;          // --codec-backward; empty: the same as codec
-  bool error_feedback = false;         // --error-feedback
-  double bit_budget = 4.0;             // --bit-budget (adaptive), bits per value in [2, 8]
-  int replan_every = 10;               // --replan-every N epochs (adaptive)
-
-  // Checkpoints (HDF5, written by rank 0 through a temporary file and a rename; global state,
-  // so a job may resume on another number of ranks).
-  std::string checkpoint_dir;          // --checkpoint-dir; empty: none written or read
-  int checkpoint_every = 0;            // --checkpoint-every N epochs; 0: only on a stop signal
-                                       // and at the end
-  int keep_checkpoints = 2;            // --keep-checkpoints: the newest N are kept
-  std::string resume = "auto";         // auto: continue from the newest valid checkpoint when
-                                       // there is one; require (--resume): fail without one;
-                                       // never (--no-resume): start over
-  bool handle_signals = false;         // SIGUSR1/SIGTERM stop training after the epoch and a
-                                       // checkpoint (train_gcn: on); off leaves the host
-                                       // program's signal handling alone
-
-  // Output (written by rank 0).
-  std::string metrics_file;            // --metrics: one JSON object per evaluated epoch
-  std::string summary_file;            // --summary: one JSON object at the end
-  int verbosity = 0;                   // rank 0 on stderr: 0 nothing; 1 the set-up (launch,
-                                       // dataset, partition); 2 also a line per evaluated
-                                       // epoch (train_gcn: 2, or 1 with --quiet)
+#define TESSERA_OPTION_FIELD(name, type, value, ...) type name = value;
+  TESSERA_OPTIONS(TESSERA_OPTION_FIELD)
+#undef TESSERA_OPTION_FIELD
 };
+
+// The options at run time, for programs that present them (train_gcn's flags, the Python
+// keywords): one entry per TESSERA_OPTIONS entry, in its order.
+using OptionValue = std::variant<bool, std::int64_t, std::uint64_t, double, std::string>;
+
+struct OptionInfo {
+  std::string name;  // "num_layers"
+  std::string flag;  // "--num-layers"; empty when only switches (or nothing) set it
+  std::vector<std::pair<std::string, std::string>> switches;  // ("--quiet", "1"): set a value
+  std::string cli_absent;  // why it is not on the command line (empty: it is)
+  std::string type;        // "bool", "int", "float" or "string"
+  std::string help;        // with the choices, when a registry gives them
+  std::vector<std::string> choices;
+  OptionValue default_value;  // as the type above holds it
+  std::string default_text;
+  std::string summary_key;   // where the summary records it; empty: it does not
+  std::string not_recorded;  // why the summary does not
+  bool identity = false;     // part of the checkpoint identity
+};
+
+TESSERA_API const std::vector<OptionInfo>& option_infos();
+// Sets option `name` from a value of its type ("int" options take any integer in the field's
+// range, "float" ones any number): std::invalid_argument naming the option otherwise. Checks
+// that need the other options (ranges, choices, modes) run when a Session starts.
+TESSERA_API void set_option(Options& options, const std::string& name, const OptionValue& value);
+// The same from text as on a command line ("3", "0.5", "on"/"true"/"1", "int4").
+TESSERA_API void set_option_text(Options& options, const std::string& name,
+                                 const std::string& text);
+TESSERA_API OptionValue get_option(const Options& options, const std::string& name);
 
 }  // namespace tessera

@@ -105,9 +105,12 @@ class TESSERA_API Session {
 
   // Collective: loads the dataset and gives each rank its part. `spec`: an OGB raw-layout
   // directory, a Tessera .h5 file or synth:PRESET[:SEED] (default, arxiv-like,
-  // products-like). With options().partitions_dir set, each rank reads its part file instead
+  // products-like). With options().partitions set, each rank reads its part file instead
   // (then `spec`, when not empty, must be the dataset the store was made from).
   void load(const std::string& spec);
+  // The same for options().dataset; with options().partitions and the default dataset, the
+  // dataset the store was made from.
+  void load();
   // Collective: the same from arrays held by the caller. Only rank 0 reads its view (the other
   // ranks may pass an empty one); rank 0 partitions and sends each rank its part.
   void load(const GraphView& graph);
@@ -119,7 +122,7 @@ class TESSERA_API Session {
 
   // Collective: options().runs runs from fresh models (or continued from a checkpoint in
   // options().checkpoint_dir); on_epoch sees every epoch on every rank, including those replayed
-  // from a checkpoint. Writes options().metrics_file and summary_file (rank 0) when set and
+  // from a checkpoint. Writes options().metrics and summary (rank 0) when set and
   // training was not stopped.
   TrainResult train(const OnEpoch& on_epoch = {});
   // The report of the last train(): a line per finished run, then (unless it was stopped) the

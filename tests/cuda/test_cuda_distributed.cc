@@ -45,7 +45,7 @@ TEST_F(CudaDistributed, GpuRanksTrackTheSingleCpuRun) {
   for (const ModelKind model : {ModelKind::Gcn, ModelKind::Sage}) {
     SCOPED_TRACE(to_string(model));
     TrainConfig config;
-    config.model = model;
+    config.model = to_string(model);
     config.num_layers = 3;
     config.hidden_channels = 32;
     config.dropout = 0.5f;

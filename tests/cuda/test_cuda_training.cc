@@ -92,7 +92,7 @@ TEST_F(CudaTraining, EveryModelFamilyTracksTheCpu) {
                                Family{ModelKind::ResGcn, 6, false, "resgcn, 6 layers"},
                                Family{ModelKind::Sage, 3, true, "sage + batch norm, 3 layers"}}) {
     TrainConfig config = base;
-    config.model = family.model;
+    config.model = to_string(family.model);
     config.num_layers = family.num_layers;
     config.batch_norm = family.batch_norm;
     expect_same_training(config, dataset, family.what);

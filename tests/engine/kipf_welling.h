@@ -9,7 +9,7 @@ namespace tessera::test {
 
 inline TrainConfig kipf_welling_config() {
   TrainConfig c;
-  c.model = ModelKind::Gcn;
+  c.model = "gcn";
   c.num_layers = 2;
   c.hidden_channels = 16;
   c.dropout = 0.5f;

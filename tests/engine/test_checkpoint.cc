@@ -142,7 +142,7 @@ TEST(CheckpointFile, IdentityDifferenceNamesTheFlag) {
   TrainConfig c = a;
   c.threads = 3;
   c.checkpoint_every = 5;
-  c.metrics_file = "x.jsonl";
+  c.metrics = "x.jsonl";
   EXPECT_EQ(identity_difference(checkpoint_identity(a, d), checkpoint_identity(c, d)), "");
 }
 
@@ -157,7 +157,8 @@ TrainConfig small_config(const fs::path& dir) {
   c.eval_every = 2;
   c.checkpoint_dir = dir.string();
   c.checkpoint_every = 4;
-  c.progress = false;
+  c.verbosity = 0;
+  c.handle_signals = true;  // SIGUSR1 stops training after a checkpoint
   c.threads = 1;  // several test processes share two cores: one thread does not spin-wait
   return c;
 }
@@ -303,7 +304,7 @@ TEST(CheckpointResume, ForeignOrMissingCheckpointsAreRefused) {
   EXPECT_EQ(read_file_bytes(saved), before);  // nothing overwritten
 
   TrainConfig require = c;
-  require.resume = ResumeMode::Require;
+  require.resume = "require";
   require.checkpoint_dir = scratch("empty").string();
   EXPECT_THROW(train(require), Error);
 

@@ -58,7 +58,7 @@ class DistributedTraining : public ::testing::Test {
  protected:
   // Trains `dataset` alone and as this rank's part of `c.method` over all ranks; compares.
   void check(const Dataset& dataset, TrainConfig config, const Case& c) {
-    config.model = c.model;
+    config.model = to_string(c.model);
     config.batch_norm = c.batch_norm;
     Trainer single(config, dataset);
     const std::vector<EpochRecord> reference = train_records(single);

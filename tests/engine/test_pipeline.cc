@@ -136,7 +136,7 @@ TEST(LayerCosts, HandComputed) {
 
 TrainConfig layout_config(ParallelMode mode, int layers, int stages, int chunks) {
   TrainConfig c;
-  c.parallel = mode;
+  c.parallel = to_string(mode);
   c.num_layers = layers;
   c.stages = stages;
   c.chunks = chunks;
@@ -233,7 +233,7 @@ TEST(PipelineLayoutTest, ValidateRefusesWhatPipelinesCannotDo) {
   bad(layout_config(ParallelMode::Hybrid, 4, 0, 0), {"--stages"});
   bad(layout_config(ParallelMode::Hybrid, 4, 2, 1), {"--chunks 1", "--stages 2"});
   c = layout_config(ParallelMode::Pipeline, 4, 0, 0);
-  c.memory_budget_gb = -1.0;
+  c.memory_budget = -1.0;
   bad(c, {"--memory-budget"});
   // The fixed codecs apply to the streams.
   c = layout_config(ParallelMode::Pipeline, 4, 0, 0);

@@ -119,7 +119,7 @@ std::vector<EpochRecord> train_records(Trainer& trainer, int run = 0) {
 
 TrainConfig small_config(ModelKind model, int epochs) {
   TrainConfig c;
-  c.model = model;
+  c.model = to_string(model);
   c.num_layers = model == ModelKind::ResGcn ? 4 : 3;
   c.hidden_channels = 32;
   c.dropout = 0.5f;
@@ -150,7 +150,7 @@ void expect_one_stage_equals_graph_mode(const Dataset& dataset, TrainConfig conf
   SCOPED_TRACE(name);
   Trainer graph(config, dataset);
   const std::vector<EpochRecord> reference = train_records(graph);
-  config.parallel = ParallelMode::Pipeline;
+  config.parallel = "pipeline";
   config.chunks = 1;
   Trainer pipeline(config, dataset);
   const std::vector<EpochRecord> records = train_records(pipeline);
@@ -186,11 +186,10 @@ void expect_deterministic(Communicator& comm, const TrainConfig& config, int sta
                           const std::string& name) {
   SCOPED_TRACE(name);
   const Data& d = synthetic();
-  Trainer first(config, rank_part(d, config.parallel, comm.size(), comm.rank(), stages).part, comm);
+  Trainer first(config, rank_part(d, config.mode(), comm.size(), comm.rank(), stages).part, comm);
   const std::vector<EpochRecord> a = train_records(first);
   const std::vector<EpochRecord> again = train_records(first);
-  Trainer second(config, rank_part(d, config.parallel, comm.size(), comm.rank(), stages).part,
-                 comm);
+  Trainer second(config, rank_part(d, config.mode(), comm.size(), comm.rank(), stages).part, comm);
   const std::vector<EpochRecord> b = train_records(second);
   EXPECT_TRUE(identical(a, again)) << "the same trainer, run 0 twice";
   EXPECT_TRUE(identical(a, b)) << "a second trainer";
@@ -204,7 +203,7 @@ void expect_deterministic(Communicator& comm, const TrainConfig& config, int sta
 
 TEST_F(PipelineTraining, PipelineRunsRepeatExactlyWithMoreChunksThanStages) {
   TrainConfig c = small_config(ModelKind::ResGcn, 12);
-  c.parallel = ParallelMode::Pipeline;
+  c.parallel = "pipeline";
   c.chunks = 2 * ranks() + 1;
   expect_deterministic(comm, c, ranks(),
                        "pipeline " + std::to_string(ranks()) + " stages, " +
@@ -214,7 +213,7 @@ TEST_F(PipelineTraining, PipelineRunsRepeatExactlyWithMoreChunksThanStages) {
 TEST_F(PipelineTraining, HybridRunsRepeatExactly) {
   if (ranks() < 2) GTEST_SKIP() << "hybrid needs 2 or more ranks";
   TrainConfig c = small_config(ModelKind::ResGcn, 12);
-  c.parallel = ParallelMode::Hybrid;
+  c.parallel = "hybrid";
   c.stages = ranks() / 2;  // 2 parts of ranks / 2 stages
   c.chunks = c.stages + 1;
   expect_deterministic(comm, c, c.stages,
@@ -258,8 +257,8 @@ Accuracy graph_mode_runs(Communicator& comm, const Data& d, const TrainConfig& c
 // Pipeline mode on all ranks (one stage each, chunks = stages), runs 0 .. runs-1.
 Accuracy pipeline_mode_runs(Communicator& comm, const Data& d, TrainConfig config, int runs) {
   const auto start = std::chrono::steady_clock::now();
-  config.parallel = ParallelMode::Pipeline;
-  Trainer trainer(config, rank_part(d, config.parallel, comm.size(), comm.rank(), comm.size()).part,
+  config.parallel = "pipeline";
+  Trainer trainer(config, rank_part(d, config.mode(), comm.size(), comm.rank(), comm.size()).part,
                   comm);
   Accuracy a;
   for (int run = 0; run < runs; ++run) a.final_test.push_back(trainer.train_run(run).final_test);
@@ -283,7 +282,7 @@ std::string percents(const std::vector<double>& values) {
 void expect_pipeline_accuracy(Communicator& comm, const Data& d, int epochs, double points,
                               const std::string& name) {
   TrainConfig c;
-  c.model = ModelKind::ResGcn;
+  c.model = "resgcn";
   c.num_layers = 8;
   c.hidden_channels = 64;
   c.lr = 0.01f;
@@ -338,7 +337,7 @@ void expect_bytes(Communicator& comm, double measured, double model, double tole
 TrainConfig traffic_config(ParallelMode mode) {
   TrainConfig c = small_config(ModelKind::Gcn, 2);
   c.num_layers = 4;  // 64 features -> 32 -> 32 -> 32 -> 6 classes
-  c.parallel = mode;
+  c.parallel = to_string(mode);
   return c;
 }
 
@@ -346,7 +345,7 @@ TEST_F(PipelineTraining, GraphModeBytesMatchTheTrafficModel) {
   if (ranks() < 2) GTEST_SKIP() << "no halo on one rank";
   const Data& d = synthetic();
   const TrainConfig c = traffic_config(ParallelMode::Graph);
-  RankPart p = rank_part(d, c.parallel, ranks(), rank(), 1);
+  RankPart p = rank_part(d, c.mode(), ranks(), rank(), 1);
   const std::int64_t halo = p.halo_nodes_total;
   Trainer trainer(c, std::move(p.part), comm);
   const RunResult r = trainer.train_run(0);
@@ -374,7 +373,7 @@ TEST_F(PipelineTraining, PipelineModeBytesMatchTheTrafficModel) {
     TrainConfig c = traffic_config(ParallelMode::Pipeline);
     c.chunks = ranks() + 1;
     c.codec = codec;
-    Trainer trainer(c, rank_part(d, c.parallel, ranks(), rank(), ranks()).part, comm);
+    Trainer trainer(c, rank_part(d, c.mode(), ranks(), rank(), ranks()).part, comm);
     const RunResult r = trainer.train_run(0);
     const CodecKind kind = parse_codec(codec);
     // Codec none: exact. int8: the 16-byte header of each of the 2 (S - 1) C messages is not
@@ -393,7 +392,7 @@ TEST_F(PipelineTraining, HybridBytesMatchTheTrafficModel) {
   TrainConfig c = traffic_config(ParallelMode::Hybrid);
   c.stages = 2;
   c.chunks = 3;
-  RankPart p = rank_part(d, c.parallel, ranks(), rank(), c.stages);
+  RankPart p = rank_part(d, c.mode(), ranks(), rank(), c.stages);
   const std::int64_t halo = p.halo_nodes_total;
   Trainer trainer(c, std::move(p.part), comm);
   const RunResult r = trainer.train_run(0);

@@ -23,7 +23,7 @@ TEST(TrainSynthetic, DefaultDemoReachesReadmeAccuracy) {
 
 TEST(TrainSynthetic, SageTrainsToo) {
   TrainConfig config;
-  config.model = ModelKind::Sage;
+  config.model = "sage";
   config.epochs = 100;
   config.batch_norm = true;
   Dataset dataset = load_dataset(config.dataset);

@@ -45,8 +45,8 @@ struct Graph {
       labels.push_back(v % classes);
       if (v % 3 != 2) train_rows.push_back(static_cast<NodeId>(v));
     }
-    context.gcn = &gcn;
-    context.mean = &mean;
+    context.set_propagator(kGcnOperator, &gcn);
+    context.set_propagator(kMeanOperator, &mean);
     context.global_ids = global_ids;
     context.global_num_nodes = kNodes;
   }
@@ -301,7 +301,7 @@ TEST(Model, EvalIgnoresDropoutAndEpoch) {
 TEST(Model, BackwardSkipsTheInputFeatureGradient) {
   Graph g(4, 34);
   test::CountingPropagator counting(g.gcn);
-  g.context.gcn = &counting;
+  g.context.set_propagator(kGcnOperator, &counting);
   Tensor x = random_tensor(kNodes, 3, 1);
   // Layer 0 (3 -> 9) aggregates first: its backward needs the propagator only for d_x.
   // Layer 1 (9 -> 4) transforms first: one propagator backward for d_weight and d_x.
@@ -376,7 +376,7 @@ TEST(Model, RefusesBadConfigAndContext) {
   Graph g(3, 37);
   Tensor x = random_tensor(kNodes, 7, 1), logits;
   Model sage(make_config(ModelKind::Sage, 7, 5, 3, 2, false));
-  g.context.mean = nullptr;
+  g.context.set_propagator(kMeanOperator, nullptr);
   EXPECT_THROW(sage.forward(logits, x, g.context, false, 0), Error);
   Model gcn(make_config(ModelKind::Gcn, 6, 5, 3, 2, false));
   EXPECT_THROW(gcn.forward(logits, x, g.context, false, 0), Error);  // 7 features, not 6

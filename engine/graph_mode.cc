@@ -1,0 +1,183 @@
+// --parallel graph (engine/modes.h): one graph part per rank (the whole graph on one process).
+// The part's operator (the layer kind's, with global degrees) sits behind a HaloPropagator whose
+// exchange moves the boundary rows of every layer, overlapped with the aggregation of the inner
+// rows, with the configured codecs; a training step is one forward and backward over the owned
+// rows. On GPUs (--device cuda) the features, operator, dropout keys, labels and loss rows are
+// uploaded once, and several GPU ranks move halos and gradients over NCCL.
+#include <memory>
+#include <optional>
+
+#include "comm/agreement.h"
+#include "comm/gpu_communicator.h"
+#include "core/error.h"
+#include "core/kernels.h"
+#include "engine/halo_propagator.h"
+#include "engine/modes.h"
+#include "engine/system.h"
+
+namespace tessera {
+namespace {
+
+class GraphRunner final : public ModeRunner {
+ public:
+  GraphRunner(const TrainConfig& config, GraphPart& part, Communicator& comm)
+      : config_(config), part_(part), comm_(comm) {}
+
+  // GPU ranks of a multi-rank job move halos and gradients over NCCL (bootstrapped over this
+  // job's MPI ranks, each binding the GPU of its local rank; agreed inside).
+  void connect() override {
+    if (config_.device == "cpu" || comm_.size() == 1) return;
+    run_agreed(comm_, "binding the GPUs",
+               [&] { gpu_comm_ = make_gpu_communicator(comm_, &gpu_device_); });
+  }
+
+  void build(const LossRows& loss) override;
+  void start(std::int64_t loss_terms) override {
+    loss_scale_ = 1.0f / static_cast<float>(loss_terms);
+  }
+
+  std::int64_t operator_nnz() const override { return propagator_->nnz(); }
+  ParallelInfo info() const override {
+    ParallelInfo p;
+    p.mode = comm_.size() > 1 ? "graph" : "single";
+    p.parts = comm_.size();
+    return p;
+  }
+  Device device() const override { return device_; }
+  Communicator& gradient_comm() override { return gpu_comm_ ? *gpu_comm_ : comm_; }
+
+  void begin_run() override { exchange_->reset_residuals(); }
+  std::string begin_epoch(int epoch, std::uint64_t seed) override {
+    exchange_->reset_times();
+    exchange_->set_noise(seed, static_cast<std::uint64_t>(epoch));
+    bn_reduce_s_ = 0.0;
+    const bool replan = config_.adaptive() && epoch > 1 && (epoch - 1) % config_.replan_every == 0;
+    return replan ? exchange_->replan() : std::string();
+  }
+  double train_step(Model& model, int epoch, std::uint64_t) override {
+    const bool multiclass = part_.dataset.task == TaskType::MultiClass;
+    model.forward(logits_, *features_, context_, /*training=*/true, epoch);
+    const double loss = loss_and_gradient(d_logits_, logp_, logits_, multiclass, labels_, *targets_,
+                                          loss_rows_, loss_scale_);
+    model.backward(d_logits_, context_);
+    return loss;
+  }
+  const Tensor* evaluate(Model& model, int epoch) override {
+    model.forward(logits_, *features_, context_, /*training=*/false, epoch);
+    if (logits_.device().kind == DeviceKind::Cpu) return &logits_;
+    host_logits_.resize(logits_.rows(), logits_.cols(), Device::cpu());  // for the metrics
+    host_logits_.copy_from(logits_);
+    return &host_logits_;
+  }
+  // The halo exchanges, plus batch norm's all-reduces inside the step (blocking).
+  ExchangeTimes times() const override {
+    ExchangeTimes t = exchange_->times();
+    t.comm_s += bn_reduce_s_;
+    t.exposed_s += bn_reduce_s_;
+    return t;
+  }
+
+ private:
+  void place_data();
+
+  const TrainConfig& config_;
+  GraphPart& part_;
+  Communicator& comm_;
+  Device device_;
+  // Several GPU ranks: the NCCL communicator of their halos and gradients (traffic counted in
+  // comm_'s counter), and this rank's GPU.
+  std::unique_ptr<Communicator> gpu_comm_;
+  int gpu_device_ = 0;
+  std::unique_ptr<HaloExchange> exchange_;
+  std::unique_ptr<HaloPropagator> propagator_;
+  GraphContext context_;
+  float loss_scale_ = 1.0f;
+  double bn_reduce_s_ = 0.0;  // batch norm's all-reduces in the last step
+  std::vector<NodeId> train_loss_rows_;
+  Tensor logits_, logp_, d_logits_;  // (N, C), on device_
+  Tensor host_logits_;               // (N, C) the logits copied back for the metrics
+  // What the steps read, on the training device: on the CPU the part's own tensors, on a GPU
+  // copies uploaded once (place_data). A step then moves no tensor to or from the host but the
+  // loss, the batch-norm statistics (2F values a layer) and, on evaluated epochs, the logits.
+  const Tensor* features_ = nullptr;      // part.features or device_features_
+  const Tensor* targets_ = nullptr;       // part.targets or device_targets_
+  std::span<const std::int64_t> labels_;  // part.labels or device_labels_
+  std::span<const NodeId> loss_rows_;     // train_loss_rows_ or device_loss_rows_
+  Tensor device_features_;                // (N, F) the features on a GPU (empty on the CPU)
+  Tensor device_targets_;                 // (N, T) multi-label targets on a GPU
+  Tensor device_ids_;                     // (N, 1) i64 global ids (dropout keys) on a GPU
+  Tensor device_labels_;                  // (N, 1) i64 labels on a GPU
+  Tensor device_loss_rows_;               // (R, 1) i32 labelled training rows on a GPU
+};
+
+void GraphRunner::build(const LossRows& loss) {
+  device_ = parse_device(config_.device);
+  if (gpu_comm_) device_.index = gpu_device_;  // each rank's own GPU
+  LocalGraph& g = part_.graph;
+  TESSERA_CHECK(g.num_parts == comm_.size() && g.part == comm_.rank(), InvalidArgument, "part ",
+                g.part, " of ", g.num_parts, " given to rank ", comm_.rank(), " of ", comm_.size());
+  ExchangeCodecs codecs;
+  codecs.adaptive = config_.adaptive();
+  codecs.forward = config_.forward_codec();
+  codecs.backward = config_.backward_codec();
+  codecs.error_feedback = config_.error_feedback;
+  codecs.bit_budget = config_.bit_budget;
+  codecs.num_layers = config_.num_layers;
+  exchange_ = std::make_unique<HaloExchange>(gpu_comm_ ? *gpu_comm_ : comm_, g.halo, g.owned_ids,
+                                             g.halo_ids, codecs);
+  const GraphOperator& op = *config_.kind()->op;
+  propagator_ =
+      std::make_unique<HaloPropagator>(op.build(g.adjacency, g.degrees), op.symmetry, *exchange_);
+  propagator_->upload(device_);
+  context_.set_propagator(op, propagator_.get());
+  context_.global_ids = g.owned_ids;
+  context_.global_num_nodes = part_.dataset.num_nodes;
+  context_.all_reduce = [this](std::span<double> values) {
+    Stopwatch reduce;
+    comm_.all_reduce_sum(values, TrafficCategory::AllReduce);
+    bn_reduce_s_ += reduce.seconds();
+  };
+  train_loss_rows_ = loss.rows;
+  place_data();
+}
+
+void GraphRunner::place_data() {
+  features_ = &part_.features;
+  targets_ = &part_.targets;
+  labels_ = part_.labels;
+  loss_rows_ = train_loss_rows_;
+  if (device_.kind == DeviceKind::Cpu) return;
+  device_features_ = part_.features.to(device_);
+  features_ = &device_features_;
+  if (!part_.targets.empty()) {
+    device_targets_ = part_.targets.to(device_);
+    targets_ = &device_targets_;
+  }
+  // Index lists, uploaded once; the kernels read GPU spans in place.
+  device_ids_ = index_tensor(std::span<const GlobalId>(part_.graph.owned_ids), device_);
+  context_.global_ids = {device_ids_.data<GlobalId>(), part_.graph.owned_ids.size()};
+  device_labels_ = index_tensor(std::span<const std::int64_t>(part_.labels), device_);
+  labels_ = {device_labels_.data<std::int64_t>(), part_.labels.size()};
+  device_loss_rows_ = index_tensor(std::span<const NodeId>(train_loss_rows_), device_);
+  loss_rows_ = {device_loss_rows_.data<NodeId>(), train_loss_rows_.size()};
+}
+
+std::unique_ptr<ModeRunner> make_graph_runner(const TrainConfig& config, GraphPart& part,
+                                              Communicator& comm) {
+  return std::make_unique<GraphRunner>(config, part, comm);
+}
+
+void validate_graph(const TrainConfig&) {}  // the option table says all (--stages, --chunks)
+
+}  // namespace
+
+extern const ModeSpec kGraphParallel;
+const ModeSpec kGraphParallel = {
+    .mode = ParallelMode::Graph,
+    .name = "graph",
+    .help = "one graph part per rank, halo rows exchanged at every layer",
+    .validate = validate_graph,
+    .make = make_graph_runner,
+};
+
+}  // namespace tessera

@@ -1,0 +1,71 @@
+// ModeRunner: what differs between the parallel modes (engine/modes.h) behind one interface.
+// The Trainer (engine/trainer.h) writes the rest of a training run once for every mode: the
+// epoch loop, the optimizer, the gradient all-reduce, the metrics, checkpoints and stop signals.
+// A runner holds one rank's share of the work: its graph operators and exchanges, where its
+// model slice lives, and how one training step and one evaluation pass run there.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/halo_exchange.h"
+#include "core/device.h"
+#include "engine/loss.h"
+#include "layers/model.h"
+
+namespace tessera {
+
+// How the ranks shared the work, for reports: the mode ("single", "graph", "pipeline" or
+// "hybrid"), the graph parts, the pipeline stages per part with the first layer of each, and
+// the chunks.
+struct ParallelInfo {
+  std::string mode = "single";
+  int parts = 1;
+  int stages = 1;
+  int chunks = 1;
+  std::vector<int> stage_first_layer{0};  // (stages)
+};
+
+class ModeRunner {
+ public:
+  virtual ~ModeRunner() = default;
+
+  // Set-up, called by the Trainer in this order on every rank, each step agreed across ranks:
+  //   connect()      collective work before the local set-up (GPU communicators)
+  //   build(loss)    local work only: operators, exchanges, data placement; `loss` are the
+  //                  part's training rows with labels
+  //   start(terms)   collective work once the loss terms of all ranks are known
+  virtual void connect() {}
+  virtual void build(const LossRows& loss) = 0;
+  virtual void start(std::int64_t loss_terms) = 0;
+
+  // Whether this rank's rows count in the totals over ranks (each part once).
+  virtual bool counts_part() const { return true; }
+  virtual std::int64_t operator_nnz() const = 0;  // entries of this rank's operator
+  virtual ParallelInfo info() const = 0;
+  // The slice of the whole model this rank trains, where it lives, and where its weight
+  // gradients are summed (all ranks, or this stage's ranks in every part).
+  virtual ModelConfig model_config(const ModelConfig& whole) const { return whole; }
+  virtual Device device() const { return Device::cpu(); }
+  virtual Communicator& gradient_comm() = 0;
+
+  // A run starts from a new model: residuals and historical buffers are forgotten.
+  virtual void begin_run() = 0;
+  // Before an epoch's step (outside its traffic): the noise keys; returns the new bit plan on
+  // the epochs the adaptive codec re-plans, else "".
+  virtual std::string begin_epoch(int epoch, std::uint64_t seed) = 0;
+  // One training step's forward and backward, parameter gradients accumulated into the model;
+  // returns this rank's loss sum (unscaled by nothing: each term already divided by the terms
+  // over all ranks).
+  virtual double train_step(Model& model, int epoch, std::uint64_t seed) = 0;
+  // The exact (evaluation) forward; host logits (N, C) of this rank's rows in local order, or
+  // null when this rank scores no rows (a pipeline stage before the last).
+  virtual const Tensor* evaluate(Model& model, int epoch) = 0;
+  // Communication of the last step (halo exchanges, stream waits, blocking collectives other
+  // than the gradient all-reduce).
+  virtual ExchangeTimes times() const = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,34 @@
+// The parallel modes, one table of them: name, help, the rules of each mode beyond the option
+// table, and the runner that trains one rank's share (engine/mode_runner.h). Each mode is a
+// file: engine/graph_mode.cc, engine/pipeline_mode.cc, engine/hybrid_mode.cc.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "engine/mode_runner.h"
+#include "engine/train_config.h"
+#include "partition/graph_part.h"
+
+namespace tessera {
+
+struct ModeSpec {
+  ParallelMode mode;
+  std::string_view name;  // what --parallel takes
+  std::string_view help;
+  void (*validate)(const TrainConfig& config);  // InvalidArgument naming the flags
+  // This rank's runner over `part` (kept by reference, as are config and comm). Local only.
+  std::unique_ptr<ModeRunner> (*make)(const TrainConfig& config, GraphPart& part,
+                                      Communicator& comm);
+};
+
+// The table (engine/modes.cc), in ParallelMode order.
+std::span<const ModeSpec> parallel_modes();
+const ModeSpec& mode_spec(ParallelMode mode);
+std::vector<std::string> parallel_mode_names();
+
+}  // namespace tessera

@@ -1,0 +1,52 @@
+// The runner of the pipelined modes (--parallel pipeline and hybrid, engine/modes.h): this rank's
+// place in the layout (part, stage, layers), the stage memory check, and the PipelineEngine
+// (engine/pipeline.h) that streams the chunks. Hybrid mode (engine/hybrid_mode.cc) is this
+// runner with a PartExchange between the parts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/mode_runner.h"
+#include "engine/pipeline.h"
+
+namespace tessera {
+
+class PipelineRunner final : public ModeRunner {
+ public:
+  PipelineRunner(const TrainConfig& config, GraphPart& part, Communicator& comm,
+                 PartExchangeFactory part_exchange = {});
+  ~PipelineRunner() override;
+
+  void build(const LossRows& loss) override;
+  void start(std::int64_t loss_terms) override;
+  bool counts_part() const override { return layout_->first_stage(); }
+  std::int64_t operator_nnz() const override { return operator_nnz_; }
+  ParallelInfo info() const override;
+  ModelConfig model_config(const ModelConfig& whole) const override;
+  Communicator& gradient_comm() override { return engine_->stage_comm(); }
+  void begin_run() override { engine_->reset_run(); }
+  std::string begin_epoch(int, std::uint64_t) override { return {}; }
+  double train_step(Model& model, int epoch, std::uint64_t seed) override;
+  const Tensor* evaluate(Model& model, int epoch) override;
+  ExchangeTimes times() const override { return engine_->times(); }
+
+ private:
+  const TrainConfig& config_;
+  GraphPart& part_;
+  Communicator& comm_;
+  PartExchangeFactory part_exchange_;
+  std::optional<PipelineLayout> layout_;
+  Csr operator_;  // until the engine takes it
+  std::int64_t operator_nnz_ = 0;
+  std::vector<NodeId> loss_rows_;
+  std::unique_ptr<PipelineEngine> engine_;
+  Tensor logits_;  // (N, C) last stage, local row order
+};
+
+// The rules of both pipelined modes beyond the option table: enough chunks for the stages.
+void validate_pipelined(const TrainConfig& config);
+
+}  // namespace tessera

@@ -1,0 +1,85 @@
+// validate(): the option table's checks and the chosen mode's rules; the typed views of
+// TrainConfig; and the custom checks the table names (Custom(...) in TESSERA_OPTIONS).
+#include "engine/train_config.h"
+
+#include <algorithm>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "engine/modes.h"
+#include "engine/option_table.h"
+
+namespace tessera {
+namespace {
+
+constexpr const char* kResumeNames[] = {"auto", "require", "never"};
+
+}  // namespace
+
+ResumeMode parse_resume_mode(const std::string& text) {
+  for (std::size_t i = 0; i < std::size(kResumeNames); ++i)
+    if (text == kResumeNames[i]) return static_cast<ResumeMode>(i);
+  TESSERA_FAIL(InvalidArgument, "resume must be auto, require or never, got '", text, "'");
+}
+
+std::vector<std::string> resume_mode_names() {
+  return {std::begin(kResumeNames), std::end(kResumeNames)};
+}
+
+CodecKind TrainConfig::forward_codec() const {
+  return adaptive() ? CodecKind::None : parse_codec(codec);
+}
+
+CodecKind TrainConfig::backward_codec() const {
+  return codec_backward.empty() ? forward_codec() : parse_codec(codec_backward);
+}
+
+void validate(const TrainConfig& config) {
+  check_options(config);
+  mode_spec(config.mode()).validate(config);
+}
+
+void check_device(const TrainConfig& c) {
+  if (c.device != "cpu") {
+    TESSERA_CHECK(c.mode() == ParallelMode::Graph, InvalidArgument, "--device ", c.device,
+                  ": --parallel ", c.parallel,
+                  " runs on the CPU only; GPU training is --parallel graph");
+    std::string fixed;
+    for (const std::string& name : codec_names()) fixed += (fixed.empty() ? "" : ", ") + name;
+    TESSERA_CHECK(!c.adaptive() && !c.error_feedback, InvalidArgument, "--device ", c.device,
+                  ": --codec adaptive and --error-feedback run on CPU ranks; GPU ranks take the "
+                  "fixed codecs (",
+                  fixed, ")");
+  }
+  parse_device(c.device);  // a clear error when the device is unknown or has no usable GPU
+}
+
+void check_codec(const TrainConfig& c) {
+  TESSERA_CHECK(!c.adaptive() || c.mode() == ParallelMode::Graph, InvalidArgument, "--parallel ",
+                c.parallel,
+                ": --codec adaptive applies to --parallel graph; the fixed codecs apply to the "
+                "pipeline streams");
+}
+
+void check_codec_backward(const TrainConfig& c) {
+  if (c.codec_backward.empty()) return;
+  TESSERA_CHECK(!c.adaptive(), InvalidArgument,
+                "--codec adaptive plans both directions; --codec-backward does not apply");
+  const std::vector<std::string> names = codec_names();
+  if (std::find(names.begin(), names.end(), c.codec_backward) != names.end()) return;
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  TESSERA_FAIL(InvalidArgument, "--codec-backward: expected one of ", list, ", got '",
+               c.codec_backward, "'");
+}
+
+void check_resume(const TrainConfig& c) {
+  TESSERA_CHECK(c.resume_mode() != ResumeMode::Require || !c.checkpoint_dir.empty(),
+                InvalidArgument, "--resume needs --checkpoint-dir");
+}
+
+std::string backward_codec_name(const TrainConfig& c) {
+  return c.codec_backward.empty() ? c.codec : c.codec_backward;
+}
+
+}  // namespace tessera
