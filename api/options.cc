@@ -42,11 +42,7 @@ OptionInfo info_of(const OptionSpec& spec) {
   info.type = type_name(spec.type);
   info.choices = option_choices(spec);
   info.help = spec.help;
-  if (!info.choices.empty()) {
-    std::string list;
-    for (const std::string& choice : info.choices) list += (list.empty() ? "" : ", ") + choice;
-    info.help += " (one of: " + list + ")";
-  }
+  if (!info.choices.empty()) info.help += " (one of: " + detail::join_names(info.choices) + ")";
   info.default_value = spec.default_value;
   info.default_text = default_text(spec.default_value);
   switch (spec.record) {

@@ -122,6 +122,8 @@ void encode_rows_gpu(const CodecSpec& codec, std::span<std::byte> out, const Ten
   TESSERA_CHECK(out.empty() || cuda::is_device_memory(out.data()), InvalidArgument,
                 "encode_rows: x is on ", to_string(x.device()),
                 ", so out must be GPU memory, found host memory");
+  TESSERA_CHECK(codec.gpu != nullptr, InvalidArgument, "codec ", codec.name,
+                " has no GPU twin (comm/codec_table.cc): encode on the host");
   const cuda::DeviceInput<NodeId> rows(src_rows);
   const cuda::DeviceInput<GlobalId> ids(row_ids);
   cuda::DeviceOutput<float> range_out(ranges);
@@ -175,9 +177,8 @@ std::vector<std::string> codec_option_names() {
 CodecKind parse_codec(const std::string& name) {
   for (const CodecSpec& codec : codec_table())
     if (name == codec.name) return codec.kind;
-  std::string list;
-  for (const std::string& known : codec_names()) list += (list.empty() ? "" : ", ") + known;
-  TESSERA_FAIL(InvalidArgument, "unknown codec '", name, "': expected one of ", list);
+  TESSERA_FAIL(InvalidArgument, "unknown codec '", name, "': expected one of ",
+               detail::join_names(codec_names()));
 }
 
 std::string_view to_string(CodecKind kind) {
@@ -270,6 +271,8 @@ void decode_rows(CodecKind kind, Tensor& out, std::int64_t first_row, std::int64
   if (on_gpu) {
     TESSERA_CHECK(cuda::is_device_memory(in.data()), InvalidArgument, "decode_rows: out is on ",
                   to_string(out.device()), ", so `in` must be GPU memory, found host memory");
+    TESSERA_CHECK(codec.gpu != nullptr, InvalidArgument, "codec ", codec.name,
+                  " has no GPU twin (comm/codec_table.cc): decode on the host");
     return codec.gpu->decode(out.f32() + first_row * f, in.data(), num_rows, f,
                              cpu_decode_is_fused());
   }

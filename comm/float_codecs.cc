@@ -29,20 +29,28 @@ void raw_decode(float* out, const std::byte* src, std::int64_t f) {
   std::memcpy(out, src, static_cast<std::size_t>(f) * sizeof(float));
 }
 
-bool bf16_encode(std::byte* dst, const float* x, std::int64_t f, const CounterRng&, std::uint64_t,
-                 float* range) {
-  encode_bf16_row(dst, x, f);
+namespace {
+
+// A float codec's encode_row around its row conversion.
+template <void (*Convert)(std::byte*, const float*, std::int64_t)>
+bool half_encode(std::byte* dst, const float* x, std::int64_t f, float* range) {
+  Convert(dst, x, f);
   if (range != nullptr) *range = row_range(x, f);
   return true;
+}
+
+}  // namespace
+
+bool bf16_encode(std::byte* dst, const float* x, std::int64_t f, const CounterRng&, std::uint64_t,
+                 float* range) {
+  return half_encode<encode_bf16_row>(dst, x, f, range);
 }
 
 void bf16_decode(float* out, const std::byte* src, std::int64_t f) { decode_bf16_row(out, src, f); }
 
 bool fp16_encode(std::byte* dst, const float* x, std::int64_t f, const CounterRng&, std::uint64_t,
                  float* range) {
-  encode_f16_row(dst, x, f);
-  if (range != nullptr) *range = row_range(x, f);
-  return true;
+  return half_encode<encode_f16_row>(dst, x, f, range);
 }
 
 void fp16_decode(float* out, const std::byte* src, std::int64_t f) { decode_f16_row(out, src, f); }

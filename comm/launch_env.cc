@@ -27,6 +27,48 @@ int integer_variable(const EnvLookup& env, const char* name) {
   return value;
 }
 
+// What is wrong with the launch, from every rank's SLURM_PROCID + 1 (0: unset) and SLURM_STEP_
+// NUM_TASKS + 1 (`seen`, 2K values), or "": tasks of an srun step that did not join one MPI job,
+// or Slurm and MPI disagreeing on the rank order. `srun` says whether the ranks are the tasks
+// of one srun step (every PROCID 0..K-1 once).
+std::string launch_problem(const std::vector<std::int64_t>& seen, int k, bool& srun) {
+  std::string problem;
+  std::set<std::int64_t> distinct;
+  bool any = false;
+  for (int r = 0; r < k && problem.empty(); ++r) {
+    const std::int64_t p = seen[static_cast<std::size_t>(r)] - 1;
+    if (p < 0) continue;
+    any = true;
+    distinct.insert(p);
+    if (p >= k) {
+      problem = detail::concat(
+          "MPI rank ", r, " of ", k, " has SLURM_PROCID=", p,
+          ": the tasks of this srun step did not join one MPI job (launch with srun --mpi=pmi2, "
+          "or with mpiexec inside the allocation)");
+    }
+  }
+  // srun: every rank a task of the step, PROCIDs 0..K-1 each once. Under mpiexec the ranks of a
+  // node share their proxy's PROCID, so they repeat (or all are 0 on one node).
+  srun = false;
+  if (!problem.empty() || !any) return problem;
+  const std::int64_t tasks = seen[static_cast<std::size_t>(k)] - 1;
+  srun = static_cast<int>(distinct.size()) == k && (k > 1 || tasks > 1);
+  if (!srun) return problem;
+  for (int r = 0; r < k && problem.empty(); ++r) {
+    const std::int64_t p = seen[static_cast<std::size_t>(r)] - 1;
+    if (p != r) {
+      problem = detail::concat("MPI rank ", r, " has SLURM_PROCID=", p,
+                               ": Slurm and MPI disagree on the rank order");
+    }
+  }
+  if (problem.empty() && tasks > 0 && tasks != k) {
+    problem = detail::concat("this srun step has SLURM_STEP_NUM_TASKS=", tasks,
+                             " tasks but MPI sees ", k, k == 1 ? " rank" : " ranks",
+                             ": the tasks did not join one MPI job (use srun --mpi=pmi2)");
+  }
+  return problem;
+}
+
 }  // namespace
 
 LaunchEnv detect_launch_env(Communicator& comm, int local_rank, int local_size,
@@ -60,42 +102,8 @@ LaunchEnv detect_launch_env(Communicator& comm, int local_rank, int local_size,
   comm.all_reduce_max(seen);
 
   // The same decision on every rank, from the gathered values only.
-  std::string problem;
-  std::set<std::int64_t> distinct;
-  bool any = false;
-  for (int r = 0; r < k && problem.empty(); ++r) {
-    const std::int64_t p = seen[static_cast<std::size_t>(r)] - 1;
-    if (p < 0) continue;
-    any = true;
-    distinct.insert(p);
-    if (p >= k) {
-      problem = detail::concat(
-          "MPI rank ", r, " of ", k, " has SLURM_PROCID=", p,
-          ": the tasks of this srun step did not join one MPI job (launch with srun --mpi=pmi2, "
-          "or with mpiexec inside the allocation)");
-    }
-  }
-  // srun: every rank a task of the step, PROCIDs 0..K-1 each once. Under mpiexec the ranks of a
-  // node share their proxy's PROCID, so they repeat (or all are 0 on one node).
   bool srun = false;
-  if (problem.empty() && any) {
-    const std::int64_t tasks = seen[static_cast<std::size_t>(k)] - 1;
-    srun = static_cast<int>(distinct.size()) == k && (k > 1 || tasks > 1);
-    if (srun) {
-      for (int r = 0; r < k && problem.empty(); ++r) {
-        const std::int64_t p = seen[static_cast<std::size_t>(r)] - 1;
-        if (p != r) {
-          problem = detail::concat("MPI rank ", r, " has SLURM_PROCID=", p,
-                                   ": Slurm and MPI disagree on the rank order");
-        }
-      }
-      if (problem.empty() && tasks > 0 && tasks != k) {
-        problem = detail::concat("this srun step has SLURM_STEP_NUM_TASKS=", tasks,
-                                 " tasks but MPI sees ", k, k == 1 ? " rank" : " ranks",
-                                 ": the tasks did not join one MPI job (use srun --mpi=pmi2)");
-      }
-    }
-  }
+  const std::string problem = launch_problem(seen, k, srun);
   run_agreed(comm, "checking the launch environment", [&] {
     if (!problem.empty()) {
       if (comm.rank() == 0) TESSERA_FAIL(InvalidArgument, problem);

@@ -49,4 +49,10 @@ Error::Error(ErrorCategory category, std::string message, const char* file, int 
 void set_error_rank(int rank) { g_error_rank.store(rank); }
 int error_rank() { return g_error_rank.load(); }
 
+std::string detail::join_names(const std::vector<std::string>& names) {
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
+
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tessera {
 
@@ -54,6 +55,8 @@ std::string concat(const Args&... args) {
   (os << ... << args);
   return os.str();
 }
+// "a, b, c": names listed in a message (the choices of a flag, the entries of a registry).
+std::string join_names(const std::vector<std::string>& names);
 }  // namespace detail
 
 }  // namespace tessera

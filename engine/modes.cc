@@ -47,9 +47,8 @@ std::vector<std::string> parallel_mode_names() {
 ParallelMode parse_parallel_mode(const std::string& text) {
   for (const ModeSpec& mode : parallel_modes())
     if (mode.name == text) return mode.mode;
-  std::string list;
-  for (const std::string& name : parallel_mode_names()) list += (list.empty() ? "" : ", ") + name;
-  TESSERA_FAIL(InvalidArgument, "--parallel: expected one of ", list, ", got '", text, "'");
+  TESSERA_FAIL(InvalidArgument, "--parallel: expected one of ",
+               detail::join_names(parallel_mode_names()), ", got '", text, "'");
 }
 
 std::string to_string(ParallelMode mode) { return std::string(mode_spec(mode).name); }

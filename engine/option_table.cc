@@ -213,6 +213,17 @@ double number_of(const OptionValue& value) {
   return std::get<bool>(value) ? 1.0 : 0.0;
 }
 
+template <class T>
+OptionValue parse_integer(const std::string& flag, const std::string& text) {
+  T v = 0;
+  const char* last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(text.data(), last, v);
+  TESSERA_CHECK(ec == std::errc() && end == last && !text.empty(), InvalidArgument, flag,
+                std::is_signed_v<T> ? ": expected an integer" : ": expected a non-negative integer",
+                ", got '", text, "'");
+  return v;
+}
+
 void check_rule(const OptionSpec& spec, const OptionRule& rule, const OptionValue& value,
                 const TrainConfig& config) {
   const std::string& flag = spec.flag;
@@ -238,9 +249,8 @@ void check_rule(const OptionSpec& spec, const OptionRule& rule, const OptionValu
       const std::vector<std::string> names = rule.names();
       const std::string& text = std::get<std::string>(value);
       if (std::find(names.begin(), names.end(), text) != names.end()) break;
-      std::string list;
-      for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
-      TESSERA_FAIL(InvalidArgument, flag, ": expected one of ", list, ", got '", text, "'");
+      TESSERA_FAIL(InvalidArgument, flag, ": expected one of ", detail::join_names(names),
+                   ", got '", text, "'");
     }
     case OptionRule::Custom: rule.custom(config); break;
     case OptionRule::RefusedBy: {
@@ -272,27 +282,13 @@ std::vector<std::string> option_choices(const OptionSpec& spec) {
 }
 
 OptionValue parse_option_text(const OptionSpec& spec, const std::string& text) {
-  const char* first = text.data();
-  const char* last = text.data() + text.size();
   switch (spec.type) {
     case OptionType::Bool:
       if (text == "true" || text == "on" || text == "1" || text == "yes") return true;
       if (text == "false" || text == "off" || text == "0" || text == "no") return false;
       TESSERA_FAIL(InvalidArgument, spec.flag, ": expected true or false, got '", text, "'");
-    case OptionType::Int: {
-      std::int64_t v = 0;
-      const auto [end, ec] = std::from_chars(first, last, v);
-      TESSERA_CHECK(ec == std::errc() && end == last && !text.empty(), InvalidArgument, spec.flag,
-                    ": expected an integer, got '", text, "'");
-      return v;
-    }
-    case OptionType::UInt: {
-      std::uint64_t v = 0;
-      const auto [end, ec] = std::from_chars(first, last, v);
-      TESSERA_CHECK(ec == std::errc() && end == last && !text.empty(), InvalidArgument, spec.flag,
-                    ": expected a non-negative integer, got '", text, "'");
-      return v;
-    }
+    case OptionType::Int: return parse_integer<std::int64_t>(spec.flag, text);
+    case OptionType::UInt: return parse_integer<std::uint64_t>(spec.flag, text);
     case OptionType::Float: {
       char* end = nullptr;
       const double v = std::strtod(text.c_str(), &end);

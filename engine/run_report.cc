@@ -52,6 +52,44 @@ std::uint64_t halo_bytes(const TrafficBytes& bytes) {
          bytes[static_cast<int>(TrafficCategory::HaloBackward)];
 }
 
+// The partitioning: method, and (when this rank knows them) its statistics.
+Json partition_json(const RunInfo& info) {
+  Json partition;
+  partition["method"] = info.partition_method;
+  if (info.partition) {
+    const PartitionStats& p = *info.partition;
+    partition["edge_cut"] = p.edge_cut;
+    partition["halo_nodes"] = p.halo_nodes_total;
+    partition["halo_nodes_per_part"] = p.halo_nodes;
+    partition["owned_nodes_per_part"] = p.owned_nodes;
+    partition["replication_factor"] = p.replication_factor;
+    partition["imbalance"] = p.node_imbalance;
+    partition["train_imbalance"] = p.train_imbalance;
+    partition["seconds"] = p.seconds;
+  }
+  return partition;
+}
+
+// One run's results.
+Json run_json(const RunResult& r) {
+  Json one;
+  one["run"] = r.run;
+  one["seed"] = r.seed;
+  one["best_epoch"] = r.best_epoch;
+  one["best_valid_acc"] = r.best_valid;
+  one["test_acc_at_best_valid"] = r.test_at_best_valid;
+  one["final_train_acc"] = r.final_train;
+  one["final_valid_acc"] = r.final_valid;
+  one["final_test_acc"] = r.final_test;
+  one["final_loss"] = r.final_loss;
+  one["epoch_s_median"] = median(r.epoch_seconds);
+  one["comm_s_median"] = median(r.comm_seconds);
+  one["comm_hidden_s_median"] = median(r.hidden_seconds);
+  one["comm_bytes_per_epoch"] = bytes_json(r.bytes_per_epoch);
+  one["comm_bytes_per_epoch_raw"] = bytes_json(r.raw_bytes_per_epoch);
+  return one;
+}
+
 }  // namespace
 
 MetricsWriter::MetricsWriter(const std::string& path, const std::string& metric,
@@ -140,20 +178,7 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["stages"] = info.parallel.stages;
   s["chunks"] = info.parallel.chunks;
   s["stage_first_layer"] = info.parallel.stage_first_layer;
-  Json partition;
-  partition["method"] = info.partition_method;
-  if (info.partition) {
-    const PartitionStats& p = *info.partition;
-    partition["edge_cut"] = p.edge_cut;
-    partition["halo_nodes"] = p.halo_nodes_total;
-    partition["halo_nodes_per_part"] = p.halo_nodes;
-    partition["owned_nodes_per_part"] = p.owned_nodes;
-    partition["replication_factor"] = p.replication_factor;
-    partition["imbalance"] = p.node_imbalance;
-    partition["train_imbalance"] = p.train_imbalance;
-    partition["seconds"] = p.seconds;
-  }
-  s["partition"] = std::move(partition);
+  s["partition"] = partition_json(info);
   const std::vector<double> best_valid = collect(results, &RunResult::best_valid);
   const std::vector<double> test_at_best = collect(results, &RunResult::test_at_best_valid);
   const std::vector<double> final_test = collect(results, &RunResult::final_test);
@@ -165,24 +190,7 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["final_test_acc_std"] = stddev(final_test);
   s["final_loss"] = results.empty() ? 0.0 : results.back().final_loss;
   Json per_run = Json::array();
-  for (const RunResult& r : results) {
-    Json one;
-    one["run"] = r.run;
-    one["seed"] = r.seed;
-    one["best_epoch"] = r.best_epoch;
-    one["best_valid_acc"] = r.best_valid;
-    one["test_acc_at_best_valid"] = r.test_at_best_valid;
-    one["final_train_acc"] = r.final_train;
-    one["final_valid_acc"] = r.final_valid;
-    one["final_test_acc"] = r.final_test;
-    one["final_loss"] = r.final_loss;
-    one["epoch_s_median"] = median(r.epoch_seconds);
-    one["comm_s_median"] = median(r.comm_seconds);
-    one["comm_hidden_s_median"] = median(r.hidden_seconds);
-    one["comm_bytes_per_epoch"] = bytes_json(r.bytes_per_epoch);
-    one["comm_bytes_per_epoch_raw"] = bytes_json(r.raw_bytes_per_epoch);
-    per_run.push_back(std::move(one));
-  }
+  for (const RunResult& r : results) per_run.push_back(run_json(r));
   s["per_run"] = std::move(per_run);
   // Medians over the epochs of all runs.
   s["epoch_s_median"] = median(every_epoch(results, &RunResult::epoch_seconds));

@@ -44,12 +44,10 @@ void check_device(const TrainConfig& c) {
     TESSERA_CHECK(c.mode() == ParallelMode::Graph, InvalidArgument, "--device ", c.device,
                   ": --parallel ", c.parallel,
                   " runs on the CPU only; GPU training is --parallel graph");
-    std::string fixed;
-    for (const std::string& name : codec_names()) fixed += (fixed.empty() ? "" : ", ") + name;
     TESSERA_CHECK(!c.adaptive() && !c.error_feedback, InvalidArgument, "--device ", c.device,
                   ": --codec adaptive and --error-feedback run on CPU ranks; GPU ranks take the "
                   "fixed codecs (",
-                  fixed, ")");
+                  detail::join_names(codec_names()), ")");
   }
   parse_device(c.device);  // a clear error when the device is unknown or has no usable GPU
 }
@@ -67,10 +65,8 @@ void check_codec_backward(const TrainConfig& c) {
                 "--codec adaptive plans both directions; --codec-backward does not apply");
   const std::vector<std::string> names = codec_names();
   if (std::find(names.begin(), names.end(), c.codec_backward) != names.end()) return;
-  std::string list;
-  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
-  TESSERA_FAIL(InvalidArgument, "--codec-backward: expected one of ", list, ", got '",
-               c.codec_backward, "'");
+  TESSERA_FAIL(InvalidArgument, "--codec-backward: expected one of ", detail::join_names(names),
+               ", got '", c.codec_backward, "'");
 }
 
 void check_resume(const TrainConfig& c) {

@@ -18,11 +18,10 @@
 #include "engine/modes.h"
 #include "engine/optimizer.h"
 #include "engine/system.h"
+#include "engine/trainer_state.h"
 
 namespace tessera {
 namespace {
-
-constexpr int kCategories = static_cast<int>(TrafficCategory::Count);
 
 // The figures of one training step that every rank contributes to, summed in one all-reduce:
 // this rank's loss sum, its communication seconds, whether it saw a stop signal, the bytes it
@@ -54,28 +53,6 @@ struct StepSums {
 };
 
 }  // namespace
-
-struct Trainer::Impl {
-  GraphPart part;
-  std::unique_ptr<Communicator> own_comm;  // the SelfCommunicator of a single-process trainer
-  Communicator* comm = nullptr;
-  std::unique_ptr<ModeRunner> runner;
-  GraphTotals totals;
-  std::int64_t loss_terms = 0;  // over all ranks
-  FaultInjection fault;
-  std::vector<EpochRecord> history;     // train(): every record so far (checkpoints hold them)
-  std::vector<RunResult> finished;      // train(): the runs finished so far
-  std::unique_ptr<Model> model;
-};
-
-struct Trainer::RunState {
-  int run = 0;
-  int epoch = 0;  // epochs completed
-  RunResult result;
-  std::array<double, kCategories> bytes_total{}, raw_total{};
-  std::unique_ptr<Adam> adam;
-  int local_stop = 0;  // the stop signal this rank saw when the run stopped
-};
 
 Trainer::Trainer(const TrainConfig& config, GraphPart part, Communicator& comm)
     : config_(config), impl_(std::make_unique<Impl>()) {
@@ -286,86 +263,6 @@ RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
   while (state.epoch < config_.epochs) train_epoch(state, on_epoch);
   impl_->history.clear();  // only train() keeps the records (for checkpoints)
   return finish_run(state);
-}
-
-void Trainer::restore_run(RunState& state, const CheckpointState& checkpoint) {
-  Impl& s = *impl_;
-  run_agreed(*s.comm, "restoring the checkpoint", [&] {
-    Model& model = *s.model;
-    const std::size_t n = model.params().size();
-    TESSERA_CHECK(checkpoint.params.size() == n && checkpoint.buffers.size() == model.buffers().size(),
-                  InvalidInput, "checkpoint holds ", checkpoint.params.size(), " parameters and ",
-                  checkpoint.buffers.size(), " buffer values, the model has ", n, " and ",
-                  model.buffers().size());
-    TESSERA_CHECK(checkpoint.epoch >= 0 && checkpoint.epoch <= config_.epochs &&
-                      checkpoint.adam_steps == checkpoint.epoch,
-                  InvalidInput, "checkpoint at epoch ", checkpoint.epoch, " with ",
-                  checkpoint.adam_steps, " optimizer steps does not fit --epochs ", config_.epochs);
-    model.set_params(checkpoint.params);
-    std::copy(checkpoint.buffers.begin(), checkpoint.buffers.end(), model.buffers().begin());
-    state.adam->restore(checkpoint.adam_steps, checkpoint.adam_m, checkpoint.adam_v);
-    state.epoch = checkpoint.epoch;
-    state.result = checkpoint.current;
-    state.bytes_total = checkpoint.bytes_total;
-    state.raw_total = checkpoint.raw_total;
-  });
-}
-
-std::string Trainer::save_checkpoint(const RunState& state, std::uint64_t partition) {
-  Impl& s = *impl_;
-  Communicator& comm = *s.comm;
-  std::string path;
-  run_agreed(comm, "writing a checkpoint", [&] {
-    if (comm.rank() != 0) return;
-    CheckpointState c;
-    c.identity = checkpoint_identity(config_, s.part.dataset);
-    c.ranks = comm.size();
-    c.partition_fingerprint = partition;
-    c.run = state.run;
-    c.epoch = state.epoch;
-    c.current = state.result;
-    c.bytes_total = state.bytes_total;
-    c.raw_total = state.raw_total;
-    c.history = s.history;
-    const Model& model = *s.model;
-    c.params = model.host_params();
-    c.buffers.assign(model.buffers().begin(), model.buffers().end());
-    c.adam_m = state.adam->first_moment();
-    c.adam_v = state.adam->second_moment();
-    c.adam_steps = state.adam->steps();
-    c.finished = s.finished;
-    const bool crash = s.fault.mode == FaultMode::Checkpoint && s.fault.rank == 0 &&
-                       s.fault.epoch == state.epoch;
-    path = write_checkpoint(config_.checkpoint_dir, c, crash).string();
-    prune_checkpoints(config_.checkpoint_dir, config_.keep_checkpoints);
-  });
-  return path;
-}
-
-std::optional<CheckpointState> Trainer::find_resume_point(TrainOutcome& out) {
-  Impl& s = *impl_;
-  Communicator& comm = *s.comm;
-  std::vector<std::byte> image;
-  run_agreed(comm, "checking --checkpoint-dir", [&] {
-    if (comm.rank() != 0) return;
-    check_checkpoint_dir(config_.checkpoint_dir);
-    if (config_.resume_mode() == ResumeMode::Never) return;
-    image =
-        find_checkpoint(config_, checkpoint_identity(config_, s.part.dataset), out.resumed_from);
-  });
-  std::vector<std::int64_t> size = {static_cast<std::int64_t>(image.size())};
-  comm.all_reduce_max(size);
-  if (size[0] == 0) return std::nullopt;
-  image.resize(static_cast<std::size_t>(size[0]));
-  comm.broadcast(image, 0, TrafficCategory::Setup);
-  return run_agreed(comm, "reading the checkpoint", [&] {
-    CheckpointState c = checkpoint_from_image(image, "checkpoint from rank 0");
-    TESSERA_CHECK(
-        c.run >= 0 && c.run < config_.runs && static_cast<int>(c.finished.size()) == c.run,
-        InvalidInput, "checkpoint of run ", c.run, " with ", c.finished.size(),
-        " finished runs does not fit --runs ", config_.runs);
-    return std::optional<CheckpointState>(std::move(c));
-  });
 }
 
 TrainOutcome Trainer::train(const EpochCallback& on_epoch) {

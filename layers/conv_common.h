@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "core/kernels.h"
 #include "core/tensor.h"
@@ -40,6 +41,20 @@ void propagate_linear_forward(Tensor& out, Tensor& mixed, bool transform_first, 
 void propagate_linear_backward(Tensor* d_x, Tensor& d_weight, Tensor& mixed, bool transform_first,
                                const Tensor& d_pre, const Tensor& x, const Tensor& weight,
                                Propagator& propagator, int layer);
+
+// Lends a conv the model's shared backward workspace for one call: swaps it into the conv's own
+// slot and back when it goes out of scope (one backward runs at a time).
+class WorkspaceLoan {
+ public:
+  WorkspaceLoan(Tensor& slot, Tensor& lent) : slot_(slot), lent_(lent) { std::swap(slot_, lent_); }
+  ~WorkspaceLoan() { std::swap(slot_, lent_); }
+  WorkspaceLoan(const WorkspaceLoan&) = delete;
+  WorkspaceLoan& operator=(const WorkspaceLoan&) = delete;
+
+ private:
+  Tensor& slot_;
+  Tensor& lent_;
+};
 
 // dst (rows, cols) on `device` = src, parameter values on the same device (a weight out of the
 // flat buffer, for the kernels).

@@ -5,8 +5,6 @@
 // Backward OVERWRITES d_x and ACCUMULATES d_weight and d_bias.
 #include "layers/gcn.h"
 
-#include <utility>
-
 #include "core/error.h"
 
 namespace tessera {
@@ -67,12 +65,7 @@ class GcnConv final : public Conv {
   void backward(Tensor* d_x, std::span<float> grads, const Tensor& d_out, const Tensor& x,
                 const Tensor& out, std::span<const float>, Activation act, Propagator& propagator,
                 Tensor& workspace) override {
-    std::swap(cache_.d_pre, workspace);  // the shared workspace for this call
-    struct GiveBack {
-      Tensor& a;
-      Tensor& b;
-      ~GiveBack() { std::swap(a, b); }
-    } give_back{cache_.d_pre, workspace};
+    const WorkspaceLoan loan(cache_.d_pre, workspace);
     const std::span<float> d_w = grads.subspan(weight_at_, weight_size());
     copy_param(d_weight_, d_w, shape_.f_in, shape_.f_out, x.device());  // gemm accumulates
     gcn_backward(d_x, d_weight_, grads.subspan(bias_at_, bias_size()), cache_, d_out, x, out,

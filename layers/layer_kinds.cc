@@ -46,9 +46,8 @@ std::vector<std::string> layer_kind_names() {
 const LayerKind& find_layer_kind(std::string_view name) {
   for (const LayerKind* kind : kKinds)
     if (kind->name == name) return *kind;
-  std::string list;
-  for (const std::string& known : layer_kind_names()) list += (list.empty() ? "" : ", ") + known;
-  TESSERA_FAIL(InvalidArgument, "model kind: expected one of ", list, ", got '", name, "'");
+  TESSERA_FAIL(InvalidArgument, "model kind: expected one of ",
+               detail::join_names(layer_kind_names()), ", got '", name, "'");
 }
 
 ModelKind parse_model_kind(const std::string& text) { return ModelKind(find_layer_kind(text)); }

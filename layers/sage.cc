@@ -4,8 +4,6 @@
 // OVERWRITES d_x and ACCUMULATES d_weight, d_bias and d_root_weight.
 #include "layers/sage.h"
 
-#include <utility>
-
 #include "core/error.h"
 #include "layers/layer_kind.h"
 
@@ -77,12 +75,7 @@ class SageConv final : public Conv {
   void backward(Tensor* d_x, std::span<float> grads, const Tensor& d_out, const Tensor& x,
                 const Tensor& out, std::span<const float>, Activation act, Propagator& propagator,
                 Tensor& workspace) override {
-    std::swap(cache_.d_pre, workspace);  // the shared workspace for this call
-    struct GiveBack {
-      Tensor& a;
-      Tensor& b;
-      ~GiveBack() { std::swap(a, b); }
-    } give_back{cache_.d_pre, workspace};
+    const WorkspaceLoan loan(cache_.d_pre, workspace);
     const std::span<float> d_w = grads.subspan(weight_at_, weight_size());
     const std::span<float> d_root = grads.subspan(root_weight_at_, weight_size());
     copy_param(d_weight_, d_w, shape_.f_in, shape_.f_out, x.device());  // gemm accumulates

@@ -86,28 +86,23 @@ PartBuilder::PartBuilder(const Dataset& dataset, const Csr& graph, const Partiti
   }
 }
 
-GraphPart PartBuilder::build(int part) const {
-  const int k = plan_.num_parts;
-  TESSERA_CHECK(part >= 0 && part < k, InvalidArgument, "part ", part, " of ", k);
-  const std::int64_t num_global = graph_.num_rows();
-  const std::vector<std::int32_t>& owner = plan_.owner;
-  GraphPart out;
-  out.dataset = info_;
-  LocalGraph& g = out.graph;
-  g.part = part;
-  g.num_parts = k;
+namespace {
+
+// Owned ids, then the halo: neighbours owned elsewhere, grouped by owner, increasing id within a
+// group, with the receive offsets of the halo plan. local_of (global N) gets every local id.
+void localise(LocalGraph& g, const Csr& graph, const std::vector<std::int32_t>& owner,
+              std::vector<NodeId>& local_of) {
+  const std::int64_t num_global = graph.num_rows();
   for (GlobalId v = 0; v < num_global; ++v) {
-    if (owner[static_cast<std::size_t>(v)] == part) g.owned_ids.push_back(v);
+    if (owner[static_cast<std::size_t>(v)] == g.part) g.owned_ids.push_back(v);
   }
   const std::int64_t n = g.num_owned();
-  TESSERA_CHECK(n < (std::int64_t{1} << 31), InvalidInput, "part ", part, " owns ", n,
+  TESSERA_CHECK(n < (std::int64_t{1} << 31), InvalidInput, "part ", g.part, " owns ", n,
                 " nodes; local ids are 32-bit");
-  std::vector<NodeId> local_of(static_cast<std::size_t>(num_global), kNotLocal);
+  local_of.assign(static_cast<std::size_t>(num_global), kNotLocal);
   for (std::int64_t i = 0; i < n; ++i) local_of[g.owned_ids[i]] = static_cast<NodeId>(i);
-
-  // Halo: neighbours owned elsewhere, grouped by owner, increasing id within a group.
-  const EdgeOffset* indptr = graph_.indptr().data();
-  const NodeId* indices = graph_.indices().data();
+  const EdgeOffset* indptr = graph.indptr().data();
+  const NodeId* indices = graph.indices().data();
   for (GlobalId v : g.owned_ids) {
     for (EdgeOffset j = indptr[v]; j < indptr[v + 1]; ++j) {
       const NodeId u = indices[j];
@@ -121,20 +116,25 @@ GraphPart PartBuilder::build(int part) const {
     return std::pair(owner[a], a) < std::pair(owner[b], b);
   });
   const std::int64_t h = g.num_halo();
-  TESSERA_CHECK(n + h < (std::int64_t{1} << 31), InvalidInput, "part ", part, " has ", n + h,
+  TESSERA_CHECK(n + h < (std::int64_t{1} << 31), InvalidInput, "part ", g.part, " has ", n + h,
                 " local nodes; local ids are 32-bit");
-  g.halo.recv_offsets.assign(static_cast<std::size_t>(k) + 1, 0);
+  g.halo.recv_offsets.assign(static_cast<std::size_t>(g.num_parts) + 1, 0);
   for (std::int64_t j = 0; j < h; ++j) {
     local_of[g.halo_ids[j]] = static_cast<NodeId>(n + j);
     ++g.halo.recv_offsets[owner[g.halo_ids[j]] + 1];
   }
   std::partial_sum(g.halo.recv_offsets.begin(), g.halo.recv_offsets.end(),
                    g.halo.recv_offsets.begin());
+}
 
-  // Local adjacency, rows sorted by local column.
+// The local adjacency (N, N + H), rows sorted by local column.
+Csr local_adjacency(const LocalGraph& g, const Csr& graph, const std::vector<NodeId>& local_of) {
+  const std::int64_t n = g.num_owned();
+  const EdgeOffset* indptr = graph.indptr().data();
+  const NodeId* indices = graph.indices().data();
   std::vector<EdgeOffset> local_indptr(static_cast<std::size_t>(n) + 1, 0);
   for (std::int64_t i = 0; i < n; ++i) {
-    local_indptr[i + 1] = local_indptr[i] + graph_.degree(g.owned_ids[i]);
+    local_indptr[i + 1] = local_indptr[i] + graph.degree(g.owned_ids[i]);
   }
   std::vector<NodeId> local_indices(static_cast<std::size_t>(local_indptr[n]));
 #pragma omp parallel for schedule(dynamic, 1024) if (n >= 4096)
@@ -144,16 +144,22 @@ GraphPart PartBuilder::build(int part) const {
     for (EdgeOffset j = indptr[v]; j < indptr[v + 1]; ++j) *row++ = local_of[indices[j]];
     std::sort(local_indices.data() + local_indptr[i], row);
   }
-  g.adjacency = Csr(n, n + h, std::move(local_indptr), std::move(local_indices));
+  return Csr(n, n + g.num_halo(), std::move(local_indptr), std::move(local_indices));
+}
 
-  // Send lists: owned rows with a neighbour on peer q, per q, increasing local id.
+// The send lists of the halo plan: owned rows with a neighbour on peer q, per q, increasing
+// local id.
+void send_lists(LocalGraph& g, const Csr& graph, const std::vector<std::int32_t>& owner) {
+  const int k = g.num_parts;
+  const EdgeOffset* indptr = graph.indptr().data();
+  const NodeId* indices = graph.indices().data();
   std::vector<std::vector<NodeId>> send(static_cast<std::size_t>(k));
   std::vector<int> last_row_for_peer(static_cast<std::size_t>(k), -1);
-  for (std::int64_t i = 0; i < n; ++i) {
+  for (std::int64_t i = 0; i < g.num_owned(); ++i) {
     const GlobalId v = g.owned_ids[i];
     for (EdgeOffset j = indptr[v]; j < indptr[v + 1]; ++j) {
       const int q = owner[indices[j]];
-      if (q != part && last_row_for_peer[q] != i) {
+      if (q != g.part && last_row_for_peer[q] != i) {
         last_row_for_peer[q] = static_cast<int>(i);
         send[q].push_back(static_cast<NodeId>(i));
       }
@@ -164,13 +170,28 @@ GraphPart PartBuilder::build(int part) const {
     g.halo.send_offsets[q + 1] = g.halo.send_offsets[q] + static_cast<std::int64_t>(send[q].size());
     g.halo.send_rows.insert(g.halo.send_rows.end(), send[q].begin(), send[q].end());
   }
+}
 
+}  // namespace
+
+GraphPart PartBuilder::build(int part) const {
+  const int k = plan_.num_parts;
+  TESSERA_CHECK(part >= 0 && part < k, InvalidArgument, "part ", part, " of ", k);
+  GraphPart out;
+  out.dataset = info_;
+  LocalGraph& g = out.graph;
+  g.part = part;
+  g.num_parts = k;
+  std::vector<NodeId> local_of;
+  localise(g, graph_, plan_.owner, local_of);
+  g.adjacency = local_adjacency(g, graph_, local_of);
+  send_lists(g, graph_, plan_.owner);
+  const std::int64_t n = g.num_owned(), h = g.num_halo();
   g.degrees.resize(static_cast<std::size_t>(n + h));
   for (std::int64_t c = 0; c < n + h; ++c) {
     const GlobalId v = c < n ? g.owned_ids[c] : g.halo_ids[c - n];
     g.degrees[c] = static_cast<float>(graph_.degree(v) + 1);
   }
-
   gather_owned_rows(out.features, dataset_.features, g.owned_ids);
   if (dataset_.task == TaskType::MultiClass) {
     out.labels.resize(static_cast<std::size_t>(n));

@@ -221,6 +221,23 @@ py::dict to_dict(const tessera::RunStats& r) {
 PYBIND11_MODULE(tessera, m) {
   m.doc() = "Tessera: distributed full-graph GNN training (run under mpiexec for several ranks)";
   m.attr("__version__") = tessera::version();
+  m.def(
+      "options",
+      [] {
+        py::list out;
+        for (const tessera::OptionInfo& info : tessera::option_infos()) {
+          py::dict d;
+          d["name"] = info.name;
+          d["flag"] = info.flag;
+          d["type"] = info.type;
+          d["default"] = to_python(info.default_value);
+          d["help"] = info.help;
+          d["choices"] = info.choices;
+          out.append(d);
+        }
+        return out;
+      },
+      "Every option Session takes (the option table): name, flag, type, default, help, choices.");
 
   py::class_<PyGraph>(m, "Graph",
                       "A dataset held in NumPy arrays (kept by reference, not copied): edges as "

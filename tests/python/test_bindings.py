@@ -168,5 +168,26 @@ class BadInputIsValueError(unittest.TestCase):
             session.embeddings(5)
 
 
+class OptionsFromTheTable(unittest.TestCase):
+    """Session's keywords and signature are the option table's (include/tessera/options.h)."""
+
+    def test_signature_lists_every_option_with_its_default(self):
+        import inspect
+        parameters = inspect.signature(tessera.Session).parameters
+        options = tessera.options()
+        self.assertGreaterEqual(len(options), 30)
+        self.assertEqual([p for p in parameters], [o["name"] for o in options])
+        for o in options:
+            p = parameters[o["name"]]
+            self.assertEqual(p.kind, inspect.Parameter.KEYWORD_ONLY, o["name"])
+            self.assertEqual(p.default, o["default"], o["name"])
+            self.assertIn(o["name"], tessera.Session.__doc__)
+
+    def test_every_option_is_accepted_at_its_default(self):
+        for o in tessera.options():
+            with self.subTest(option=o["name"]):
+                tessera.Session(**{o["name"]: o["default"]})
+
+
 if __name__ == "__main__":
     unittest.main()

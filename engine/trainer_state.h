@@ -1,0 +1,40 @@
+// What a Trainer keeps (engine/trainer.h's Impl and RunState), shared by the files that define
+// its members: trainer.cc (set-up, the epoch loop, runs) and trainer_checkpoints.cc (resume,
+// save, restore). Private to the engine.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "engine/fault_injection.h"
+#include "engine/optimizer.h"
+#include "engine/trainer.h"
+
+namespace tessera {
+
+inline constexpr int kCategories = static_cast<int>(TrafficCategory::Count);
+
+struct Trainer::Impl {
+  GraphPart part;
+  std::unique_ptr<Communicator> own_comm;  // the SelfCommunicator of a single-process trainer
+  Communicator* comm = nullptr;
+  std::unique_ptr<ModeRunner> runner;
+  GraphTotals totals;
+  std::int64_t loss_terms = 0;  // over all ranks
+  FaultInjection fault;
+  std::vector<EpochRecord> history;  // train(): every record so far (checkpoints hold them)
+  std::vector<RunResult> finished;   // train(): the runs finished so far
+  std::unique_ptr<Model> model;
+};
+
+struct Trainer::RunState {
+  int run = 0;
+  int epoch = 0;  // epochs completed
+  RunResult result;
+  std::array<double, kCategories> bytes_total{}, raw_total{};
+  std::unique_ptr<Adam> adam;
+  int local_stop = 0;  // the stop signal this rank saw when the run stopped
+};
+
+}  // namespace tessera

@@ -1,0 +1,169 @@
+// The option table (include/tessera/options.h, engine/option_table.h) walked as a whole: every
+// option's default is the Options field's, every option is on train_gcn's command line (as a flag
+// or switches) unless the table says why not, every option is in a real run's summary unless the
+// table says why not, and every option of the checkpoint identity changes it while no other
+// option does. The Python keywords and signature are checked from the same table in
+// tests/python/test_bindings.py.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "engine/checkpoint.h"
+#include "engine/option_table.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string run_train_gcn(const std::string& args, int* status_out) {
+  const fs::path log = fs::temp_directory_path() / "tessera_option_table.log";
+  const std::string command =
+      std::string(TRAIN_GCN_PATH) + " " + args + " > " + log.string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  *status_out = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(OptionTable, DefaultsAreTheOptionsFields) {
+  const Options defaults;
+  std::set<std::string> names, flags;
+  for (const OptionSpec& spec : option_table()) {
+    EXPECT_EQ(spec.get(defaults), spec.default_value) << spec.name;
+    EXPECT_TRUE(names.insert(std::string(spec.name)).second) << "twice: " << spec.name;
+    if (spec.cli_flag) {
+      EXPECT_TRUE(flags.insert(spec.flag).second) << "twice: " << spec.flag;
+    }
+    for (const auto& [flag, value] : spec.switches)
+      EXPECT_TRUE(flags.insert(flag).second) << "switch twice: " << flag;
+    EXPECT_FALSE(spec.help.empty()) << spec.name;
+  }
+  EXPECT_GE(names.size(), 30u);
+}
+
+TEST(OptionTable, EveryOptionIsOnTheCommandLineOrSaysWhyNot) {
+  int status = -1;
+  const std::string help = run_train_gcn("--help", &status);
+  ASSERT_EQ(status, 0) << help;
+  for (const OptionSpec& spec : option_table()) {
+    SCOPED_TRACE(std::string(spec.name));
+    if (spec.cli_flag) {
+      EXPECT_NE(help.find(spec.flag + " "), std::string::npos) << spec.flag;
+    }
+    for (const auto& [flag, value] : spec.switches)
+      EXPECT_NE(help.find(flag + " "), std::string::npos) << flag;
+    if (!spec.cli_flag && spec.switches.empty()) {
+      EXPECT_FALSE(spec.cli_absent.empty());
+    }
+    for (const std::string& choice : option_choices(spec))
+      EXPECT_NE(help.find(choice), std::string::npos) << choice << " (from its registry)";
+  }
+}
+
+TEST(OptionTable, EveryOptionIsInTheSummaryOrSaysWhyNot) {
+  const fs::path summary = fs::temp_directory_path() / "tessera_option_table_summary.json";
+  fs::remove(summary);
+  int status = -1;
+  // --codec adaptive: the options recorded only with it are there too.
+  const std::string out = run_train_gcn(
+      "--epochs 1 --hidden-channels 8 --quiet --codec adaptive --summary " + summary.string(),
+      &status);
+  ASSERT_EQ(status, 0) << out;
+  std::ifstream in(summary);
+  const nlohmann::json s = nlohmann::json::parse(in);
+  for (const OptionSpec& spec : option_table()) {
+    SCOPED_TRACE(std::string(spec.name));
+    if (spec.record == RecordKind::NotRecorded) {
+      EXPECT_FALSE(spec.record_key.empty()) << "NotRecorded needs a reason";
+      EXPECT_FALSE(s.contains(std::string(spec.name)));
+      continue;
+    }
+    const std::string key(spec.record == RecordKind::ReportedAs ? spec.record_key : spec.name);
+    EXPECT_TRUE(s.contains(key)) << key;
+  }
+}
+
+// A value of the option's type other than the one it has.
+OptionValue another_value(const OptionSpec& spec, const OptionValue& value) {
+  if (const bool* b = std::get_if<bool>(&value)) return !*b;
+  if (const std::int64_t* i = std::get_if<std::int64_t>(&value)) return *i + 1;
+  if (const std::uint64_t* u = std::get_if<std::uint64_t>(&value)) return *u + 1;
+  if (const double* d = std::get_if<double>(&value)) return *d + 0.25;
+  const std::string& text = std::get<std::string>(value);
+  for (const std::string& choice : option_choices(spec))
+    if (choice != text) return choice;
+  return spec.name == "codec_backward" ? std::string("int8") : "other-" + text;
+}
+
+TEST(OptionTable, IdentityOptionsAndOnlyThoseChangeTheCheckpointIdentity) {
+  DatasetInfo data;
+  data.name = "d";
+  TrainConfig base;
+  base.codec = "adaptive";  // the options in the identity only with it count too
+  const CheckpointIdentity identity = checkpoint_identity(base, data);
+  int identity_options = 0;
+  for (const OptionSpec& spec : option_table()) {
+    SCOPED_TRACE(std::string(spec.name));
+    TrainConfig changed = base;
+    spec.set(changed, another_value(spec, spec.get(base)), spec.flag);
+    const std::string difference =
+        identity_difference(identity, checkpoint_identity(changed, data));
+    const bool in_identity =
+        spec.record == RecordKind::Identity || spec.record == RecordKind::IdentityIfAdaptive;
+    if (spec.name == "codec") continue;  // from adaptive the IdentityIfAdaptive ones change too
+    if (in_identity) {
+      ++identity_options;
+      EXPECT_NE(difference.find(spec.flag), std::string::npos) << difference;
+    } else {
+      EXPECT_EQ(difference, "");
+    }
+  }
+  EXPECT_GE(identity_options, 15);
+  // --codec itself: changing it changes the identity.
+  TrainConfig other = base;
+  other.codec = "int8";
+  EXPECT_NE(identity_difference(identity, checkpoint_identity(other, data)).find("--codec"),
+            std::string::npos);
+}
+
+TEST(OptionTable, EveryCheckNamesItsFlag) {
+  // A value each numeric rule refuses, applied to a valid configuration: the message names the
+  // flag (the cases that need the other options are tested where they apply).
+  for (const OptionSpec& spec : option_table()) {
+    for (const OptionRule& rule : spec.rules) {
+      if (rule.only_adaptive ||
+          (rule.kind != OptionRule::AtLeast && rule.kind != OptionRule::Above &&
+           rule.kind != OptionRule::Within && rule.kind != OptionRule::HalfOpen))
+        continue;
+      SCOPED_TRACE(std::string(spec.name));
+      TrainConfig c;
+      const double bad = rule.lo - 1.0;
+      if (spec.type == OptionType::Float) {
+        spec.set(c, bad, spec.flag);
+      } else if (spec.type == OptionType::Int) {
+        spec.set(c, static_cast<std::int64_t>(bad), spec.flag);
+      } else {
+        continue;
+      }
+      try {
+        validate(c);
+        ADD_FAILURE() << spec.flag << " = " << bad << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument);
+        EXPECT_NE(e.message().find(spec.flag), std::string::npos) << e.message();
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera
