@@ -74,8 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--parts", f.parts, "number of parts (one MPI rank each)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  app.add_option("--partition", f.method, "metis, random or block")
-      ->check(CLI::IsMember({"metis", "random", "block"}))
+  app.add_option("--partition", f.method,
+                 "partitioner: " + tessera::detail::join_names(tessera::partition_method_names()))
+      ->check(CLI::IsMember(tessera::partition_method_names()))
       ->capture_default_str();
   app.add_option("--seed", f.seed, "partitioner seed")->capture_default_str();
   app.add_option("--out", f.out, "output directory (must not exist, or be empty)")->required();

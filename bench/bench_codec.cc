@@ -48,7 +48,7 @@ struct Flags {
   int threads = 2;
   // Training.
   std::string dataset = "synth:arxiv-like";
-  std::vector<std::string> codecs = {"none", "bf16", "fp16", "int8", "int4", "int2", "adaptive"};
+  std::vector<std::string> codecs = codec_option_names();
   int ranks = 4;
   int epochs = 50;
   int runs = 3;

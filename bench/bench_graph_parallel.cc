@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "engine/system.h"
 #include "engine/traffic_model.h"
+#include "partition/partition_plan.h"
 
 namespace tessera {
 namespace {
@@ -385,7 +386,7 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--methods", f.methods, "partitioners for K > 1")
       ->delimiter(',')
-      ->check(CLI::IsMember({"metis", "random", "block"}))
+      ->check(CLI::IsMember(partition_method_names()))
       ->capture_default_str();
   app.add_option("--epochs", f.epochs, "timed epochs (after 1 warm-up epoch)")
       ->check(CLI::PositiveNumber)

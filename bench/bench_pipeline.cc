@@ -25,6 +25,7 @@
 
 #include "bench/bench_common.h"
 #include "core/error.h"
+#include "engine/modes.h"
 #include "engine/system.h"
 #include "engine/traffic_model.h"
 #include "engine/train_config.h"
@@ -40,7 +41,7 @@ constexpr int kWarmupEpochs = 1;  // trained like the others, left out of the ep
 struct Flags {
   std::string dataset = "synth:arxiv-like";
   std::vector<int> depths = {4, 8, 16, 32};
-  std::vector<std::string> modes = {"graph", "pipeline", "hybrid"};
+  std::vector<std::string> modes = parallel_mode_names();
   int ranks = 4;
   int hybrid_stages = 2;
   int chunks = 0;  // 0: train_gcn's default
@@ -583,7 +584,7 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--modes", f.modes, "parallel modes")
       ->delimiter(',')
-      ->check(CLI::IsMember({"graph", "pipeline", "hybrid"}))
+      ->check(CLI::IsMember(parallel_mode_names()))
       ->capture_default_str();
   app.add_option("--ranks", f.ranks, "MPI ranks K (pipeline mode: K stages)")
       ->check(CLI::Range(2, 1024))

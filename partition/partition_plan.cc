@@ -129,8 +129,13 @@ constexpr std::pair<PartitionMethod, const char*> kMethods[] = {{PartitionMethod
 PartitionMethod parse_partition_method(const std::string& text) {
   for (const auto& [method, name] : kMethods)
     if (text == name) return method;
-  TESSERA_FAIL(InvalidArgument, "unknown partition method '", text,
-               "' (expected metis, random or block)");
+  std::string expected;  // "a, b or c"
+  for (std::size_t i = 0; i < std::size(kMethods); ++i)
+    expected += (i == 0                         ? ""
+                 : i + 1 == std::size(kMethods) ? " or "
+                                                : ", ") +
+                std::string(kMethods[i].second);
+  TESSERA_FAIL(InvalidArgument, "unknown partition method '", text, "' (expected ", expected, ")");
 }
 
 std::vector<std::string> partition_method_names() {
