@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GraphView -> Dataset: one pass over each caller array (edges into the in-neighbour CSR,
 // features into a tensor), every size and id checked first.
 #include "api/graph_view.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The internal Dataset built from a caller's GraphView: shapes and id ranges checked with
 // messages naming the GraphView field, then the dataset's own invariants (datasets/dataset.h).
 #pragma once

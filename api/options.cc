@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public view of the option table (include/tessera/options.h): what train_gcn and the Python
 // module present, and setting or reading an option by name. Errors become
 // std::invalid_argument naming the option, as everywhere at the API boundary.

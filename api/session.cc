@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Session: the public API over the engine — Options to TrainConfig, load_part for the parts,
 // one Trainer per rank, the run loop with metrics, summary and report (what train_gcn used to
 // do itself), and the results copied out of the model. Internal errors become std::
@@ -17,6 +18,7 @@
 #include "comm/launch_env.h"
 #include "comm/message_tags.h"
 #include "comm/mpi_communicator.h"
+#include "core/build_info.h"
 #include "core/error.h"
 #include "engine/part_loader.h"
 #include "engine/pipeline.h"
@@ -42,6 +44,7 @@ void ensure_mpi() {
 
 TrainConfig to_config(const Options& options) {
   TrainConfig config(options);
+  config.device = resolve_device_number(options.device);  // OGB's --device N
   validate(config);
   return config;
 }
@@ -81,7 +84,9 @@ RunStats to_stats(const RunResult& r) {
   RunStats o;
   o.run = r.run;
   o.seed = r.seed;
+  o.highest_train = r.highest_train;
   o.best_valid = r.best_valid;
+  o.train_at_best_valid = r.train_at_best_valid;
   o.test_at_best_valid = r.test_at_best_valid;
   o.best_epoch = r.best_epoch;
   o.final_train = r.final_train;
@@ -109,6 +114,7 @@ struct Session::Impl {
   TrainConfig config;
   std::unique_ptr<MpiCommunicator> comm;
   LaunchEnv launch;
+  std::vector<std::string> hosts;  // every rank's, in rank order
   DatasetInfo info;
   std::string method = "none";
   std::optional<PartitionStats> stats;
@@ -166,9 +172,15 @@ Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique
   }
   s.guarded([&] {
     run_agreed(*s.comm, "checking options", [&] { s.config = to_config(options); });
+    if (s.comm->rank() == 0 && s.config.device != options.device)
+      std::fprintf(stderr, "--device %s: %s\n", options.device.c_str(),
+                   s.config.device == "cpu"
+                       ? "no GPU here, training on the CPU (as OGB's examples do)"
+                       : ("training on " + s.config.device).c_str());
     // From here on SIGUSR1 and SIGTERM only ask training to stop (after a checkpoint).
     if (s.config.handle_signals) install_stop_handlers();
     s.launch = detect_launch_env(*s.comm, s.comm->rank_on_node(), s.comm->ranks_on_node());
+    s.hosts = host_names(*s.comm);
     if (s.comm->rank() == 0 && s.options.verbosity >= 1 && s.launch.slurm)
       std::fprintf(stderr, "Launch: %s\n", describe(s.launch).c_str());
     // Threads per rank unless told (threads, OMP_NUM_THREADS): Slurm's CPUs per task, else the
@@ -346,7 +358,7 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
           if (!record.bit_plan.empty())
             std::fprintf(stderr, "Bit plan (rank 0), epoch %d: %s\n", record.epoch,
                          record.bit_plan.c_str());
-          if (record.evaluated)
+          if (record.evaluated && record.epoch % config.log_steps == 0)
             std::fprintf(stderr, "%s\n", progress_line(record, s.info.eval_metric).c_str());
         }
       }
@@ -391,6 +403,8 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
         run_info.peak_rss_bytes_sum += static_cast<std::uint64_t>(bytes);
       }
       run_info.parallel = s.trainer->parallel_info();
+      run_info.provenance = {build_info().version, build_info().git_commit, command_line(), s.hosts,
+                             s.launch.job_id,      s.launch.array_task};
       write_file_atomic(config.summary, summary_json(run_info, s.results));
     });
     return out;
@@ -401,15 +415,7 @@ std::string Session::report() const {
   return impl_->guarded([&] {
     impl_->require_loaded("report");
     std::string text;
-    for (const RunResult& r : impl_->results) {
-      char line[160];
-      std::snprintf(line, sizeof line,
-                    "Run %02d: best valid %.2f%% (epoch %d), test at best valid %.2f%%, final "
-                    "test %.2f%%\n",
-                    r.run + 1, 100.0 * r.best_valid, r.best_epoch, 100.0 * r.test_at_best_valid,
-                    100.0 * r.final_test);
-      text += line;
-    }
+    for (const RunResult& r : impl_->results) text += run_report(r);
     if (impl_->stopped || impl_->results.empty()) return text;
     return text + final_report(impl_->results, impl_->info.eval_metric);
   });
@@ -503,6 +509,8 @@ std::vector<Parameter> Session::weights() const {
   });
 }
 
-std::string version() { return TESSERA_VERSION_STRING; }
+std::string version() { return build_info().version; }
+
+std::string build_description() { return build_text(); }
 
 }  // namespace tessera

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // partition_graph: partitions a dataset once (METIS, random or block) and writes a partition
 // store — one HDF5 file per part plus meta.json — that `train_gcn --partitions DIR` reads with
 // one rank per part, each rank opening only its own file. Prints the partition statistics.
@@ -5,8 +6,9 @@
 #include <cstdio>
 #include <exception>
 
-#include "datasets/loaders.h"
+#include "core/build_info.h"
 #include "core/error.h"
+#include "datasets/loaders.h"
 #include "engine/system.h"
 #include "partition/graph_part.h"
 #include "partition/partition_store.h"
@@ -67,6 +69,7 @@ int run(const Flags& f) {
 
 int main(int argc, char** argv) {
   CLI::App app{"partition_graph: partition a dataset into a store for train_gcn --partitions"};
+  app.set_version_flag("--version", "partition_graph, " + build_text());
   Flags f;
   app.add_option("--dataset", f.dataset,
                  "OGB raw-layout directory, Tessera .h5 file, or synth:PRESET[:SEED]")

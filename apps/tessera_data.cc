@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tessera_data: dataset tool. `generate` writes a synthetic preset (HDF5 file or OGB raw-layout
 // directory), `convert` turns any dataset spec into a Tessera HDF5 file, `info` prints a
 // dataset's counts and fingerprint. Thin wrapper over tessera::datasets; errors are printed as
@@ -11,10 +12,11 @@
 #include <iostream>
 #include <string>
 
+#include "core/build_info.h"
+#include "core/error.h"
 #include "datasets/dataset.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
-#include "core/error.h"
 
 namespace {
 
@@ -72,6 +74,7 @@ struct Flags {
 
 int run(int argc, char** argv) {
   CLI::App app{"tessera_data: generate, convert and inspect Tessera datasets"};
+  app.set_version_flag("--version", "tessera_data, " + tessera::build_text());
   app.require_subcommand(1);
   Flags f;
 

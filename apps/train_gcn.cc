@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // train_gcn: full-graph GCN / GraphSAGE training from the command line, with flags named as in
 // OGB's node-property examples, on one process or across MPI ranks (mpiexec -n K train_gcn ...:
 // one METIS part per rank, halo exchange between them). A thin layer over the public API
@@ -18,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <tessera/tessera.h>
@@ -33,12 +35,21 @@ struct Flags {
   std::map<std::string, bool> switched;     // switch flag -> given
 };
 
+// "--num-layers,--num_layers": a flag and OGB's spelling of it (its examples use argparse names
+// with underscores).
+std::string with_alias(const std::string& flag) {
+  std::string alias = flag;
+  for (std::size_t i = 2; i < alias.size(); ++i)
+    if (alias[i] == '-') alias[i] = '_';
+  return alias == flag ? flag : flag + "," + alias;
+}
+
 void add_flags(CLI::App& app, Flags& f) {
   for (const tessera::OptionInfo& o : tessera::option_infos()) {
     if (!o.flag.empty() && o.type == "bool") {
-      app.add_flag(o.flag, f.set[o.name], o.help);
+      app.add_flag(with_alias(o.flag), f.set[o.name], o.help);
     } else if (!o.flag.empty()) {
-      app.add_option(o.flag, f.text[o.name], o.help)
+      app.add_option(with_alias(o.flag), f.text[o.name], o.help)
           ->default_str(o.default_text)
           ->type_name(o.type == "int"     ? "INT"
                       : o.type == "float" ? "FLOAT"
@@ -46,8 +57,8 @@ void add_flags(CLI::App& app, Flags& f) {
     }
     std::vector<CLI::Option*> switches;
     for (const auto& [flag, value] : o.switches) {
-      switches.push_back(
-          app.add_flag(flag, f.switched[flag], "(" + o.name + " = " + value + ") " + o.help));
+      switches.push_back(app.add_flag(with_alias(flag), f.switched[flag],
+                                      "(" + o.name + " = " + value + ") " + o.help));
     }
     for (CLI::Option* a : switches)
       for (CLI::Option* b : switches)
@@ -71,11 +82,32 @@ tessera::Options options_from(const Flags& f) {
   return options;
 }
 
+// The settings of the run on one line, as OGB's examples print their arguments (print(args)).
+std::string settings_line(const tessera::Options& options) {
+  std::string line;
+  for (const tessera::OptionInfo& o : tessera::option_infos()) {
+    const tessera::OptionValue v = tessera::get_option(options, o.name);
+    std::ostringstream text;
+    if (const bool* b = std::get_if<bool>(&v))
+      text << (*b ? "True" : "False");
+    else if (const std::string* s = std::get_if<std::string>(&v))
+      text << '\'' << *s << '\'';
+    else
+      std::visit([&](const auto& x) { text << x; }, v);
+    line += (line.empty() ? "" : ", ") + o.name + "=" + text.str();
+  }
+  return "Settings(" + line + ")";
+}
+
 // Trains as the flags say; returns the exit status. Collective.
 int run(const Flags& flags, bool dataset_given) {
   const tessera::Options options = options_from(flags);
   tessera::Session session(options, MPI_COMM_WORLD);
   const bool root = session.rank() == 0;
+  if (root) {
+    std::printf("%s\n", settings_line(options).c_str());
+    std::fflush(stdout);
+  }
   // With a partition store and no --dataset, the store says which dataset it holds.
   session.load(dataset_given || options.partitions.empty() ? options.dataset : "");
   const tessera::TrainResult result = session.train();
@@ -112,7 +144,8 @@ int main(int argc, char** argv) {
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  CLI::App app{"train_gcn: full-graph GCN / GraphSAGE training (Tessera)"};
+  CLI::App app{"train_gcn: full-graph GNN training (Tessera)"};
+  app.set_version_flag("--version", "train_gcn, " + tessera::build_description());
   Flags flags;
   add_flags(app, flags);
   int status = 0;

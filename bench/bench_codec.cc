@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_codec: the message codecs (comm/codec.h). 1. Kernels: encode and decode throughput of
 // every codec on R x F random normal rows (GB/s of f32 data), the compression ratio and the
 // largest decoding error relative to each row's range. 2. Training: the dataset is partitioned

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared benchmark helpers of bench_common.h: scratch directories, JSON lines, formatting,
 // and child processes by fork/exec with their output in log files.
 #include "bench/bench_common.h"

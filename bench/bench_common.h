@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the benchmark programs: their main() (CLI11 parsing, then the benchmark; any
 // exception becomes "NAME: error: ..." and exit status 1), a scratch directory removed with its
 // contents at the end, JSON lines on stdout, number formatting, and running a child process
@@ -13,12 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "core/build_info.h"
+
 namespace tessera {
 
 template <class Flags, class AddFlags, class Run>
 int bench_main(int argc, char** argv, const char* name, const std::string& description,
                AddFlags add_flags, Run run) {
   CLI::App app{std::string(name) + ": " + description};
+  app.set_version_flag("--version", std::string(name) + ", " + build_text());
   Flags flags;
   add_flags(app, flags);
   try {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_cuda: GPU SpMM against the device's measured copy bandwidth (built with TESSERA_CUDA).
 // The copy limit is a device-to-device cudaMemcpy of a large buffer (read + write bytes / time);
 // SpMM moves indptr + indices + values + the gathered x rows (nnz * F) + out (R * F), counted as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_foundation: what one process of Tessera's CPU engine achieves on a synthetic preset,
 // against limits measured in the same run. Copy bandwidth (STREAM-style) is the limit for SpMM
 // on the GCN operator; GEMM GFLOP/s for a GCN's shapes; the median training epoch; and loading

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_graph_parallel: graph-parallel GCN training across rank counts and partitioners. Per
 // dataset, K and partitioner it runs partition_graph (K > 1), then mpiexec -n K train_gcn on the
 // store (K = 1: train_gcn on the dataset), and reads the summary and per-epoch metrics: partition

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_pipeline: graph, pipeline and hybrid parallelism across model depths. The dataset is
 // partitioned once per part count (METIS: K parts for graph mode, K / S for hybrid), then for
 // every depth and mode mpiexec -n K train_gcn trains a residual GCN for a fixed epoch budget and

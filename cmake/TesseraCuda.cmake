@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The optional CUDA backend. TESSERA_CUDA defaults to ON when nvcc (check_language) and the CUDA
 # toolkit are both found, and builds core/cuda (cuSPARSE, cuBLAS, custom kernels) and the
 # NCCL communicator for sm_80 (A100) and sm_90 (H100/H200). Only the runtime libraries are

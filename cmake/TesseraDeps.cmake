@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Finds every third-party dependency (all Debian packages) and exposes them as imported targets.
 # Nothing is vendored or downloaded: a missing package stops configuration with its Debian name.
 find_package(OpenMP REQUIRED COMPONENTS CXX)

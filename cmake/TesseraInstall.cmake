@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What `cmake --install` puts under the prefix: the programs, libtessera with its public headers,
 # the CMake package (lib/cmake/Tessera) and tessera.pc. Installed programs find libtessera
 # through their RUNPATH ($ORIGIN/../lib).

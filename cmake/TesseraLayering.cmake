@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The part graph of cmake/layering.txt, enforced at compile time: every part gets a folder
 # build/layering/<part>/ holding links to exactly the folders it may include (itself and the
 # transitive closure of what it builds on), and that folder is its targets' only project include

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tessera_target_defaults(target part): the include path of the target's part (only the folders
 # cmake/layering.txt lets it see, TesseraLayering.cmake), warnings (-Werror when TESSERA_WERROR)
 # and code generation (-march=native when TESSERA_NATIVE_ARCH) for every Tessera target, so the

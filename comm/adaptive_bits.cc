@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AdaptiveBits (comm/adaptive_bits.h): the blocks of each message (one per width), the weights
 // gathered while messages go out, and replan(): new bits per row from bit_plan.h, each peer told
 // the bits of the rows it receives, the plan in words.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AdaptiveBits: the adaptive codec of a HaloExchange (in the spirit of AdaQP). Every row this
 // rank sends, per direction and layer, gets 2, 4 or 8 bits from bit_plan.h under a budget of
 // bits per value, so that a message carries up to three blocks (8-, 4- and 2-bit rows, in that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Phase agreement: one all-reduce (max) of "size - rank if this rank failed" finds the lowest
 // failing rank; that rank broadcasts its error's category and message, and every rank throws the
 // same AgreedError. All traffic is counted as Setup.

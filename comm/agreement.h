@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Agreement at phase boundaries (load, partition, set-up, end of a run): every rank runs its
 // part of the phase, then all ranks learn whether any failed. If one did, every rank throws
 // AgreedError carrying the lowest failing rank's message, so the job ends on every rank with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The greedy of bit_plan.h: every message starts at 2 bits; upgrades are taken in order of
 // variance saved per extra bit while they fit the budget. An upgrade 4→8 of a message is only
 // offered after its 2→4, which the convexity of 1/(2^b − 1)² makes the better ratio anyway.

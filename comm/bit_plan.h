@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adaptive bit widths (in the spirit of AdaQP, MLSys 2023): given the messages a rank sends,
 // choose 2, 4 or 8 bits per message to minimise the total quantisation variance under a byte
 // budget. A row of width F and range r quantised to b bits adds variance ∝ F·r²/(2^b − 1)², so a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Message codecs (comm/codec.h): the table's lookups, the row loops around each codec's row
 // functions (comm/codec_table.cc, comm/codec_rows.h) — argument checks, OpenMP over rows, the
 // first refused row reported by name — and the message headers. GPU tensors go to the codecs'

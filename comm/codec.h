@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Message codecs for rows that cross ranks (halo embeddings forward, halo gradients backward,
 // pipeline streams), one table of them (comm/codec_table.cc): none (f32), bf16 and fp16 (round
 // to nearest even), and 8-, 4- and 2-bit integer codecs with a per-row offset and scale (f32)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA message codecs (comm/codec_cuda.h). The f32 copy and the bf16 / fp16 conversions run one
 // thread per value (the integer-only conversions of comm/half_float.cc, ported line for line);
 // the integer codecs run one block per row: a block reduction gives the row's min, max and

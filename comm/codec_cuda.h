@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA twins of the message codecs' row loops (comm/codec.h), one per row of the codec table:
 // encode gathers listed rows of a GPU tensor into GPU bytes, decode fills rows of a GPU tensor
 // from GPU bytes, bit-identical to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The row functions of the codecs in comm/codec_table.cc, one family per file: the float
 // codecs (none, bf16, fp16) in comm/float_codecs.cc and the stochastic integer codecs (8, 4 and
 // 2 bits) in comm/int_codecs.cc. Each encodes one row of f floats into the codec's bytes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The message codecs, one row each: wire id, name, bits per value, whether it rounds
 // stochastically (and so carries a per-row offset and scale), its row functions
 // (comm/codec_rows.h) and its CUDA twin (comm/codec_cuda.h; builds with the CUDA backend).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Traffic counters, the non-virtual Communicator calls (argument checks and traffic accounting
 // around the implementation's do_* hooks), wait_all/test_all and the single-process
 // communicator. Relies only on core/error.h.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Communicator: the one interface through which ranks talk (MPI and NCCL implementations plug
 // in here). This file also holds SelfCommunicator, the single-process implementation, and the
 // traffic counter that records every byte crossing a rank by category. The public calls are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ErrorFeedback (comm/error_feedback.h): gather + residual on the way out, residual = meant -
 // decoded after the sender decodes its own message.
 #include "comm/error_feedback.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ErrorFeedback: the residual memory of a HaloExchange with error feedback. Per direction and
 // layer it keeps, for every row of the messages, what the last encoding of that row lost (what
 // was meant minus what the peers decode), and adds it to the row's next message, so that the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The float codecs of comm/codec_table.cc: none (the f32 values as they are), bf16 and IEEE
 // binary16 (round to nearest even, comm/half_float.h). They take every row, NaN and Inf too.
 #include <algorithm>

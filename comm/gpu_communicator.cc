@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // make_gpu_communicator: an NcclCommunicator in builds with NCCL, a clear refusal otherwise.
 #include "comm/gpu_communicator.h"
 

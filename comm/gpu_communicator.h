@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The communicator of GPU ranks: NCCL over the job's MPI ranks, so that halos and gradients move
 // between GPUs on the communication stream. Kept apart from nccl_communicator.h so that callers
 // need neither NCCL nor a CUDA build to ask for one.

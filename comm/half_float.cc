@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bf16 and IEEE binary16 conversions (see half_float.h). Rows go 8 values at a time through
 // F16C when the build targets it (-march=native on x86), else through the portable functions,
 // which match F16C bit for bit (checked on every input).

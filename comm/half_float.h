@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Half-precision conversions for the bf16 and fp16 codecs: bf16 and IEEE binary16, both with
 // round to nearest even (NaN kept a NaN, fp16 overflow to Inf, subnormals exact), one value at a
 // time or a row at a time (F16C instructions when the build has them, a portable loop else).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bit-level bf16 and IEEE binary16 conversions, defined once for the host (half_float.cc)
 // and the GPU (codec_cuda.cu): integer operations and one exact product only, so that both
 // compilers give the same bits. Round to nearest even; NaN stays a NaN keeping the top payload

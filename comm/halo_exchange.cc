@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HaloExchange over the Communicator: one message per peer and direction, received in place
 // (forward: straight into the peer's halo block; backward: into a (num_send, F) buffer that is
 // then added into the owners' rows), or framed as blocks of encoded rows. Tags carry the layer

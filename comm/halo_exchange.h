@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HaloExchange: the boundary traffic of graph-parallel training, moved as a HaloPlan
 // (core/halo_plan.h) says. Forward sends owned rows and receives them into the halo block;
 // backward sends halo gradients back to their owners, who *add* them into their rows. A plain

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stochastic integer codecs (8, 4 and 2 bits a value) of comm/codec_table.cc: a row is
 // its offset (min) and scale ((max - min) / (2^bits - 1)) and one level per value, rounded up
 // with probability equal to the fraction (stochastic rounding), so a decoded value equals the

@@ -1,11 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launch environment detection: parse Slurm's variables on every rank (agreed), gather every
 // rank's SLURM_PROCID with one all-reduce, and decide from the whole picture, identically on
 // every rank, whether the ranks are one srun step and whether Slurm and MPI agree.
 #include "comm/launch_env.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -92,6 +97,10 @@ LaunchEnv detect_launch_env(Communicator& comm, int local_rank, int local_size,
     TESSERA_CHECK(cpus != 0, InvalidArgument, "SLURM_CPUS_PER_TASK=0: expected at least 1");
     out.cpus_per_task = std::max(0, cpus);
     out.restart_count = std::max(0, integer_variable(env, "SLURM_RESTART_COUNT"));
+    const char* array_job = env("SLURM_ARRAY_JOB_ID");
+    const char* array_task = env("SLURM_ARRAY_TASK_ID");
+    if (array_job != nullptr && array_task != nullptr)
+      out.array_task = std::string(array_job) + "_" + array_task;
   });
 
   // Every rank's SLURM_PROCID + 1 (0: unset) and SLURM_STEP_NUM_TASKS + 1.
@@ -129,6 +138,23 @@ std::string describe(const LaunchEnv& env) {
                            ")");
   }
   return text;
+}
+
+std::vector<std::string> host_names(Communicator& comm) {
+  constexpr std::size_t kSlot = 64;  // bytes of a host name (longer ones are cut)
+  char name[kSlot + 1] = {};
+  if (::gethostname(name, kSlot) != 0) std::snprintf(name, sizeof name, "unknown");
+  const auto k = static_cast<std::size_t>(comm.size());
+  std::vector<std::int64_t> slots(k * kSlot / sizeof(std::int64_t), 0);
+  std::memcpy(reinterpret_cast<char*>(slots.data()) + static_cast<std::size_t>(comm.rank()) * kSlot,
+              name, std::strlen(name));
+  comm.all_reduce_max(slots);  // every other rank's slot is zero
+  std::vector<std::string> hosts;
+  for (std::size_t r = 0; r < k; ++r) {
+    const char* at = reinterpret_cast<const char*>(slots.data()) + r * kSlot;
+    hosts.emplace_back(at, strnlen(at, kSlot));
+  }
+  return hosts;
 }
 
 }  // namespace tessera

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LaunchEnv: where this rank stands in the job, from MPI first, with Slurm's variables
 // (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NUM_TASKS, SLURM_LOCALID, SLURM_JOB_ID,
 // SLURM_CPUS_PER_TASK, SLURM_RESTART_COUNT) read and cross-checked when present. Works under
@@ -8,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -24,6 +26,7 @@ struct LaunchEnv {
   int slurm_tasks = 0;      // SLURM_NTASKS (0: not set)
   int cpus_per_task = 0;    // SLURM_CPUS_PER_TASK (0: not set): compute threads per rank
   int restart_count = 0;    // SLURM_RESTART_COUNT: times the job was requeued
+  std::string array_task;   // "JOB_TASK" from SLURM_ARRAY_JOB_ID and SLURM_ARRAY_TASK_ID, or ""
 };
 
 // Reads an environment variable; null when unset (std::getenv by default; tests inject values).
@@ -39,5 +42,9 @@ LaunchEnv detect_launch_env(Communicator& comm, int local_rank, int local_size,
 
 // One line for logs: "rank 0 of 4 (local 0 of 4), Slurm job 17 (srun, restart 1)".
 std::string describe(const LaunchEnv& env);
+
+// Every rank's host name, in rank order, the same list on every rank. Collective (one
+// all-reduce).
+std::vector<std::string> host_names(Communicator& comm);
 
 }  // namespace tessera

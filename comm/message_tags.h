@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every point-to-point message tag in Tessera, in one place. A tag only has to be unique among
 // the messages that can be in flight at once on the same communicator; the comments say which
 // communicator each family uses. Collectives (all-reduce, broadcast) need no tag.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MpiCommunicator over MPICH. Blocking calls (all-reduce, broadcast, barrier, Request::wait) are
 // posted non-blocking and polled against a deadline, so a lost peer ends in Error(Timeout)
 // instead of a hang; messages and collectives over one chunk (1 GiB) are split so that no MPI

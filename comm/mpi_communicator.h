@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MpiCommunicator: the Communicator over MPI (MPICH). Every MPI call is checked
 // (TESSERA_MPI_CHECK, errors returned, not fatal); every wait, collectives included, polls
 // with a deadline so that a lost peer ends in Error(Timeout) instead of a hang. MpiSession owns

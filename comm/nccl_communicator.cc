@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NcclCommunicator: MPI bootstrap (agreed GPU binding, unique id broadcast, ncclCommInitRank),
 // collectives and grouped point-to-point on the communication stream, host buffers staged
 // through pooled device buffers, and waits that poll events and ncclCommGetAsyncError against

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NcclCommunicator: the Communicator over NCCL, for ranks that each own one GPU (built only with
 // TESSERA_CUDA). Bootstrapped over MPI: rank 0 makes the NCCL unique id and broadcasts it, each
 // rank binds its GPU by local rank (SLURM_LOCALID under srun, else MPI's shared-memory split).

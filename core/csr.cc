@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Csr validation and the graph constructions of csr.h. from_edges and transpose rest on one
 // parallel *stable* counting sort (per-chunk histograms over contiguous input chunks), O(E + T*N)
 // with T*N kept below E: columns come out sorted without a comparison sort, and every result

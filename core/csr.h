@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compressed sparse rows: an owning Csr that validates itself on construction, and a cheap
 // CsrView that kernels take. Row offsets and nnz are 64-bit; column indices are 32-bit NodeId
 // (graphs past 2^31 nodes per part are refused). Also the graph constructions every layer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device names and the single registry that maps a DeviceKind to its backend. The CUDA backend
 // (core/cuda/) is registered when Tessera is built with it (TESSERA_HAVE_CUDA).
 #include "core/device.h"
@@ -66,6 +67,20 @@ Device parse_device(const std::string& text) {
 #endif
   }
   TESSERA_FAIL(InvalidArgument, "unknown device '", text, "' (expected cpu or cuda[:index])");
+}
+
+int gpu_count() {
+#ifdef TESSERA_HAVE_CUDA
+  return cuda::cuda_available() ? cuda::device_count() : 0;
+#else
+  return 0;
+#endif
+}
+
+std::string resolve_device_number(const std::string& text) {
+  if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789") != std::string::npos)
+    return text;
+  return gpu_count() > 0 ? "cuda:" + text : "cpu";
 }
 
 DeviceBackend& backend(Device device) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device: where a tensor lives and where a kernel runs. The CPU backend is complete; a CUDA
 // backend plugs in by implementing DeviceBackend in core/cuda/ and registering it in
 // device.cc (the one place that maps a DeviceKind to its backend).
@@ -33,6 +34,12 @@ class DeviceBackend {
   // Copies between this device and host (or within this device).
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
 };
+
+// GPUs this process can use: 0 in a build without the CUDA backend or on a machine without one.
+int gpu_count();
+// OGB's --device N: "cuda:N" when this process can use a GPU, else "cpu" (as OGB's examples
+// fall back); any other text as it is.
+std::string resolve_device_number(const std::string& text);
 
 // The backend of a device; throws InvalidArgument when it is not available in this build.
 DeviceBackend& backend(Device device);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Error construction and the process-wide rank used in error messages.
 #include "core/error.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tessera::Error: the one exception type of the project. It carries a category saying who is at
 // fault (caller, input data, I/O, a vendor library, a remote rank, a bug), the rank that raised
 // it and the file:line of the failing check. TESSERA_CHECK / TESSERA_FAIL build it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HaloPlan::validate: the shape checks every reader of a plan (part files, tests) relies on.
 #include "core/halo_plan.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HaloPlan: which rows one rank exchanges with each peer at every layer of graph-parallel
 // training. Per peer, the owned rows this rank sends and the contiguous block of its halo rows
 // that comes from that peer (both in increasing global id, so sender and receiver agree on the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one dispatch place of the compute kernels: each public kernel checks dtypes, shapes,
 // devices, aliasing and index ranges (InvalidArgument saying what was expected and what was
 // found), then calls the implementation for the device of its output: tessera::cpu::* from

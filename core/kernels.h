@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every compute kernel of Tessera, declared once. Each has one definition per device
 // (core/cpu/*.cc; CUDA twins to come in core/cuda/) and is dispatched on the
 // device of its output tensor in kernels.cc, the only place that looks at Device.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Counter-based random numbers (Philox4x32-10, Salmon et al., SC'11): a pure function of a key
 // and a counter, so a value depends only on what it is for, never on thread count, rank or
 // partitioning. Callers key a stream by (seed, epoch, layer, purpose) and draw for

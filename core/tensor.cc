@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tensor storage through the device backend.
 #include "core/tensor.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tensor: an owning, 2-D, row-major block of memory tagged with dtype and device. Move-only;
 // clone() copies. Kernels take Tensors (or raw pointers with explicit sizes) and check shapes.
 // Relies on DeviceBackend for memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dataset helpers: validate (cross-array invariants, InvalidInput naming the source), a stable
 // 64-bit fingerprint (word-wise FNV-1a-style hash over the arrays, NaNs canonicalised, sections
 // tagged with their lengths) and Kipf & Welling's feature row normalisation.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dataset: one node-property-prediction graph in memory — the structure every loader fills
 // (OGB raw layout, Tessera HDF5, synthetic) and everything downstream reads.
 // Relies on core Csr and Tensor only.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OGB-semantics evaluators: accuracy over labelled rows, and mean ROC-AUC over the tasks that
 // have both classes. ROC-AUC is the Mann-Whitney statistic with ties counted one half, which
 // is what scikit-learn's roc_auc_score gives (average ranks); it is computed exactly in integers.

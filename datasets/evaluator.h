@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Evaluators with OGB's semantics (ogb/nodeproppred/evaluate.py): accuracy for multi-class
 // (unlabelled rows dropped) and mean ROC-AUC over tasks for multi-label (per task, NaN rows
 // dropped; tasks without both classes skipped; an error if no task qualifies).

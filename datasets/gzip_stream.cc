@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GzipLineReader (zlib gzread into 4 MiB blocks on a producer thread, a small pool of blocks
 // handed to the parsing thread through a queue), GzipWriter (gzwrite, mtime 0) and the CSV
 // field parsers. Errors: Io for open/read/write failures, InvalidInput for damaged gzip data.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streaming gzip text I/O for the OGB raw layout, and the CSV field parsers used on its lines.
 // GzipLineReader yields the lines of a .gz file without holding the file in memory (a background
 // thread inflates the next block while the caller parses the current one); GzipWriter writes a

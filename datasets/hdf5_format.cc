@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tessera's HDF5 dataset format (write_hdf5 / read_hdf5) on the hdf5_io layer: one file with
 // /graph/indptr, /graph/indices, /features, /labels or /targets, /split/{train,valid,test} and
 // the dataset's flags as attributes of "/". Files are written to "<file>.tmp" and renamed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HDF5 C API behind tessera::hdf5::Writer / Reader: arrays move in blocks of about 64 MiB
 // (so a progress bar can follow), in-memory images use the core driver without a backing store.
 #include "datasets/hdf5_io.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thin RAII layer over the HDF5 C API shared by every Tessera file format (datasets, partition
 // stores, checkpoints): handles, checked calls that turn HDF5's error stack into a
 // tessera::Error naming the file and the path inside it, and a writer and a reader of

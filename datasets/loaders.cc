@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // load_dataset: the one place that turns a --dataset string into a Dataset — "synth:PRESET[:SEED]"
 // (synthetic.h), a path ending in .h5 (read_hdf5) or a directory in the OGB raw layout
 // (read_ogb_raw). Anything else is an InvalidArgument that lists the accepted forms.

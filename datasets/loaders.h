@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entry points that turn a --dataset string into a Dataset, and the writers of each format.
 // Formats: OGB raw layout directory (ogb_raw_reader.cc, ogb_raw_writer.cc), Tessera HDF5 file
 // (hdf5_format.cc), synthetic presets (synthetic.cc).

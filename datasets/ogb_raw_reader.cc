@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // read_ogb_raw: an OGB node-property dataset in the raw CSV layout (../shared/datasets/README.md)
 // -> Dataset. Flags come from meta.json or the built-in ogbn-* master rows; files are streamed
 // through GzipLineReader and every malformed value is refused with "<file>:<line>: <what>".

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // write_ogb_raw: Dataset -> OGB raw CSV layout (raw/*.csv.gz, split/public/*.csv.gz, meta.json,
 // RELEASE_v1.txt) that read_ogb_raw (and OGB's own pandas reader) read back to the same arrays.
 // Deterministic bytes; floats in their shortest round-trip form; everything goes to a temporary

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ProgressBar drawing: "\r<label> [#####     ]  45%  123.4 / 274.2 MB  3.1 s" on stderr.
 #include "datasets/progress.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ProgressBar: a one-line progress bar on stderr for long loads (bytes done of a known total),
 // redrawn at most a few times per second. Disabled bars cost one branch per update.
 // Relies on nothing but the standard library.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Synthetic graphs: a degree-corrected stochastic block model (one block per class, power-law
 // expected degrees, tunable homophily) with noisy class-centroid features and a random split.
 // Every random number comes from CounterRng keyed by (seed, stream, item), so the output is the

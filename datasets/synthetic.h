@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Synthetic node-classification graphs: a degree-corrected stochastic block model with
 // power-law degrees, one block per class with tunable homophily, and features that are noisy
 // class centroids. Deterministic from the seed (counter-based RNG), whatever the thread count.

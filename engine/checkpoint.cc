@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checkpoint files: the arrays (params, adam_m, adam_v, buffers) as f32 datasets with Fletcher-32
 // per chunk; everything else as one JSON document (doubles printed to round-trip exactly)
 // stored as bytes packed into an int64 dataset; a FNV-1a checksum over all of it as an
@@ -64,6 +65,7 @@ TrafficBytes bytes_from(const Json& j) {
 Json result_json(const RunResult& r) {
   return Json{{"run", r.run},
               {"seed", r.seed},
+              {"highest_train", r.highest_train},
               {"best_valid", r.best_valid},
               {"test_at_best_valid", r.test_at_best_valid},
               {"train_at_best_valid", r.train_at_best_valid},
@@ -85,6 +87,8 @@ RunResult result_from(const Json& j) {
   RunResult r;
   r.run = j.at("run").get<int>();
   r.seed = j.at("seed").get<std::uint64_t>();
+  // Checkpoints of 0.1 did not track it: the train metric at the best valid bounds it below.
+  r.highest_train = j.value("highest_train", j.at("train_at_best_valid").get<double>());
   r.best_valid = j.at("best_valid").get<double>();
   r.test_at_best_valid = j.at("test_at_best_valid").get<double>();
   r.train_at_best_valid = j.at("train_at_best_valid").get<double>();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checkpoints: the global state of a training job (weights, Adam moments and step, batch-norm
 // running statistics, run and epoch, the results and metrics records so far, the identity of the
 // configuration and dataset) as one HDF5 file, written by rank 0 to a temporary file, synced and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Chunk layout (METIS on the owned subgraph), the operator renumbered into chunk order and cut
 // into row blocks, the historical buffers and the chunk propagator over them.
 #include "engine/chunk_graph.h"

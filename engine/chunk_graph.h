@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Chunks of one graph part for pipelined training (engine/pipeline.h): the owned rows cut into
 // C chunks (METIS on the owned subgraph) and renumbered so that every chunk is a contiguous
 // block of positions; the part's operator in that order, cut into per-chunk row blocks; and the

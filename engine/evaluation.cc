@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Split metrics over ranks (engine/evaluation.h) with the evaluators of datasets/evaluator.h.
 #include "engine/evaluation.h"
 

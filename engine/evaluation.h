@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The train/valid/test metrics of an evaluated epoch over all ranks, with the semantics of
 // OGB's evaluators: accuracy for multi-class tasks (correct and labelled counts summed over
 // ranks) or the mean ROC-AUC over tasks for multi-label ones (which does not decompose: rank 0

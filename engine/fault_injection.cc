@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TESSERA_FAULT_INJECT parsing and the faults themselves (engine/fault_injection.h).
 #include "engine/fault_injection.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fault injection for the tests of what happens when a rank fails, dies or is signalled.
 #pragma once
 

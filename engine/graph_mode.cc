@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --parallel graph (engine/modes.h): one graph part per rank (the whole graph on one process).
 // The part's operator (the layer kind's, with global degrees) sits behind a HaloPropagator whose
 // exchange moves the boundary rows of every layer, overlapped with the aggregation of the inner

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HaloPropagator: column split of the local operator at construction, then the overlapped
 // forward and backward described in the header. Relies on the spmm/gather/scatter kernels.
 #include "engine/halo_propagator.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HaloPropagator: the aggregation A·X of one rank's part, with the halo exchange overlapped.
 // A (N, N + H) is split by columns into the owned block A_own (N, N) and the halo block of the
 // boundary rows A_halo (B, H). Forward: start sending owned rows, aggregate A_own·X for all

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --parallel hybrid (engine/modes.h): ranks = parts x stages, a pipeline per graph part
 // (engine/pipeline_mode.h) with, between the parts at each stage, a halo exchange of the
 // stage's historical buffers after every epoch (staleness one epoch) and exact halos in the

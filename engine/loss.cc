@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-class and multi-label training losses over the engine kernels.
 #include "engine/loss.h"
 

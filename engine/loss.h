@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The training loss of a set of rows and its gradient w.r.t. the logits, for both tasks of the
 // node-property datasets: multi-class (log-softmax + NLL over labelled rows) and multi-label
 // (sigmoid + binary cross-entropy over the non-NaN targets). The trainer and the pipeline's last

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ModeRunner: what differs between the parallel modes (engine/modes.h) behind one interface.
 // The Trainer (engine/trainer.h) writes the rest of a training run once for every mode: the
 // epoch loop, the optimizer, the gradient all-reduce, the metrics, checkpoints and stop signals.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The table of parallel modes. Adding a mode: its ParallelMode value (engine/train_config.h), a
 // file with its runner and `extern const ModeSpec kYourParallel`, and X(kYourParallel) below;
 // --parallel, the Python module and the summaries pick it up from here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parallel modes, one table of them: name, help, the rules of each mode beyond the option
 // table, and the runner that trains one rank's share (engine/mode_runner.h). Each mode is a
 // file: engine/graph_mode.cc, engine/pipeline_mode.cc, engine/hybrid_mode.cc.

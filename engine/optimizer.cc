@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adam update over the flat parameter buffer.
 #include "engine/optimizer.h"
 

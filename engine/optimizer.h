@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adam with L2 weight decay (torch.optim.Adam semantics: the decay term is added to the
 // gradient before the moment updates) over one flat parameter buffer. Decay applies only to the
 // ranges marked `decay` in the model's ParamInfo (convolution weights, not biases or batch norm).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The option table (engine/option_table.h): the vocabulary of TESSERA_OPTIONS' cli, check and
 // record columns, the one expansion of the macro into OptionSpec entries, and the walks over
 // them (checks, summary values, checkpoint identity, text parsing).
@@ -24,9 +25,12 @@ struct Cli {
   std::vector<std::pair<std::string, std::string>> switches;
   std::string_view absent;
 };
-Cli Flag() { return {}; }
 std::pair<std::string, std::string> Switch(const char* flag, const char* value) {
   return {flag, value};
+}
+template <class... S>
+Cli Flag(S... switches) {
+  return {true, {switches...}, {}};
 }
 template <class... S>
 Cli Switches(S... switches) {

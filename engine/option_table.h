@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The option table: TESSERA_OPTIONS (include/tessera/options.h) read once into one entry per
 // option — its flag, type and default, how the command line spells it, the checks its value
 // must pass, and where the run records it. What presents options (train_gcn's flags, the

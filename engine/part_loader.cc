@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The three ways to a rank's part (store, in process, single process) behind load_part, each
 // phase agreed across ranks. In-process parts travel as size (8 bytes) then the HDF5 image.
 #include "engine/part_loader.h"

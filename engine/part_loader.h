@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Getting each rank its GraphPart, collectively: from a partition store (every rank opens only
 // its own part file), or in process (rank 0 loads the dataset, partitions it and sends each
 // rank its part as an in-memory part file; rank 0 then drops the whole graph), or — on one

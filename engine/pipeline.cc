@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pipeline and hybrid training of one rank: the layout (layers balanced over stages, checks),
 // the memory estimate, and the engine: chunks, historical buffers, the 1F1B schedule over the
 // stage streams, the hybrid halo refresh and the exact evaluation pass.

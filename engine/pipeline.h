@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Layer-level pipeline parallelism (GNNPipe, Chen et al. 2023) and its hybrid with graph
 // parallelism. K = G x S ranks: G graph parts (G = 1 in pipeline mode), each trained by a
 // pipeline of S stages; rank g*S + s runs stage s (consecutive layers, balanced by estimated

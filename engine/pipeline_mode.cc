@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --parallel pipeline (engine/modes.h): the PipelineRunner shared with hybrid mode and the
 // mode's entry in the table. The stage memory check refuses, before training, a stage whose
 // estimate exceeds the budget.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runner of the pipelined modes (--parallel pipeline and hybrid, engine/modes.h): this rank's
 // place in the layout (part, stage, layers), the stage memory check, and the PipelineEngine
 // (engine/pipeline.h) that streams the chunks. Hybrid mode (engine/hybrid_mode.cc) is this

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Metrics lines, summary JSON and progress text for training runs.
 #include "engine/run_report.h"
 
@@ -47,6 +48,23 @@ Json bytes_json(const TrafficBytes& bytes) {
   return out;
 }
 
+// The summary's figures of every run, named as OGB's Logger prints them: highest train and valid
+// over the evaluated epochs, train and test at the epoch of the highest valid ("final" in OGB's
+// sense), and the last evaluated epoch's.
+constexpr std::pair<const char*, double RunResult::*> kOgbFigures[] = {
+    {"highest_train", &RunResult::highest_train},
+    {"highest_valid", &RunResult::best_valid},
+    {"final_train", &RunResult::train_at_best_valid},
+    {"final_test", &RunResult::test_at_best_valid},
+    {"last_train", &RunResult::final_train},
+    {"last_valid", &RunResult::final_valid},
+    {"last_test", &RunResult::final_test}};
+// The names of 0.1 (deprecated).
+constexpr std::pair<const char*, double RunResult::*> kDeprecatedFigures[] = {
+    {"best_valid_acc", &RunResult::best_valid},
+    {"test_acc_at_best_valid", &RunResult::test_at_best_valid},
+    {"final_test_acc", &RunResult::final_test}};
+
 std::uint64_t halo_bytes(const TrafficBytes& bytes) {
   return bytes[static_cast<int>(TrafficCategory::HaloForward)] +
          bytes[static_cast<int>(TrafficCategory::HaloBackward)];
@@ -76,6 +94,7 @@ Json run_json(const RunResult& r) {
   one["run"] = r.run;
   one["seed"] = r.seed;
   one["best_epoch"] = r.best_epoch;
+  for (const auto& [key, field] : kOgbFigures) one[key] = r.*field;
   one["best_valid_acc"] = r.best_valid;
   one["test_acc_at_best_valid"] = r.test_at_best_valid;
   one["final_train_acc"] = r.final_train;
@@ -179,15 +198,18 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["chunks"] = info.parallel.chunks;
   s["stage_first_layer"] = info.parallel.stage_first_layer;
   s["partition"] = partition_json(info);
-  const std::vector<double> best_valid = collect(results, &RunResult::best_valid);
-  const std::vector<double> test_at_best = collect(results, &RunResult::test_at_best_valid);
-  const std::vector<double> final_test = collect(results, &RunResult::final_test);
-  s["best_valid_acc"] = mean(best_valid);
-  s["best_valid_acc_std"] = stddev(best_valid);
-  s["test_acc_at_best_valid"] = mean(test_at_best);
-  s["test_acc_at_best_valid_std"] = stddev(test_at_best);
-  s["final_test_acc"] = mean(final_test);
-  s["final_test_acc_std"] = stddev(final_test);
+  // OGB's Logger's figures (mean and sample std over runs), then the last epoch's.
+  for (const auto& [key, field] : kOgbFigures) {
+    const std::vector<double> v = collect(results, field);
+    s[key] = mean(v);
+    s[std::string(key) + "_std"] = stddev(v);
+  }
+  // The keys of 0.1, kept for one release (CHANGELOG.md): "final" there meant the last epoch.
+  for (const auto& [key, field] : kDeprecatedFigures) {
+    const std::vector<double> v = collect(results, field);
+    s[key] = mean(v);
+    s[std::string(key) + "_std"] = stddev(v);
+  }
   s["final_loss"] = results.empty() ? 0.0 : results.back().final_loss;
   Json per_run = Json::array();
   for (const RunResult& r : results) per_run.push_back(run_json(r));
@@ -209,6 +231,10 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["peak_rss_bytes_max"] = info.peak_rss_bytes_max;
   s["peak_rss_bytes_sum"] = info.peak_rss_bytes_sum;
   s["peak_rss_bytes_per_rank"] = info.peak_rss_bytes_per_rank;
+  const Provenance& p = info.provenance;
+  s["provenance"] = {{"version", p.version},           {"git_commit", p.git_commit},
+                     {"command", p.command},           {"hosts", p.hosts},
+                     {"slurm_job_id", p.slurm_job_id}, {"slurm_array_task", p.slurm_array_task}};
   return s.dump(2) + "\n";
 }
 
@@ -236,22 +262,53 @@ std::string progress_line(const EpochRecord& r, const std::string& metric) {
   return buf;
 }
 
-std::string final_report(const std::vector<RunResult>& results, const std::string& metric) {
+namespace {
+
+// OGB's Logger's four lines over `runs`: one run's figures, or (all) the mean and sample std of
+// several ("nan" for one run, as torch's std of one value).
+std::string ogb_block(const std::vector<RunResult>& runs, bool all) {
   auto line = [&](const char* label, double RunResult::*field) {
-    std::vector<double> v = collect(results, field);
-    char buf[160];
-    if (v.size() > 1)
-      std::snprintf(buf, sizeof buf, "%-24s %6.2f ± %.2f %%\n", label, 100.0 * mean(v),
-                    100.0 * stddev(v));
-    else
-      std::snprintf(buf, sizeof buf, "%-24s %6.2f %%\n", label, 100.0 * mean(v));
+    const std::vector<double> v = collect(runs, field);
+    char buf[96];
+    if (!all) {
+      std::snprintf(buf, sizeof buf, "%s %.2f\n", label, 100.0 * v.front());
+    } else if (v.size() > 1) {
+      std::snprintf(buf, sizeof buf, "%s %.2f ± %.2f\n", label, 100.0 * mean(v), 100.0 * stddev(v));
+    } else {
+      std::snprintf(buf, sizeof buf, "%s %.2f ± nan\n", label, 100.0 * mean(v));
+    }
     return std::string(buf);
   };
-  std::string out = "All runs (" + std::to_string(results.size()) + ", metric " + metric + "):\n";
-  out += line("Highest Valid:", &RunResult::best_valid);
-  out += line("Test at best Valid:", &RunResult::test_at_best_valid);
-  out += line("Final Train:", &RunResult::final_train);
-  out += line("Final Test:", &RunResult::final_test);
+  return line("Highest Train:", &RunResult::highest_train) +
+         line("Highest Valid:", &RunResult::best_valid) +
+         line("  Final Train:", &RunResult::train_at_best_valid) +
+         line("   Final Test:", &RunResult::test_at_best_valid);
+}
+
+std::string mean_std(const std::vector<RunResult>& runs, double RunResult::*field) {
+  const std::vector<double> v = collect(runs, field);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f ± %.2f", 100.0 * mean(v), 100.0 * stddev(v));
+  return buf;
+}
+
+}  // namespace
+
+std::string run_report(const RunResult& run) {
+  char head[24];
+  std::snprintf(head, sizeof head, "Run %02d:\n", run.run + 1);
+  return head + ogb_block({run}, false);
+}
+
+std::string final_report(const std::vector<RunResult>& results, const std::string& metric) {
+  std::string out = "All runs:\n" + ogb_block(results, true);
+  out += "(" + metric + ", " + std::to_string(results.size()) +
+         (results.size() == 1 ? " run" : " runs") +
+         "; Final Train and Final Test are at the epoch of the highest Valid, i.e. Test at best "
+         "Valid. At the last epoch: Train " +
+         mean_std(results, &RunResult::final_train) + ", Valid " +
+         mean_std(results, &RunResult::final_valid) + ", Test " +
+         mean_std(results, &RunResult::final_test) + ")\n";
   return out;
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a training run tells the outside world: the per-epoch metrics file (one JSON object per
 // line, streamed to FILE.tmp and renamed to FILE when the run completes, removed on failure),
 // the summary JSON (stable keys, written atomically) and the human progress lines on stderr.
@@ -44,6 +45,17 @@ class MetricsWriter {
 // What the summary says beyond the runs' results: the options (as the option table records them,
 // engine/option_table.h) and what the run resolved. Pointers must be non-null, except
 // `partition` (absent on ranks other than 0 when rank 0 partitioned in process).
+// Where and from what a run came, recorded under the summary's "provenance" (it differs between
+// runs of the same configuration: compare summaries without it).
+struct Provenance {
+  std::string version;             // Tessera's
+  std::string git_commit;          // of the source tree it was built from
+  std::string command;             // the process's command line (rank 0)
+  std::vector<std::string> hosts;  // every rank's host, in rank order
+  std::string slurm_job_id;        // empty outside Slurm
+  std::string slurm_array_task;    // "JOB_TASK" in a job array, else empty
+};
+
 struct RunInfo {
   const TrainConfig* config = nullptr;
   const DatasetInfo* dataset = nullptr;
@@ -58,6 +70,7 @@ struct RunInfo {
   std::uint64_t peak_rss_bytes_sum = 0;
   std::vector<std::uint64_t> peak_rss_bytes_per_rank;  // (ranks)
   ParallelInfo parallel;
+  Provenance provenance;
 };
 
 // The summary JSON text (one object, newline-terminated).
@@ -66,8 +79,10 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
 // "Run 01 | Epoch 0005 | Loss 1.2345 | Train 45.00% | Valid 40.00% | Test 41.00% | 12.3 ms",
 // followed by "| comm 3.1 ms (62% hidden) | halo 1.20 MB" when bytes crossed ranks.
 std::string progress_line(const EpochRecord& record, const std::string& metric);
-// The OGB-Logger style closing lines: highest valid, test at best valid, final test; with
-// mean ± std over runs when there are several.
+// OGB's Logger's report (its labels and meanings): a run's "Run 01:" block (Highest Train,
+// Highest Valid, Final Train and Final Test, the last two at the epoch of the highest valid) and
+// the "All runs:" block with mean ± sample std, then one line with the last epoch's figures.
+std::string run_report(const RunResult& run);
 std::string final_report(const std::vector<RunResult>& results, const std::string& metric);
 
 }  // namespace tessera

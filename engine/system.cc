@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stopwatch helpers, peak RSS via getrusage, statistics, atomic file writes, stop signals.
 #include "engine/system.h"
 
@@ -11,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 
 #include "core/error.h"
@@ -94,6 +96,27 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
     std::filesystem::remove(tmp, ignored);
     TESSERA_FAIL(Io, "cannot rename '", tmp.string(), "' to '", path.string(), "': ", ec.message());
   }
+}
+
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string line;
+  std::size_t start = 0;
+  while (start < all.size()) {
+    std::size_t end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    std::string arg = all.substr(start, end - start);
+    const bool plain = !arg.empty() && arg.find_first_of(" \t'\"\\$`") == std::string::npos;
+    if (!plain) {  // single quotes, with a ' written as '\''
+      std::string quoted = "'";
+      for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      arg = quoted + "'";
+    }
+    line += (line.empty() ? "" : " ") + arg;
+    start = end + 1;
+  }
+  return line;
 }
 
 }  // namespace tessera

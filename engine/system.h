@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small process-level utilities the engine and apps share: a monotonic stopwatch, peak
 // resident memory, the median of a sample, writing a file atomically (temp file + rename), and
 // the stop request that SIGUSR1 / SIGTERM turn into (see Trainer::train).
@@ -6,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -22,6 +24,9 @@ class Stopwatch {
  private:
   std::chrono::steady_clock::time_point start_;
 };
+
+// This process's command line as one line, arguments that need it quoted ("" when unknown).
+std::string command_line();
 
 // Peak resident set size of this process so far, in bytes (getrusage).
 std::uint64_t peak_rss_bytes();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ideal per-epoch traffic of the parallel modes (see traffic_model.h).
 #include "engine/traffic_model.h"
 

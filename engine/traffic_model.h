@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ideal traffic of one training epoch in each parallel mode (forward + backward, bytes after
 // the codec), against which the measured counters are checked (tests) and reported (bench):
 //   graph     Σ_p M_p · Σ_layers (w_fwd + w_bwd) · b   (M_p halo nodes of part p; w the width a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // validate(): the option table's checks and the chosen mode's rules; the typed views of
 // TrainConfig; and the custom checks the table names (Custom(...) in TESSERA_OPTIONS).
 #include "engine/train_config.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TrainConfig: every setting of a training run — the options of include/tessera/options.h, as
 // train_gcn and the Python module fill them — with the typed views the engine reads them
 // through, and validate(), which applies every check the option table declares plus the rules

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The training loop of one rank, the same for every parallel mode: the mode's runner does the
 // step's forward and backward (engine/mode_runner.h); then one all-reduce of the gradients, an
 // Adam step, one all-reduce of the step's figures (StepSums), and (every eval_every epochs) an
@@ -5,6 +6,7 @@
 // resume and stop signals around it.
 #include "engine/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -238,6 +240,7 @@ void Trainer::evaluate_epoch(RunState& state, EpochRecord& record) {
   record.evaluated = true;
   record.eval_s = eval.seconds();
   RunResult& result = state.result;
+  result.highest_train = std::max(result.highest_train, record.train_metric);
   if (record.valid_metric > result.best_valid) {
     result.best_valid = record.valid_metric;
     result.test_at_best_valid = record.test_metric;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Trainer: the full-graph training loop of one rank, written once for every parallel mode. It
 // takes this rank's GraphPart and the communicator spanning all ranks (a SelfCommunicator, and
 // the whole graph as the only part, on one process — the same code path) and sets up the
@@ -53,14 +54,18 @@ struct EpochRecord {
   bool replayed = false;
 };
 
+// One run's metrics in the terms of OGB's Logger: the highest train and valid metric over the
+// evaluated epochs, and train and test at the epoch of the highest valid (what OGB's "Final
+// Train" and "Final Test" mean); then the last evaluated epoch's (final_*: the last epoch).
 struct RunResult {
   int run = 0;
   std::uint64_t seed = 0;
-  double best_valid = 0.0;
+  double highest_train = 0.0;
+  double best_valid = 0.0;  // the highest valid
   double test_at_best_valid = 0.0;
   double train_at_best_valid = 0.0;
   int best_epoch = 0;
-  double final_train = 0.0;
+  double final_train = 0.0;  // of the last evaluated epoch
   double final_valid = 0.0;
   double final_test = 0.0;
   double final_loss = 0.0;

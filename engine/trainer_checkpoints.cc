@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Trainer's checkpoints (engine/checkpoint.h has the file format and the lookup): finding
 // the checkpoint to resume from and sending it to every rank, restoring a run from it, and
 // writing one (rank 0) with the model, Adam's state and the records so far.

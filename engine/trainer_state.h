@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a Trainer keeps (engine/trainer.h's Impl and RunState), shared by the files that define
 // its members: trainer.cc (set-up, the epoch loop, runs) and trainer_checkpoints.cc (resume,
 // save, restore). Private to the engine.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BatchNorm1d forward/backward over the batch_norm_* kernels. Per-column sums are computed
 // locally, all-reduced in one call (2F doubles) and divided by the global row count, so the
 // result does not depend on how rows are partitioned. Backward OVERWRITES d_x and ACCUMULATES

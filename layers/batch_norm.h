@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BatchNorm1d over nodes, as torch.nn.BatchNorm1d: training normalises with the batch statistics
 // of ALL rows over all ranks (sums all-reduced, divided by the global row count; biased variance)
 // and updates the running statistics (momentum 0.1, unbiased variance); eval uses the running

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the graph convolutions.
 #include "layers/conv_common.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the graph convolutions share: the choice of aggregation order (ConvOrder), the argument
 // checks of a (weight, bias) pair, the propagated linear map P·X·W in either order with its
 // backward, the gradient through the fused bias + activation, and the copies between a model's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GCNConv forward/backward with the engine kernels: gemm for X W, the Propagator for Â, and the
 // fused bias + activation kernels. The order (transform-first or aggregate-first) is chosen per
 // call and recorded in the cache so that backward mirrors it. Then the layer kind "gcn": its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GCNConv (Kipf & Welling): out = act(Â X W + b), Â = D^-1/2 (A + I) D^-1/2 applied by a
 // Propagator whose matrix already holds the normalisation (global degrees when distributed).
 // gcn_forward fills a GcnCache that gcn_backward consumes; nothing else is remembered. The layer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Layer kinds: what a kind of graph layer (GCN, SAGE, residual GCN, ...) is to the model that
 // stacks it — its parameters, its forward/backward pair, the graph operator it aggregates with
 // and the few facts the engine's cost and memory models need — behind one interface, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The table of layer kinds and the graph operators they aggregate with. Adding a kind: define
 // `extern const LayerKind kYourLayer` in its own file (layers/gcn.cc is the model to follow)
 // and add X(kYourLayer) to TESSERA_LAYER_KINDS below; --model, the Python module, the summaries

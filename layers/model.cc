@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Model: the layer stack of OGB's node-property examples over the layers of one kind
 // (layers/layer_kind.h) and batch norm:
 //   [input dropout] -> conv_0 -> [BN] -> ReLU -> dropout -> conv_1 -> ... -> conv_{L-1} -> logits,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Model: a stack of layers of one registered kind (layers/layer_kind.h: GCN, GraphSAGE, residual
 // GCN, ...) with (batch norm,) ReLU and dropout between them, as in OGB's node-property examples.
 // Parameters and their gradients each live in one contiguous buffer (one all-reduce, one checkpoint

@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 // LocalPropagator: the single-process aggregation A·X and its adjoint A^T·dY. A^T is built once
 // at construction (Csr::transpose; A itself when the caller says A is symmetric) so that
-// backward is a plain row-parallel SpMM, not a scatter. Relies on the spmm kernel. The layers pass out and d_x already sized (N, F); they
-// are resized here too (a no-op then), so other callers may pass empty tensors.
+// backward is a plain row-parallel SpMM, not a scatter. Relies on the spmm kernel. The layers pass
+// out and d_x already sized (N, F); they are resized here too (a no-op then), so other callers may
+// pass empty tensors.
 #include "layers/propagator.h"
 
 #include <utility>

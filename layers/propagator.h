@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Propagator: the aggregation step A·X of a layer, behind an interface so that the same layer
 // code runs on one process (LocalPropagator: a CSR and its transpose) and on many ranks (a halo
 // exchanging propagator in engine/, which fetches halo rows before aggregating boundary rows

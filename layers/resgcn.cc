@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The layer kind "resgcn": GCN layers (layers/gcn.h) whose hidden layers after the first add a
 // scaled branch to an identity shortcut that skips the dropout (He et al.; DeepGCNs' ResGCN;
 // SkipInit's scaling): h_{l+1} = h_l + 0.1 ReLU(Â dropout(h_l) W_l + b_l). The small branch scale

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SAGEConv forward/backward with the engine kernels: the neighbour branch P X W in the cheaper
 // order (like GCN), the root branch X W_root added by a second GEMM (beta = 1), then the fused
 // bias + activation kernel; then the layer kind "sage" over the model's flat buffers. Backward

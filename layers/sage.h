@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SAGEConv as in PyG (mean aggregator, root weight): out = act(mean_{u in N(v)} x_u W + b
 // + x_v W_root). The mean is applied by a Propagator whose matrix holds 1/deg(v) (zero-degree
 // rows aggregate to 0). sage_forward fills a SageCache that sage_backward consumes; the layer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cutting a part out of a whole dataset: owned ids, halo discovery (neighbours owned elsewhere),
 // local CSR with sorted local columns, the halo plan (which owned rows each peer needs — the
 // graph is symmetric, so those are the owned rows with a neighbour on that peer), global

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GraphPart: everything one rank trains on — its LocalGraph (owned rows, halo columns grouped by
 // owner, the halo plan, global degrees for GCN weights) and the owned rows of the features,
 // labels and split lists — plus PartBuilder, which cuts parts out of a whole Dataset.

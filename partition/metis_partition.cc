@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // partition_metis: symmetrise, build METIS's xadj and vertex weights, call METIS_PartGraphKway,
 // then give every empty part a node (and a training node). Relies on Csr::symmetrize and on
 // METIS's idx_t being NodeId (32-bit), so the symmetric pattern's indices are passed in place.

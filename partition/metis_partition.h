@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // METIS k-way partitioner (Debian's libmetis 5.1, 32-bit idx_t): minimises the edge cut of the
 // symmetrised graph while balancing nodes and training nodes as two constraints, then repairs
 // the empty parts METIS can leave. Also the size check that keeps graphs within METIS's 32-bit

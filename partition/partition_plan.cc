@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Block and random partitioners, the method dispatcher and the statistics of a plan. Halo nodes
 // are counted in O(E) with OpenMP: one bit per (node, part) set atomically while K <= 512,
 // otherwise parts are scanned in parallel, each thread stamping the nodes it has counted.

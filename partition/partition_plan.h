@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PartitionPlan: which rank owns each node; the simple partitioners (block, random) that METIS
 // is compared with; make_partition, the one place that dispatches on PartitionMethod (METIS
 // itself lives in metis_partition.h); and the statistics every partitioner reports: edge cut,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Partition store I/O: meta.json through nlohmann::json, part files through the hdf5_io layer
 // with per-chunk checksums. Part file layout (format "tessera-part", version 1): attributes of
 // "/" name the part, K, the dataset (name, task, metric, sizes, fingerprint); arrays

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The partition store: a directory with meta.json (dataset identity and fingerprint, K, method,
 // statistics) and one HDF5 file per part (part-00000.h5, ...) holding that part's GraphPart, so
 // that rank r opens only its own file and its memory follows its part, not the graph. The same

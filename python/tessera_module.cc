@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Python module `tessera`: Session (keyword arguments named like train_gcn's flags) and
 // Graph (NumPy arrays held by reference, never copied or converted: a wrong dtype, shape or a
 // non-contiguous array is a ValueError naming the argument). C++ std::invalid_argument arrives
@@ -204,8 +205,10 @@ py::dict to_dict(const tessera::RunStats& r) {
   py::dict d;
   d["run"] = r.run;
   d["seed"] = r.seed;
-  d["best_valid"] = r.best_valid;
-  d["test_at_best_valid"] = r.test_at_best_valid;
+  d["highest_train"] = r.highest_train;
+  d["best_valid"] = r.best_valid;                    // OGB's Highest Valid
+  d["train_at_best_valid"] = r.train_at_best_valid;  // OGB's Final Train
+  d["test_at_best_valid"] = r.test_at_best_valid;    // OGB's Final Test
   d["best_epoch"] = r.best_epoch;
   d["final_train"] = r.final_train;
   d["final_valid"] = r.final_valid;

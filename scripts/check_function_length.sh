@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Lists every function longer than MAX lines (default 80) in the library parts (core, comm,
 # datasets, partition, layers, engine, api), longest first, using Universal Ctags (Debian's
 # universal-ctags) for where each function starts and ends; .cu files count as C++.

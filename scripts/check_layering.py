@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks every #include of the tree against the part graph in cmake/layering.txt.
 
   scripts/check_layering.py [ROOT]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One command from a fresh Debian 12 machine to a trained model: set-up (packages, build), then
 # train_gcn on the embedded default dataset (a synthetic graph generated on the fly) across
 # TESSERA_RANKS MPI ranks (default 4), one METIS part per rank; it prints the halo traffic per

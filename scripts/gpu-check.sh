@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPU check: on a machine with a GPU, runs the GPU tests, the SpMM bandwidth benchmark (against
 # the device's measured copy bandwidth), Tessera's GCN with --device cuda when this build has a
 # GPU-resident epoch, and PyTorch Geometric's GCN on the same synthetic graph, and writes every

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Draws PNG figures from train_gcn's output files and the peer benchmark's results, by kind:
 
   METRICS.jsonl (--metrics)   loss.png, accuracy.png: loss and train/valid/test accuracy per

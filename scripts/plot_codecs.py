@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Plots bench_codec's --csv: final test accuracy against halo bytes per epoch (log x axis), one
 labelled point per codec with ±std error bars and a dashed line at none's accuracy.
 

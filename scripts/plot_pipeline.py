@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Plots bench_pipeline's --csv: halo + pipeline bytes per epoch against model depth (log y),
 one colour per parallel mode (graph, pipeline, hybrid): measured points and the traffic model's
 line (engine/traffic_model.h). A run that failed has no point, only its model value (open

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages Tessera needs (only those missing), then configures and builds it
 # in ./build. Safe to run again: installed packages are skipped and the build is incremental.
 # Environment: TESSERA_BUILD_DIR (default build), TESSERA_CMAKE_ARGS (extra cmake arguments).

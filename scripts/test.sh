@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One command from a fresh Debian 12 machine to the whole test suite: set-up (packages, a build
 # with warnings as errors), then every test under ctest.
 set -euo pipefail

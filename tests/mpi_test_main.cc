@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // main() for GoogleTest suites run under mpiexec (see tessera_add_mpi_gtest): initialises MPI,
 // runs every test on every rank, lets only rank 0 print the full report (other ranks print their
 // failures, prefixed "[rank r]"), and returns the worst result over all ranks, so that a failure

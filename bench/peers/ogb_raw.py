@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reads a multiclass OGB node-property dataset in its raw layout (DATASET/raw/*.csv.gz,
 DATASET/split/NAME/*.csv.gz, flags from meta.json or the ogbn_* defaults) the way OGB's own
 read_csv_graph_raw does: pandas.read_csv per file. Runs inside the peers' virtual environment

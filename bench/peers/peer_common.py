@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What both peer trainers share: flags, threads and seeds, peak RSS from the kernel's high-water
 mark, the per-epoch JSON lines (the keys train_gcn's --metrics uses) and the summary file.
 Runs inside the peers' virtual environment (torch, numpy).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Full-batch GCN in PyTorch Geometric or DGL, written as each library's own examples write it
 (the OGB ogbn-arxiv GCN without batch norm: GCNConv(cached=True) on the symmetrised graph, or
 DGL's GraphConv(norm='both') on the bidirected graph with self loops), with train_gcn's

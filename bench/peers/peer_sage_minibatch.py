@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Mini-batch GraphSAGE in PyTorch Geometric as its ogbn-products example trains it:
 NeighborLoader over the training nodes (fan-outs 15,10,5, batch 1024, shuffled, sampling in the
 training process), SAGEConv with mean aggregation, Adam; after every epoch a full-graph forward

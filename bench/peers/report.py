@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Turns the outputs of the peer benchmark's runs (train_gcn's and the peers' --metrics JSON lines
 and --summary JSON, plus the wall time the harness measured) into the results JSON and the
 Markdown tables: per-epoch time, peak RSS, accuracy, ratios Tessera/peer, time to accuracy and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Benchmarks Tessera against PyTorch Geometric and DGL on this machine, in one run: the same
 raw-layout datasets (Cora, and synth:arxiv-like exported by tessera_data), the same 3-layer GCN
 hyperparameters, seeds and thread count; tessera-1 (one process), tessera-2 (mpiexec -n 2, the

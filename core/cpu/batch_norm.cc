@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU batch normalisation over rows (nodes), split so that a distributed caller can all-reduce
 // the per-column sums between the steps: stats -> forward, backward_stats -> backward. Sums are
 // double and use a fixed block order (thread-count independent). y and x_hat may alias x, d_x

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU dense kernels: GEMM through OpenBLAS cblas_sgemm (row-major; a tuned BLAS beats anything
 // hand-written here) split over the OpenMP team, axpy and column sums with OpenMP, and the
 // thread setting, and the flat-buffer updates of the parameters (Adam, adding doubles). This is

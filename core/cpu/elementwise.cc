@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU fused elementwise kernels: bias + activation and inverted dropout, forward and backward.
 // Outputs may alias inputs (each element is read before it is written). ReLU keeps NaN inputs
 // NaN so that divergence is visible. The dropout mask is recomputed from CounterRng, never

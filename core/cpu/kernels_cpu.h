@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU backend of every kernel in core/kernels.h, on raw host pointers with explicit
 // sizes (outputs first, then inputs, then sizes). kernels.cc checks shapes, dtypes, devices and
 // index ranges before calling here, so these functions trust their arguments. Reductions use a

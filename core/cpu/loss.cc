@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU losses: row-wise log-softmax with NLL (single-label), and sigmoid binary cross-entropy
 // computed from logits in the stable form max(z, 0) - z t + log(1 + exp(-|z|)) (multi-label,
 // NaN targets skipped). Loss sums use double and a fixed block order (thread-count independent).

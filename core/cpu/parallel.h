@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OpenMP helpers shared by the CPU kernels: the amount of work below which a loop stays on the
 // calling thread, and a reduction over rows in a fixed block order, so that sums (column sums,
 // loss sums, batch-norm statistics) do not depend on the number of threads.

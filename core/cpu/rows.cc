@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU row movement for halo exchange: gather listed rows into a packed block, and scatter-add
 // a packed block back onto listed rows. Scatter-add keeps list order even when rows repeat by
 // giving each thread a band of columns (cache-line aligned) instead of a range of rows.

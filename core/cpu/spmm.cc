@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU CSR SpMM: out = A * x. Rows run in parallel (OpenMP) over blocks of equal work (edges +
 // rows), taken dynamically because degrees follow a power law. Each row is summed into a zeroed
 // accumulator in edge order, so results are bitwise independent of the thread count. Widths up

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The caching device allocator: per-device free lists keyed by size class, a table of live
 // blocks (so that a free needs no size), one mutex. On out-of-memory the device's cache is
 // released and the cudaMalloc retried once.

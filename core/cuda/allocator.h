@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device memory for Tessera: plain cudaMalloc (no managed memory) behind a caching pool, since
 // cudaMalloc/cudaFree synchronise the device and cost tens of microseconds. Requests are rounded
 // to a size class; freed blocks wait on their class's free list for the next request of that

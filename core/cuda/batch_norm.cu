@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA batch normalisation over rows (nodes), the twin of cpu/batch_norm.cc and split the same
 // way (stats -> forward, backward_stats -> backward) so that a distributed caller can all-reduce
 // the per-column sums between the steps. Sums are double over fixed row chunks, then the chunks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One macro family for every CUDA vendor call: TESSERA_CUDA_CHECK (runtime), TESSERA_CUBLAS_CHECK
 // and TESSERA_CUSPARSE_CHECK turn a failed status into tessera::Error(Cuda) carrying the call's
 // text, the library's name for the status and the file:line of the call (NCCL's twin lives in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launch helpers shared by the .cu files: grid sizes for element-wise and row-wise kernels.
 #pragma once
 

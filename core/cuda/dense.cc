@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA dense kernels: row-major SGEMM through cuBLAS (column-major) by computing
 // C^T = op(B)^T op(A)^T, i.e. swapping the operands and their leading dimensions; axpy through
 // cuBLAS. Column sums are a custom kernel (elementwise.cu) for a fixed summation order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CudaBackend: Tensor storage on a GPU. allocate/deallocate go through the caching pool; zeroing
 // is queued on the compute stream (later kernels on that stream see it); copy may move between
 // host and device in either direction (cudaMemcpyDefault, unified addressing) and returns only

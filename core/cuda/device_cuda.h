@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA DeviceBackend (core/device.h): memory from the caching pool, copies and
 // zeroing queued on the compute stream. device.cc registers it for DeviceKind::Cuda.
 #pragma once

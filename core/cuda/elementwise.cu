@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA fused elementwise kernels: bias + activation forward/backward, inverted dropout with the
 // CPU's counter RNG (philox.h: the same mask bit for bit), and deterministic column sums (fixed
 // row chunks summed in double, then the chunks in order). Outputs may alias inputs: each

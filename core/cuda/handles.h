@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cuBLAS and cuSPARSE handles of the current device, created on first use, bound to its
 // compute stream and kept for the process (creating a handle costs milliseconds).
 #pragma once

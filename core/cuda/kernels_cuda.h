@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend of the kernels in core/kernels.h: the same names and argument order as
 // core/cpu/kernels_cpu.h (outputs first, then inputs, then sizes), on device pointers,
 // queued on the current device's compute stream (asynchronous unless stated). Index lists

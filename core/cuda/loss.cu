@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA losses: row-wise log-softmax (one warp per row: max, sum of exp, log, in float as on the
 // CPU), the NLL sum over listed rows (double, one block-level reduction, then the blocks in
 // order: deterministic), and the fused log-softmax + NLL backward; for multi-label tasks the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Philox4x32-10 exactly as CounterRng::words (core/rng.h), callable from host and device
 // code, plus the dropout decision built on it. GPU kernels use these so that a GPU dropout mask
 // is bit-identical to the CPU's; tests/cuda checks them against CounterRng on the host.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA row movement for halo exchange: gather listed rows into a packed block, scatter a packed
 // block back (assignment for distinct rows, atomic addition where rows may repeat). One thread
 // per element, consecutive threads on consecutive columns of a row (coalesced).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU detection that tolerates a missing driver, checked-status strings, events, and the
 // per-device streams and library handles (created once under a lock, never destroyed: the
 // process may end while the driver is already unloading).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA runtime of Tessera: whether a usable GPU exists (without a driver the answer is no,
 // never a crash), the per-device compute and communication streams with events, and the cuBLAS
 // and cuSPARSE handles bound to the compute stream. Safe to include from code built without

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA CSR SpMM through cuSPARSE's generic API. cuSPARSE is chosen over a custom kernel: its
 // CSR_ALG2 for row-major dense operands is deterministic and tuned per architecture, and SpMM
 // is the step that dominates a GCN epoch. The sparse descriptor is made once per matrix and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Spans for the CUDA kernels. The kernel API (core/kernels.h) takes index lists and
 // per-column vectors as spans, which may point to host memory (the usual case: labels, row
 // lists, batch-norm statistics) or to GPU memory (what a GPU-resident caller keeps there, such

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Trains a 2-layer GCN on a graph built in memory (two rings of nodes whose features hint at
 // their ring), then prints the accuracy and rank 0's share of the embeddings. Run it on one
 // process or under mpiexec -n K: the graph is cut into K parts, one per rank.

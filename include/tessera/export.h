@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TESSERA_API marks what libtessera exports; everything else in the library stays hidden.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tessera::GraphView: a node-property dataset held by the caller — edges, features, labels and
 // the train/valid/test split — passed to Session::load without copying it first. Tessera reads
 // the arrays once, on the rank that builds the parts, into its own partition-local layout (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tessera::Options: every setting of a training job, declared once in TESSERA_OPTIONS below.
 // That one declaration is where everything about an option comes from: the fields of Options,
 // train_gcn's flags and --help, the Python keyword arguments (Session(num_layers=...)), the
@@ -10,7 +11,7 @@
 //   name     the field, the Python keyword and the summary key; the flag is --name with '-'
 //            for '_' (num_layers: --num-layers)
 //   type     bool, int, std::int64_t, std::uint64_t, float, double or std::string
-//   cli      Flag()                       --name VALUE (a bool: --name alone)
+//   cli      Flag(switches...)            --name VALUE (a bool: --name alone), and any switches
 //            Switches(Switch("--a", "v"), ...)  flags that each set a value, and no --name
 //            ApiOnly("why")               not on the command line
 //   check    Any(), AtLeast(v), Above(v), Within(lo, hi), HalfOpen(lo, hi) (lo <= x < hi),
@@ -39,8 +40,8 @@
   X(dataset, std::string, "synth:default", Flag(), Any(), Summary(),                               \
     "an OGB raw-layout directory, a Tessera .h5 file or synth:PRESET[:SEED] (presets: default, "   \
     "arxiv-like, products-like); with --partitions and no --dataset, the store's dataset")         \
-  X(model, std::string, "gcn", Flag(), OneOf(layer_kind_names), Identity(),                        \
-    "the layer kind (layers/layer_kinds.cc)")                                                      \
+  X(model, std::string, "gcn", Flag(Switch("--use-sage", "sage")), OneOf(layer_kind_names),        \
+    Identity(), "the layer kind (layers/layer_kinds.cc)")                                          \
   X(num_layers, int, 3, Flag(), Within(1, 1024), Identity(), "graph convolutions")                 \
   X(hidden_channels, std::int64_t, 256, Flag(), Within(1, 1 << 20), Identity(),                    \
     "width of the hidden layers")                                                                  \
@@ -63,6 +64,8 @@
   X(epochs, int, 500, Flag(), AtLeast(1), Identity(), "training epochs per run")                   \
   X(eval_every, int, 1, Flag(), AtLeast(1), Identity(),                                            \
     "evaluate train/valid/test every N epochs (and at the last)")                                  \
+  X(log_steps, int, 1, Flag(), AtLeast(1), Summary(),                                              \
+    "print the progress line of every N-th epoch (OGB's --log_steps; evaluation as --eval-every)") \
   X(runs, int, 1, Flag(), AtLeast(1), Identity(),                                                  \
     "independent runs (seeds); mean and std over them are reported")                               \
   X(seed, std::uint64_t, 0, Flag(), Any(), Identity(),                                             \
@@ -72,7 +75,8 @@
     "compute threads per rank (0: OMP_NUM_THREADS if set, else the node's cores divided among "    \
     "its ranks); BLAS is capped to the same count")                                                \
   X(device, std::string, "cpu", Flag(), Custom(check_device), Summary(),                           \
-    "cpu, or cuda[:i] in a build with the CUDA backend (graph mode: one GPU per rank)")            \
+    "cpu, or cuda[:i] in a build with the CUDA backend (graph mode: one GPU per rank); a number "  \
+    "N is OGB's --device N: cuda:N, or the CPU on a machine without a GPU")                        \
   X(parallel, std::string, "graph", Flag(), OneOf(parallel_mode_names), ReportedAs("parallel"),    \
     "how the ranks share the work (engine/modes.cc): graph, one graph part per rank, halos every " \
     "layer; pipeline, one stage of consecutive layers per rank, chunks streamed between stages "   \

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tessera::Session: one rank's handle on a distributed full-graph training job — the public C++
 // API that train_gcn and the Python module are built on. Every rank of an MPI job creates a
 // Session over the same communicator, loads the same dataset and trains; Tessera partitions the
@@ -39,13 +40,17 @@ struct EpochStats {
   std::uint64_t bytes_raw = 0;   // the same before codecs
 };
 
+// A run's figures. OGB's Logger calls best_valid "Highest Valid", and train_at_best_valid and
+// test_at_best_valid "Final Train" and "Final Test"; final_* here are the last epoch's.
 struct RunStats {
   int run = 0;
   std::uint64_t seed = 0;
+  double highest_train = 0.0;
   double best_valid = 0.0;
+  double train_at_best_valid = 0.0;
   double test_at_best_valid = 0.0;
   int best_epoch = 0;
-  double final_train = 0.0, final_valid = 0.0, final_test = 0.0;
+  double final_train = 0.0, final_valid = 0.0, final_test = 0.0;  // the last epoch's
   double final_loss = 0.0;
   double epoch_s_median = 0.0;
   double bytes_per_epoch = 0.0;  // sent by all ranks, all categories
@@ -149,5 +154,8 @@ class TESSERA_API Session {
 
 // "major.minor.patch" of the library.
 TESSERA_API std::string version();
+// The version, the source commit and the backends: "Tessera 0.2.0 (commit 5f9d58b3c2a1, CPU
+// only)", as every program's --version prints it.
+TESSERA_API std::string build_description();
 
 }  // namespace tessera

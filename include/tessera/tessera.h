@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tessera's public C++ API: distributed full-graph GNN training as a library. Include this one
 // header; link Tessera::tessera (CMake: find_package(Tessera)) or `pkg-config --libs tessera`.
 //   Options    every setting of a job (train_gcn's flags)

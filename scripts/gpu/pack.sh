@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Packs what scripts/gpu-check.sh needs on a GPU machine that has CUDA but not MPICH, METIS,
 # HDF5 or OpenBLAS: the GPU test, benchmark and app binaries of a CUDA build, plus every shared
 # library they load except those the GPU machine provides: the C library's own (glibc: libc,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch Geometric's GCN on a dataset in the OGB raw layout (as `tessera_data generate` writes
 it), full-graph on one GPU, for a side-by-side with Tessera: median epoch time (forward,
 backward, Adam step; synchronised) and the final accuracies, as one JSON object.

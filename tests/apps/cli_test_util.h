@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the command-line suites share: a scratch folder per test process (removed after the last
 // test), reading a file whole, and running a command line under a guard that turns a hang into
 // a failure, with its output and exit status.

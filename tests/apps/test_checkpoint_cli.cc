@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mpiexec -n K train_gcn --checkpoint-dir DIR` from the outside: a run stopped by SIGUSR1 on
 // one rank and started again equals the uninterrupted run bit for bit (metrics, summary, final
 // weights); a crash between writing a checkpoint and renaming it, and a rank killed with
@@ -64,7 +65,8 @@ std::vector<Json> metrics(const std::string& name) {
 
 Json summary(const std::string& name) { return Json::parse(read_text(work_dir() / (name + ".json"))); }
 
-// Removes the measured keys (times, memory) of a summary or metrics line.
+// Removes the measured keys (times, memory) of a summary or metrics line, and the provenance
+// (command line, hosts), which differs between any two runs.
 Json deterministic(Json j) {
   if (j.is_object()) {
     Json out = Json::object();
@@ -73,7 +75,7 @@ Json deterministic(Json j) {
       const bool measured = (key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0) ||
                             key.rfind("peak_rss_bytes", 0) == 0 || key == "seconds" ||
                             key == "epoch_s_median" || key == "comm_s_median" ||
-                            key == "comm_hidden_s_median";
+                            key == "comm_hidden_s_median" || key == "provenance";
       if (!measured) out[key] = deterministic(it.value());
     }
     return out;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // partition_graph and `mpiexec -n K train_gcn` from the outside: a partition store trains on its
 // K ranks with the same losses as in-process partitioning and as one rank; each kind of bad
 // distributed input (flags, foreign or broken stores, unusable partitions) and an injected fault

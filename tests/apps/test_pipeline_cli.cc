@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mpiexec -n K train_gcn --parallel pipeline|hybrid` from the outside: every kind of bad
 // pipeline input (stages against layers and ranks, chunks, memory budget, options a pipeline
 // cannot honour) ends every rank with exit status 1 before the first epoch, with one message

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // train_gcn from the outside: each class of bad flag value and bad dataset ends with a clear
 // message and a non-zero exit (no crash, no output files left behind); the same seed twice, at
 // different thread counts, gives byte-identical summaries once timings are removed; metrics
@@ -48,14 +49,15 @@ std::string read_file(const fs::path& path) {
   return text.str();
 }
 
-// Summary without measured values (keys ending in _s, peak_rss_bytes*, the partitioner's seconds).
+// Summary without measured values (keys ending in _s, peak_rss_bytes*, the partitioner's seconds)
+// and the provenance (command line, hosts), which differs between any two runs.
 nlohmann::json strip_timings(nlohmann::json j) {
   if (j.is_object()) {
     nlohmann::json out = nlohmann::json::object();
     for (auto& [key, value] : j.items()) {
       bool timing = key.rfind("peak_rss_bytes", 0) == 0 || key == "seconds" ||
                     (key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0) ||
-                    key.find("_s_") != std::string::npos;
+                    key.find("_s_") != std::string::npos || key == "provenance";
       if (!timing) out[key] = strip_timings(value);
     }
     return out;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -P: compiles (syntax only) a file that includes ALLOWED and one that includes FORBIDDEN
 # with VIEW (a part's include folder from TesseraLayering.cmake) as the only project include
 # path; the first must compile and the second must fail for want of the header.

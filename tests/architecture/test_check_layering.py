@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """scripts/check_layering.py catches what it guards: the real tree passes; a copy with a
 forbidden include planted (a lower part including a higher one, a '..' path, an include of a
 part that is no dependency) fails naming the file and line; a table with a cycle is refused."""

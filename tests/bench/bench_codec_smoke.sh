@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench_codec on the small "default" preset: 2000 kernel rows, 2 ranks, 2 epochs, 1 run, hidden
 # 16, codecs none, int8, adaptive. Must exit 0, print both tables with a row per codec, one JSON
 # line per measurement (also in --json), write the CSV and leave no scratch directory behind.

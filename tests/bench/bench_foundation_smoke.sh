@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench_foundation on the small "default" preset with a 16 MB copy test: must exit 0, print every
 # table, one JSON line per kind of measurement, and write the same lines to --json.
 # Usage: bench_foundation_smoke.sh BENCH_FOUNDATION WORK_DIR

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench_graph_parallel on the small "default" preset at 1 and 2 ranks (METIS and random, 2 timed
 # epochs, hidden 16): must exit 0, print every table with a row per configuration, one JSON line
 # per configuration, write the same lines to --json, and leave no scratch directory behind.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench_pipeline on the small "default" preset at 4 ranks: depths 4 and 8, graph, pipeline and
 # hybrid (2 parts x 2 stages), 2 epochs, hidden 16. Must exit 0, print every table with a row per
 # depth and mode, one JSON line per run and one graph_vs_pipeline line per depth (also in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks shared by the benchmark smoke tests (sourced). Each prints FAIL: ... and exits 1.
 # check_status STATUS NAME: the benchmark exited 0.
 check_status() {

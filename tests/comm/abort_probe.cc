@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // abort_probe: run under mpiexec by run_abort_probe.cmake. Rank 1 throws a tessera::Error in the
 // middle of a loop of all-reduces while the other ranks keep all-reducing (and so wait for it);
 // main logs the error with the rank and aborts the communicator, which must end every rank.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Runs abort_probe under mpiexec and checks that a rank's error ends the whole job: a non-zero
 # exit, within LIMIT seconds (default 20), with "abort_probe: error: ... rank 1" on stderr.
 # cmake -DMPIEXEC=mpiexec -DNUMPROC_FLAG=-n -DRANKS=2 -DPROBE=path [-DPROBE_ARGS=--silent]

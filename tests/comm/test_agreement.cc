@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // agree_on_status / run_agreed under mpiexec (1, 2 and 4 ranks): no failure returns everywhere;
 // one failing rank makes every rank throw the same AgreedError with its category and message;
 // of several failing ranks the lowest is reported; non-Tessera exceptions become Internal.

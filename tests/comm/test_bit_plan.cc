@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // plan_bits, the adaptive codec's multiple-choice knapsack: budgets at the ends give uniform
 // plans, equal messages at a 4-bit budget give int4 everywhere, the budget is never exceeded,
 // wide-range messages get the bits, and the greedy matches exhaustive search on small cases.

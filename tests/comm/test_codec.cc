@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of comm/codec.h: round trips at many widths for every codec, integer codecs against a
 // naive loop over CounterRng::uniform (byte for byte), unbiasedness of stochastic rounding,
 // determinism (key, thread count), the packed bit layout, constant/empty/non-finite rows,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Single-process tests of comm/communicator.h: traffic counters, the traffic formulas of the
 // non-virtual Communicator calls (on a fake K-rank communicator and on K = 1), wait_all/test_all
 // and SelfCommunicator.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The contract of the Communicator interface (comm/communicator.h), stated once and run against
 // every implementation under mpiexec: MpiCommunicator always, NcclCommunicator (CUDA builds)
 // only where this node has at least one GPU per rank, else skipped with the reason. Sums are

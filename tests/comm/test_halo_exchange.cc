@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HaloExchange under mpiexec: forward delivers exactly the owners' rows into every halo block,
 // backward adds exactly what every peer sent into the owners' rows, traffic is counted per
 // category, and an empty plan sends nothing. Inputs are small integers, so every check is exact.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MpiCommunicator under mpiexec (1, 2 and 4 ranks): what is particular to MPI: the duplicated
 // handle, nested sessions and error strings, messages and collectives split into chunks (and
 // over 2 GiB), size mismatches, invalid tags, and timeouts that name the peer instead of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the batch-norm kernels: statistics and forward against double loops, the whole
 // stats -> forward -> backward_stats -> backward chain against central finite differences of a
 // double reference, statistics split over two "ranks" and summed, and thread independence.

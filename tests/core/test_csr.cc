@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of Csr: validation errors, from_edges (merging, sorting, refusals, thread-count
 // independence) against a naive std::set build, transpose, symmetrize, self loops, and the GCN
 // and mean normalisations against hand-computed values.

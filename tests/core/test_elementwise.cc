@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the fused elementwise kernels: bias + activation forward against a naive loop and
 // backward against central finite differences of a double reference; dropout masks as a pure
 // function of (key, global id, feature), their keep rate, scaling, aliasing and backward.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the sparse, dense and row-movement kernels against naive double loops over many
 // widths, with zero-degree rows, empty and one-row inputs; SpMM bitwise equal with 1 and 2
 // threads; spmm_rows writes only its rows; GEMM in all transpose combinations; and the

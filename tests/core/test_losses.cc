@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the loss kernels: log-softmax against a double reference over many class counts
 // (also with huge logits), NLL sums, the log-softmax + NLL gradient and the sigmoid BCE loss and
 // gradient against central finite differences of double references; NaN targets skipped.

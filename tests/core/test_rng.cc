@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of CounterRng: a pure function of (key, item, block); distinct keys, purposes and
 // epochs give distinct streams; uniform draws lie in [0, 1) with mean 1/2.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of Tensor (shape, dtype, zero/clone/resize), Device parsing and tessera::Error.
 #include <gtest/gtest.h>
 

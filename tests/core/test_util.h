@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared helpers of the core tests: seeded random data, tensors from vectors, a random sparse
 // matrix with zero-degree and hub rows, a thread-count guard, and comparisons that on failure
 // report the largest error and the first mismatching (row, col).

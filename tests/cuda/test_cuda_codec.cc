@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU message codecs (comm/codec_cuda.cu) against the CPU codecs, the specification, bit for
 // bit: every codec at widths 1, 3, 7, 8, 33 and 256 and 0, 1 and 257 rows selected out of order
 // and repeated, from random rows, constant rows, rows whose minimum is a zero of either sign,

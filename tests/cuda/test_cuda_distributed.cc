@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU ranks against the CPU (under mpiexec at 2 ranks; skipped, with the reason, unless every
 // rank has a GPU of its own): graph-parallel training with --device cuda, halos moved between
 // the GPUs over NCCL while the inner rows aggregate, against the whole graph trained alone on

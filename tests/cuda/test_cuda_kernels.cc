@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every CUDA kernel against its CPU twin (the CPU kernels are the specification) on random
 // inputs over the project's widths (1, 7, 8, 9, 31, 32, 33, 257, ...), with empty, one-row and
 // zero-degree-row inputs. Exact where the GPU does the same float operations (bias + ReLU,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA runtime layer: GPU detection (no driver means no GPU, never a crash), --device cuda
 // refused with a clear message where no GPU is usable, the error macros (call, status name,
 // file and line), the allocator's size classes and block reuse, the shared Philox/dropout

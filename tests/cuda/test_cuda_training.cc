@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU-resident training against the CPU (skipped, with the reason, when no GPU is usable): the
 // same model, seed and data trained with --device cuda and --device cpu. The GPU kernels equal
 // their CPU twins up to float rounding and the dropout masks are the same bits, so every epoch's

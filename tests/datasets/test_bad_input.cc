@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One test per class of malformed OGB raw-layout input: each builds a small valid dataset as
 // gzip text files in a temp dir (zlib gzopen), breaks one thing, and checks that read_ogb_raw
 // throws the right tessera::Error category with the file name and line number in the message.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the OGB-semantics evaluators: hand-made cases with known answers (unlabelled rows,
 // ties, single-class and NaN handling, errors) and a cross-check of ROC-AUC against a naive
 // O(n^2) pair count on random data with many ties.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the Tessera HDF5 dataset format: bitwise round trips (synthetic, multi-label with
 // NaN targets, Cora from ../shared/datasets when present) and refusal of bad files (missing,
 // not HDF5, not a Tessera dataset, wrong version, missing dataset, wrong dtype or shape, bad

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of load_dataset's dispatch: synth:PRESET[:SEED] -> generator, *.h5 -> read_hdf5, a
 // directory -> read_ogb_raw, anything else -> InvalidArgument naming the spec and the forms.
 // Also a synthetic graph through the OGB raw writer and reader (symmetric, bit-exact).

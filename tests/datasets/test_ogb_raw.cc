@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the OGB raw-layout reader and writer and the Dataset helpers: Cora's published counts
 // (../shared/datasets/cora, skipped when absent), bit-exact round trips of hand-made datasets and
 // of Cora, deterministic and OGB-compatible output, flag selection (meta.json, built-in ogbn-*).

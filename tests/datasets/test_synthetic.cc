@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the synthetic generator: preset sizes, determinism (seed and thread count), graph
 // invariants (symmetric, no self loops, sorted unique rows), measured homophily against the
 // configured one, feature statistics, the split, config errors, and a round trip through the

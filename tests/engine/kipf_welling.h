@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kipf & Welling's GCN setup on Cora (2 layers, 16 hidden, dropout 0.5 on the input and the
 // hidden layer, lr 0.01, weight decay 5e-4, 200 epochs, row-normalised features), shared by the
 // tests that train it.

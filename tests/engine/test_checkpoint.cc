@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checkpoints in one process: the file round-trips every field bit for bit and refuses corrupt,
 // truncated and foreign files; a run stopped by a signal and resumed from its checkpoint equals
 // the uninterrupted run bit for bit (losses, accuracies, results, weights), with batch norm and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Codecs end to end at 4 ranks on Cora (Kipf & Welling's setup, METIS parts, seeds 0-2; skipped
 // when ../shared/datasets is absent): mean final test accuracy with int8 within 0.3 points of
 // `none`, int4 within 1.0, adaptive at a 4-bit budget no worse than int4, and int4 sending at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // K ranks equal 1 rank (under mpiexec at 2 and 4 ranks): GCN and GraphSAGE on Cora (skipped
 // when ../shared/datasets is absent) and on a synthetic graph, with batch norm, METIS and random
 // parts, and a multi-label task (ROC-AUC gathered on rank 0). Every rank also trains the whole

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adam against a double-precision reference of torch.optim.Adam's update, with weight decay
 // applied only where the layout says so.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pipeline building blocks in one process: the layer balance and the rank layout with their
 // refusals (InvalidArgument naming the flag), METIS chunks, the chunk-ordered operator, the
 // historical buffers of a chunk's aggregation (fresh rows of chunks already done this epoch,

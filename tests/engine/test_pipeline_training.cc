@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pipeline and hybrid training end to end, under mpiexec at 1, 2 and 4 ranks (every rank builds
 // its Trainer over MPI_COMM_WORLD): one stage of one chunk equals graph mode bit for bit (1 rank,
 // Cora and a synthetic graph, gcn and resgcn); runs repeat exactly with more chunks than stages

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Summary JSON keys, progress lines and the metrics writer's temp-file-then-rename contract.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end on real data: GCN on Cora with Kipf & Welling's setup (2 layers, 16 hidden,
 // dropout 0.5 on the input and the hidden layer, lr 0.01, weight decay 5e-4, 200 epochs,
 // row-normalised features, public split) reaches test accuracy >= 0.80 at seed 0 and a mean

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end on the embedded default dataset: train_gcn's defaults (3-layer GCN, 256 hidden,
 // dropout 0.5, lr 0.01, 500 epochs) on synth:default reach the test accuracy the README states.
 #include <gtest/gtest.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build into a scratch prefix and uses only that prefix: the example consumer
 # (examples/cpp) through find_package(Tessera) and through pkg-config, run at 1 and 2 ranks; the
 # README's C++ and Python examples (the fenced blocks after each "<!-- ci: FILE -->" marker),

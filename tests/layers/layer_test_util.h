@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the layer tests: small random graphs (with a zero-degree node), random
 // tensors, a counting Propagator wrapper, and a central-finite-difference gradient check that
 // reports the largest error and where it is.

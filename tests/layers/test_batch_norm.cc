@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BatchNorm1d over nodes: training forward against batch statistics computed naively, running
 // statistics (momentum 0.1, unbiased variance), eval with running statistics, gradients of x,
 // gamma and beta against central finite differences, and two "ranks" joined by a fake

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GCNConv: forward against a dense Â = D^-1/2 (A + I) D^-1/2 built by hand from the definition;
 // transform-first == aggregate-first; every gradient (d_x, d_weight, d_bias) against central
 // finite differences on a small random graph with a zero-degree node and odd widths; skipping

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Model: whole-model gradients against central finite differences of a log_softmax + NLL loss
 // (GCN, SAGE and residual GCN, with and without batch norm, dropout off and on at a fixed epoch),
 // parameter layout and initialisation, determinism from the seed, no input-feature gradient,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SAGEConv (PyG mean aggregator + root weight): forward against a dense reference computed from
 // the edge list; transform-first == aggregate-first; every gradient (d_x, d_weight, d_bias,
 // d_root_weight) against central finite differences on a small random graph with zero-degree

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PartBuilder against brute force on the whole training graph, for block, random and METIS
 // plans with K = 1..4 on a synthetic graph and on a hand-built one (isolated nodes, one-way edges,
 // a self loop): ownership, halo sets and their grouping, both ends of every halo plan, local

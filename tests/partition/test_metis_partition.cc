@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // partition_metis and make_partition: coverage of every node by every method, planted
 // communities recovered, nodes and training nodes balanced, empty parts repaired, awkward inputs
 // (self loops, duplicates, one-directional edges) accepted, determinism and the 32-bit limits.

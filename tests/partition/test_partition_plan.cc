@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Block and random partitioners, method names and the statistics of a plan: hand-checked small
 // graphs, and both halo-counting paths (bitmask for K <= 512, per part above) against std::set.
 #include <gtest/gtest.h>

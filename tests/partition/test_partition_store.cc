@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The partition store on disk: a K = 3 store read back part by part equals what PartBuilder
 // builds, meta.json round-trips, in-memory part images round-trip; every kind of bad store
 // (missing, malformed, truncated, corrupted or foreign files) is an Error naming the file; and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run under mpiexec -n K: the same script as on one process, the graph cut into K parts.
 Every rank gets the same run statistics, its own nodes' embeddings, and rank 0 the whole graph's
 embeddings through gather_embeddings; the accuracy equals the one-process run's."""

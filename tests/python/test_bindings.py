@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python module on one process: Cora through the bindings equals train_gcn with the same
 seed; a Graph built from NumPy arrays trains and hands back embeddings, logits, predictions and
 weights; every class of bad argument is a ValueError with a clear message (never a crash)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The peer benchmark's results rebuilt from canned outputs: data/peers/ holds the manifest and
 the per-run metrics and summary files of one small run_peers.py run (Cora and arxiv-like, a few
 epochs; DGL marked unavailable by hand, log files and local paths left out), which

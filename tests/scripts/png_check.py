@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks a PNG file: read_png, with the standard library alone, checks the signature, every
 chunk's CRC, IHDR (8-bit, non-interlaced, grey/RGB/RGBA, as matplotlib's Agg backend writes) and
 that the image data inflate to the size IHDR implies; colour_stats counts its colours. Used by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The peer benchmark's parsing and table code on canned outputs, with no network and no peer
 run: time to accuracy and epoch medians on hand-made metrics; run_peers.py's flags, commands and
 rotation; bench/peers/report.py on the files of a small real run (data/peers/: Cora and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scripts/plot.py renders every figure from the small files in data/ (a metrics file of two Cora
 runs, four summaries at 1-3 ranks with codecs and partitioners, and peer-benchmark results built
 from data/peers/ by bench/peers/report.py); each PNG must be valid (signature, CRCs, IHDR, image

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A one-node Slurm cluster on localhost for the tests: munged, slurmctld and slurmd started as
 # root without systemd, every file (configuration, state, spool, logs, pid files, munge key and
 # socket) under one directory, so that nothing of the machine's own Slurm set-up is touched.

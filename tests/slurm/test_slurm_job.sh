@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The project's own sbatch template on a real one-node Slurm cluster (slurm-cluster.sh):
 #  1. `sbatch --wait` of a 4-task job: partition step, training step, exit 0, the summary of the
 #     expected epochs and ranks, the output file keyed by the job id;
