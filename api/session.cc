@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -20,6 +21,9 @@
 #include "comm/mpi_communicator.h"
 #include "core/build_info.h"
 #include "core/error.h"
+#include "engine/checkpoint.h"
+#include "engine/evaluation.h"
+#include "engine/outputs.h"
 #include "engine/part_loader.h"
 #include "engine/pipeline.h"
 #include "engine/run_report.h"
@@ -123,6 +127,8 @@ struct Session::Impl {
   std::unique_ptr<Trainer> trainer;
   std::vector<RunResult> results;
   bool stopped = false;  // the last train() was ended by a stop signal
+  std::optional<ModelFile> predict_model;  // options.predict's weights and model options
+  bool predicted = false;                  // predict() evaluated them
 
   // Runs the body of a collective call: errors every rank agreed on become std:: exceptions on
   // every rank; an error of this rank alone ends the job (the others may be blocked in a
@@ -148,13 +154,91 @@ struct Session::Impl {
   }
   void require_trained(const char* what) const {
     require_loaded(what);
-    TESSERA_CHECK(!results.empty(), InvalidArgument, "Session::", what, ": train first");
+    TESSERA_CHECK(!results.empty() || predicted, InvalidArgument, "Session::", what,
+                  ": train (or predict) first");
   }
   void load(PartSource source);
   // Pipelined modes: the first stage of every pipeline loads (or partitions) one graph part per
   // pipeline and ships it to the other stages of its pipeline.
   LoadedPart load_pipelined(PartSource source);
+  // --predict: rank 0 reads the file and sends it to every rank, whose configuration then takes
+  // the model options from it.
+  void read_predict_model();
+  // Whether training ends with an evaluation pass of the final weights: for the output files,
+  // and for embeddings() after --restore-best replaced the last epoch's weights.
+  bool final_pass() const {
+    return config.restore_best || !config.save_predictions.empty() ||
+           !config.save_embeddings.empty() || !config.save_model.empty();
+  }
+  // After the final evaluation pass (`logits` from Trainer::evaluate_now), the files of
+  // --save-predictions and --save-embeddings (gathered onto rank 0 by node id) and, when
+  // `trained`, --save-model. Collective.
+  void write_outputs(const Tensor* logits, bool trained);
 };
+
+void Session::Impl::read_predict_model() {
+  const std::string& path = config.predict;
+  std::vector<std::byte> image;
+  run_agreed(*comm, "reading --predict", [&] {
+    if (comm->rank() != 0) return;
+    std::error_code ec;
+    TESSERA_CHECK(std::filesystem::is_regular_file(path, ec), InvalidArgument, "--predict ", path,
+                  ": no such file");
+    image = read_file_bytes(path);
+  });
+  std::vector<std::int64_t> size = {static_cast<std::int64_t>(image.size())};
+  comm->all_reduce_max(size);
+  image.resize(static_cast<std::size_t>(size[0]));
+  comm->broadcast(image, 0, TrafficCategory::Setup);
+  run_agreed(*comm, "reading --predict", [&] {
+    // (A label that is not the file's own name: HDF5 refuses to open an image under the name of
+    // an existing file.)
+    const std::string label = "--predict " + path;
+    ModelFile model = model_from_image(image, label);
+    apply_model_options(config, model.identity, label);
+    validate(config);
+    predict_model = std::move(model);
+  });
+  if (comm->rank() == 0 && options.verbosity >= 1)
+    std::fprintf(stderr, "Model of %s: --model %s --num-layers %d --hidden-channels %lld%s%s\n",
+                 path.c_str(), config.model.c_str(), config.num_layers,
+                 static_cast<long long>(config.hidden_channels),
+                 config.batch_norm ? " --batch-norm" : "",
+                 config.normalize_features ? " --normalize-features" : "");
+}
+
+void Session::Impl::write_outputs(const Tensor* logits, bool trained) {
+  const bool root = comm->rank() == 0;
+  const std::vector<GlobalId>& ids = trainer->part().graph.owned_ids;
+  if (!config.save_predictions.empty()) {
+    Tensor all = gather_by_id(*comm, logits, ids, info.num_nodes, info.num_outputs());
+    run_agreed(*comm, "writing --save-predictions", [&] {
+      if (!root) return;
+      to_probabilities(all, info.task == TaskType::MultiClass);
+      write_matrix(config.save_predictions, all);
+    });
+  }
+  if (!config.save_embeddings.empty()) {
+    const Tensor& layer = trainer->model().embeddings(embedding_layer_of(config));
+    Tensor mine(layer.rows(), layer.cols());
+    mine.copy_from(layer);
+    const Tensor all = gather_by_id(*comm, &mine, ids, info.num_nodes, mine.cols());
+    run_agreed(*comm, "writing --save-embeddings", [&] {
+      if (root) write_matrix(config.save_embeddings, all);
+    });
+  }
+  if (trained && !config.save_model.empty()) {
+    run_agreed(*comm, "writing --save-model", [&] {
+      if (!root) return;
+      const Model& model = trainer->model();
+      ModelFile file{checkpoint_identity(config, info), model.host_params(),
+                     std::vector<float>(model.buffers().begin(), model.buffers().end())};
+      const std::vector<std::byte> image = model_image(file);
+      write_file_atomic(config.save_model,
+                        {reinterpret_cast<const char*>(image.data()), image.size()});
+    });
+  }
+}
 
 Session::Session(const Options& options) : Session(options, MPI_COMM_NULL) {}
 
@@ -172,6 +256,11 @@ Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique
   }
   s.guarded([&] {
     run_agreed(*s.comm, "checking options", [&] { s.config = to_config(options); });
+    // Output files go where rank 0 can write them: known now, not after hours of training.
+    run_agreed(*s.comm, "checking the output files", [&] {
+      if (s.comm->rank() == 0) check_output_dirs(s.config);
+    });
+    if (!s.config.predict.empty()) s.read_predict_model();
     if (s.comm->rank() == 0 && s.config.device != options.device)
       std::fprintf(stderr, "--device %s: %s\n", options.device.c_str(),
                    s.config.device == "cpu"
@@ -343,7 +432,12 @@ std::int64_t Session::num_outputs() const {
 TrainResult Session::train(const OnEpoch& on_epoch) {
   Impl& s = *impl_;
   return s.guarded([&] {
-    run_agreed(*s.comm, "starting training", [&] { s.require_loaded("train"); });
+    run_agreed(*s.comm, "starting training", [&] {
+      s.require_loaded("train");
+      TESSERA_CHECK(s.config.predict.empty(), InvalidArgument,
+                    "Session::train: the predict option is set; call predict() instead");
+    });
+    s.predicted = false;
     const bool root = s.comm->rank() == 0;
     const TrainConfig& config = s.config;
     std::optional<MetricsWriter> metrics;
@@ -378,6 +472,7 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
     if (outcome.stopped) {
       return out;
     }
+    if (s.final_pass()) s.write_outputs(s.trainer->evaluate_now(), true);
     // Every rank's peak resident memory, one slot each.
     std::vector<std::int64_t> rss(static_cast<std::size_t>(s.comm->size()), 0);
     rss[static_cast<std::size_t>(s.comm->rank())] = static_cast<std::int64_t>(peak_rss_bytes());
@@ -408,6 +503,24 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
       write_file_atomic(config.summary, summary_json(run_info, s.results));
     });
     return out;
+  });
+}
+
+SplitScores Session::predict() {
+  Impl& s = *impl_;
+  return s.guarded([&] {
+    run_agreed(*s.comm, "starting prediction", [&] {
+      s.require_loaded("predict");
+      TESSERA_CHECK(s.predict_model.has_value(), InvalidArgument,
+                    "Session::predict: set the predict option to a model file or a checkpoint");
+      s.trainer->load_weights(s.predict_model->params, s.predict_model->buffers);
+    });
+    s.results.clear();
+    s.predicted = true;
+    const Tensor* logits = s.trainer->evaluate_now();
+    const SplitMetrics m = evaluate_splits(*s.comm, s.trainer->part(), logits);
+    s.write_outputs(logits, false);
+    return SplitScores{m.train, m.valid, m.test};
   });
 }
 
@@ -458,39 +571,12 @@ std::vector<std::int64_t> Session::predictions() const {
 Matrix Session::gather_embeddings(int layer) const {
   Impl& s = *impl_;
   const Matrix mine = embeddings(layer);
-  const std::vector<std::int64_t> ids = node_ids();
   return s.guarded([&] {
-    Communicator& comm = *s.comm;
-    if (comm.rank() != 0) {
-      const std::int64_t count = mine.rows;
-      comm.isend(std::as_bytes(std::span(&count, 1)), 0, tags::kGatherCount, TrafficCategory::Setup)
-          ->wait();
-      comm.isend(std::as_bytes(std::span(ids)), 0, tags::kGatherIds, TrafficCategory::Setup)
-          ->wait();
-      comm.isend(std::as_bytes(std::span(mine.data)), 0, tags::kGatherRows, TrafficCategory::Setup)
-          ->wait();
-      return Matrix{};
-    }
-    Matrix all;
-    all.rows = s.info.num_nodes;
-    all.cols = mine.cols;
-    all.data.assign(static_cast<std::size_t>(all.rows * all.cols), 0.0f);
-    auto place = [&](std::span<const std::int64_t> row_ids, std::span<const float> rows) {
-      for (std::size_t i = 0; i < row_ids.size(); ++i) {
-        std::copy_n(rows.data() + i * all.cols, all.cols, all.data.data() + row_ids[i] * all.cols);
-      }
-    };
-    place(ids, mine.data);
-    for (int p = 1; p < comm.size(); ++p) {
-      std::int64_t count = 0;
-      comm.irecv(std::as_writable_bytes(std::span(&count, 1)), p, tags::kGatherCount)->wait();
-      std::vector<std::int64_t> peer_ids(static_cast<std::size_t>(count));
-      std::vector<float> rows(static_cast<std::size_t>(count * all.cols));
-      comm.irecv(std::as_writable_bytes(std::span(peer_ids)), p, tags::kGatherIds)->wait();
-      comm.irecv(std::as_writable_bytes(std::span(rows)), p, tags::kGatherRows)->wait();
-      place(peer_ids, rows);
-    }
-    return all;
+    Tensor local(mine.rows, mine.cols);
+    std::copy(mine.data.begin(), mine.data.end(), local.f32());
+    const Tensor all = gather_by_id(*s.comm, &local, s.trainer->part().graph.owned_ids,
+                                    s.info.num_nodes, mine.cols);
+    return s.comm->rank() == 0 ? to_matrix(all) : Matrix{};
   });
 }
 

@@ -99,7 +99,8 @@ std::string settings_line(const tessera::Options& options) {
   return "Settings(" + line + ")";
 }
 
-// Trains as the flags say; returns the exit status. Collective.
+// Trains (or with --predict evaluates a saved model) as the flags say; returns the exit status.
+// Collective.
 int run(const Flags& flags, bool dataset_given) {
   const tessera::Options options = options_from(flags);
   tessera::Session session(options, MPI_COMM_WORLD);
@@ -110,6 +111,17 @@ int run(const Flags& flags, bool dataset_given) {
   }
   // With a partition store and no --dataset, the store says which dataset it holds.
   session.load(dataset_given || options.partitions.empty() ? options.dataset : "");
+  if (!options.predict.empty()) {
+    const tessera::SplitScores scores = session.predict();
+    if (root) {
+      const char* unit = session.metric() == "acc" ? "" : " (rocauc)";
+      std::printf("Predicted with %s: Train: %.2f%%, Valid: %.2f%%, Test: %.2f%%%s\n",
+                  options.predict.c_str(), 100.0 * scores.train, 100.0 * scores.valid,
+                  100.0 * scores.test, unit);
+      std::fflush(stdout);
+    }
+    return 0;
+  }
   const tessera::TrainResult result = session.train();
   if (root) {
     std::printf("%s", session.report().c_str());

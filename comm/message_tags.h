@@ -19,9 +19,8 @@ inline constexpr int kReceiverWeights = 9002;
 // and the image of its part file.
 inline constexpr int kPartSize = 7001;
 inline constexpr int kPartImage = 7002;
-// Session::gather_embeddings on the job's communicator: every rank's row count, ids and rows to
-// rank 0.
-inline constexpr int kGatherCount = 7101;
+// gather_by_id (engine/outputs.h) on the job's communicator: every rank's ids and rows to rank 0
+// (the row counts go by an all-reduce).
 inline constexpr int kGatherIds = 7102;
 inline constexpr int kGatherRows = 7103;
 // ROC-AUC evaluation on the job's communicator: each rank's (targets, scores) rows to rank 0.

@@ -195,6 +195,8 @@ std::uint64_t checksum_of(const CheckpointState& s, const std::string& text) {
   sum.add(s.adam_m.data(), s.adam_m.size() * sizeof(float));
   sum.add(s.adam_v.data(), s.adam_v.size() * sizeof(float));
   sum.add(s.buffers.data(), s.buffers.size() * sizeof(float));
+  sum.add(s.best_params.data(), s.best_params.size() * sizeof(float));
+  sum.add(s.best_buffers.data(), s.best_buffers.size() * sizeof(float));
   sum.add(text.data(), text.size());
   return sum.value();
 }
@@ -247,7 +249,7 @@ std::string identity_difference(const CheckpointIdentity& saved, const Checkpoin
   }
   for (const auto& [key, value] : saved) {
     auto it = std::find_if(now.begin(), now.end(), [&](const auto& p) { return p.first == key; });
-    if (it == now.end()) add(key + ": checkpoint " + value + ", unknown to this version");
+    if (it == now.end()) add(key + ": checkpoint " + value + ", this run not set");
   }
   return out;
 }
@@ -271,6 +273,8 @@ std::vector<std::byte> checkpoint_image(const CheckpointState& s) {
   write_floats(w, "adam_m", s.adam_m);
   write_floats(w, "adam_v", s.adam_v);
   write_floats(w, "buffers", s.buffers);
+  write_floats(w, "best_params", s.best_params);
+  write_floats(w, "best_buffers", s.best_buffers);
   w.array("state", hdf5::kInt64, packed.data(), static_cast<std::int64_t>(packed.size()), 1, 1,
           false);
   return w.image();
@@ -283,14 +287,19 @@ CheckpointState checkpoint_from_image(std::span<const std::byte> image, const st
     TESSERA_CHECK(r.has_attribute("kind") && r.string_attribute("kind") == kKind, InvalidInput,
                   label, ": not a Tessera checkpoint");
     const std::int64_t format = r.int64_attribute("format");
-    TESSERA_CHECK(format == kCheckpointFormat, InvalidInput, label, ": checkpoint format ", format,
-                  ", this version reads format ", kCheckpointFormat);
+    TESSERA_CHECK(format == 1 || format == kCheckpointFormat, InvalidInput, label,
+                  ": checkpoint format ", format, ", this version reads formats 1 to ",
+                  kCheckpointFormat);
     const std::int64_t state_bytes = r.int64_attribute("state_bytes");
     const std::uint64_t checksum = r.uint64_attribute("checksum");
     s.params = r.vector<float>("params", hdf5::kFloat32, -1);
     s.adam_m = r.vector<float>("adam_m", hdf5::kFloat32, static_cast<std::int64_t>(s.params.size()));
     s.adam_v = r.vector<float>("adam_v", hdf5::kFloat32, static_cast<std::int64_t>(s.params.size()));
     s.buffers = r.vector<float>("buffers", hdf5::kFloat32, -1);
+    if (format >= 2) {
+      s.best_params = r.vector<float>("best_params", hdf5::kFloat32, -1);
+      s.best_buffers = r.vector<float>("best_buffers", hdf5::kFloat32, -1);
+    }
     TESSERA_CHECK(state_bytes >= 0, InvalidInput, label, ": negative state size");
     const auto packed =
         r.vector<std::int64_t>("state", hdf5::kInt64, (state_bytes + 7) / 8);

@@ -22,7 +22,8 @@
 
 namespace tessera {
 
-inline constexpr std::int64_t kCheckpointFormat = 1;
+// Format 2 adds the best epoch's weights (--restore-best); format 1 files still load.
+inline constexpr std::int64_t kCheckpointFormat = 2;
 
 // The settings that decide a run's trajectory, as (flag, value) pairs: a checkpoint resumes
 // only under the same ones (threads, checkpointing, output files and the number of ranks may
@@ -44,6 +45,8 @@ struct CheckpointState {
   std::vector<float> adam_m, adam_v;     // Adam moments (same length)
   std::int64_t adam_steps = 0;
   std::vector<float> buffers;            // batch-norm running statistics (may be empty)
+  // --restore-best: the weights after the run's best validation epoch so far (else empty).
+  std::vector<float> best_params, best_buffers;
 };
 
 // The HDF5 image of a checkpoint, and back. from_image verifies format and checksum and throws

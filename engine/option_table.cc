@@ -96,6 +96,7 @@ struct Record {
 Record Identity(std::string (*text)(const TrainConfig&) = nullptr) {
   return {RecordKind::Identity, {}, text};
 }
+Record IdentityUnlessDefault() { return {RecordKind::IdentityUnlessDefault, {}}; }
 Record Summary() { return {RecordKind::Summary, {}}; }
 Record IdentityIfAdaptive() { return {RecordKind::IdentityIfAdaptive, {}}; }
 Record ReportedAs(std::string_view key) { return {RecordKind::ReportedAs, key}; }
@@ -336,6 +337,9 @@ std::vector<std::pair<std::string, std::string>> identity_values(const TrainConf
     if (spec.record == RecordKind::Identity) {
       values.emplace_back(
           spec.flag, spec.record_text ? spec.record_text(config) : option_text(spec.get(config)));
+    } else if (spec.record == RecordKind::IdentityUnlessDefault) {
+      if (spec.get(config) != spec.default_value)
+        values.emplace_back(spec.flag, option_text(spec.get(config)));
     } else if (spec.record == RecordKind::IdentityIfAdaptive) {
       values.emplace_back(spec.flag, config.adaptive() ? option_text(spec.get(config)) : "-");
     }

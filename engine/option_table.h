@@ -31,7 +31,14 @@ struct OptionRule {
 };
 
 // Where a run keeps the value (the record column).
-enum class RecordKind { Identity, Summary, IdentityIfAdaptive, ReportedAs, NotRecorded };
+enum class RecordKind {
+  Identity,               // the summary and the checkpoint identity
+  IdentityUnlessDefault,  // both, the identity only when set (so that older checkpoints resume)
+  Summary,
+  IdentityIfAdaptive,
+  ReportedAs,
+  NotRecorded
+};
 
 struct OptionSpec {
   std::string_view name;  // the Options field

@@ -4,11 +4,13 @@
 #include "engine/train_config.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/device.h"
 #include "core/error.h"
 #include "engine/modes.h"
 #include "engine/option_table.h"
+#include "engine/outputs.h"
 
 namespace tessera {
 namespace {
@@ -73,6 +75,34 @@ void check_codec_backward(const TrainConfig& c) {
 void check_resume(const TrainConfig& c) {
   TESSERA_CHECK(c.resume_mode() != ResumeMode::Require || !c.checkpoint_dir.empty(),
                 InvalidArgument, "--resume needs --checkpoint-dir");
+}
+
+void check_output_files(const TrainConfig& c) {
+  if (!c.save_predictions.empty()) check_matrix_path("--save-predictions", c.save_predictions);
+  if (!c.save_embeddings.empty()) check_matrix_path("--save-embeddings", c.save_embeddings);
+}
+
+void check_embedding_layer(const TrainConfig& c) {
+  TESSERA_CHECK(
+      c.embedding_layer == -1 || (c.embedding_layer >= 0 && c.embedding_layer < c.num_layers),
+      InvalidArgument, "--embedding-layer must be -1 or in [0, ", c.num_layers,
+      ") (--num-layers), got ", c.embedding_layer);
+}
+
+void check_predict(const TrainConfig& c) {
+  if (c.predict.empty()) return;
+  const std::pair<const char*, const std::string*> training_outputs[] = {
+      {"--metrics", &c.metrics},
+      {"--summary", &c.summary},
+      {"--save-model", &c.save_model},
+      {"--checkpoint-dir", &c.checkpoint_dir}};
+  for (const auto& [flag, value] : training_outputs)
+    TESSERA_CHECK(value->empty(), InvalidArgument, "--predict evaluates without training: ", flag,
+                  " does not apply (use --save-predictions or --save-embeddings)");
+}
+
+int embedding_layer_of(const TrainConfig& c) {
+  return c.embedding_layer >= 0 ? c.embedding_layer : std::max(0, c.num_layers - 2);
 }
 
 std::string backward_codec_name(const TrainConfig& c) {

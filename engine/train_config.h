@@ -59,5 +59,10 @@ void check_codec(const TrainConfig& config);
 void check_codec_backward(const TrainConfig& config);
 void check_resume(const TrainConfig& config);
 std::string backward_codec_name(const TrainConfig& config);  // codec_backward or --codec
+void check_output_files(const TrainConfig& config);          // .npy or .csv
+void check_embedding_layer(const TrainConfig& config);       // -1 or in [0, --num-layers)
+void check_predict(const TrainConfig& config);               // no training outputs with --predict
+// The layer --save-embeddings writes: --embedding-layer, or the last hidden one (-1).
+int embedding_layer_of(const TrainConfig& config);
 
 }  // namespace tessera

@@ -131,6 +131,26 @@ const GraphPart& Trainer::part() const { return impl_->part; }
 const GraphTotals& Trainer::totals() const { return impl_->totals; }
 ParallelInfo Trainer::parallel_info() const { return impl_->runner->info(); }
 
+const Tensor* Trainer::evaluate_now() {
+  TESSERA_CHECK(impl_->model != nullptr, InvalidArgument, "no model has been trained or loaded");
+  return impl_->runner->evaluate(*impl_->model, config_.epochs);
+}
+
+void Trainer::load_weights(std::span<const float> params, std::span<const float> buffers) {
+  begin_run(0);
+  set_model_weights(*impl_->model, params, buffers, "the weights loaded");
+}
+
+void set_model_weights(Model& model, std::span<const float> params, std::span<const float> buffers,
+                       const char* source) {
+  TESSERA_CHECK(params.size() == model.params().size() && buffers.size() == model.buffers().size(),
+                InvalidInput, source, ": ", params.size(), " parameters and ", buffers.size(),
+                " buffer values, the model has ", model.params().size(), " and ",
+                model.buffers().size(), " (other features, classes or layers?)");
+  model.set_params(params);
+  std::copy(buffers.begin(), buffers.end(), model.buffers().begin());
+}
+
 Trainer::RunState Trainer::begin_run(int run) {
   Impl& s = *impl_;
   const DatasetInfo& data = s.part.dataset;
@@ -241,6 +261,10 @@ void Trainer::evaluate_epoch(RunState& state, EpochRecord& record) {
   record.eval_s = eval.seconds();
   RunResult& result = state.result;
   result.highest_train = std::max(result.highest_train, record.train_metric);
+  if (record.valid_metric > result.best_valid && config_.restore_best) {
+    state.best_params = s.model->host_params();
+    state.best_buffers.assign(s.model->buffers().begin(), s.model->buffers().end());
+  }
   if (record.valid_metric > result.best_valid) {
     result.best_valid = record.valid_metric;
     result.test_at_best_valid = record.test_metric;
@@ -253,6 +277,8 @@ void Trainer::evaluate_epoch(RunState& state, EpochRecord& record) {
 }
 
 RunResult Trainer::finish_run(RunState& state) {
+  if (config_.restore_best && !state.best_params.empty())  // the best epoch's weights
+    set_model_weights(*impl_->model, state.best_params, state.best_buffers, "the best epoch");
   RunResult result = state.result;
   for (int c = 0; c < kCategories; ++c) {
     result.bytes_per_epoch[c] = static_cast<std::uint64_t>(state.bytes_total[c] / config_.epochs);

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,13 @@ class Trainer {
   const GraphTotals& totals() const;
   // How the ranks share the work (mode, parts, stages, chunks), for reports.
   ParallelInfo parallel_info() const;
+  // An evaluation pass of the current model (the last run's, or load_weights'): this rank's
+  // host logits in part order (the rows of part().graph.owned_ids), or null on a rank that
+  // scores none; model().embeddings() then hold every layer's output. Collective.
+  const Tensor* evaluate_now();
+  // A model of the configuration with these weights instead of a trained one (--predict):
+  // (num_params) parameters and the batch-norm buffers. InvalidInput when the sizes differ.
+  void load_weights(std::span<const float> params, std::span<const float> buffers);
   // Seconds spent building the graph operators.
   double setup_seconds() const { return setup_s_; }
 

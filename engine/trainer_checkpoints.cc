@@ -2,8 +2,6 @@
 // The Trainer's checkpoints (engine/checkpoint.h has the file format and the lookup): finding
 // the checkpoint to resume from and sending it to every rank, restoring a run from it, and
 // writing one (rank 0) with the model, Adam's state and the records so far.
-#include <algorithm>
-
 #include "comm/agreement.h"
 #include "core/error.h"
 #include "engine/checkpoint.h"
@@ -14,24 +12,18 @@ namespace tessera {
 void Trainer::restore_run(RunState& state, const CheckpointState& checkpoint) {
   Impl& s = *impl_;
   run_agreed(*s.comm, "restoring the checkpoint", [&] {
-    Model& model = *s.model;
-    const std::size_t n = model.params().size();
-    TESSERA_CHECK(
-        checkpoint.params.size() == n && checkpoint.buffers.size() == model.buffers().size(),
-        InvalidInput, "checkpoint holds ", checkpoint.params.size(), " parameters and ",
-        checkpoint.buffers.size(), " buffer values, the model has ", n, " and ",
-        model.buffers().size());
     TESSERA_CHECK(checkpoint.epoch >= 0 && checkpoint.epoch <= config_.epochs &&
                       checkpoint.adam_steps == checkpoint.epoch,
                   InvalidInput, "checkpoint at epoch ", checkpoint.epoch, " with ",
                   checkpoint.adam_steps, " optimizer steps does not fit --epochs ", config_.epochs);
-    model.set_params(checkpoint.params);
-    std::copy(checkpoint.buffers.begin(), checkpoint.buffers.end(), model.buffers().begin());
+    set_model_weights(*s.model, checkpoint.params, checkpoint.buffers, "checkpoint");
     state.adam->restore(checkpoint.adam_steps, checkpoint.adam_m, checkpoint.adam_v);
     state.epoch = checkpoint.epoch;
     state.result = checkpoint.current;
     state.bytes_total = checkpoint.bytes_total;
     state.raw_total = checkpoint.raw_total;
+    state.best_params = checkpoint.best_params;
+    state.best_buffers = checkpoint.best_buffers;
   });
 }
 
@@ -57,6 +49,8 @@ std::string Trainer::save_checkpoint(const RunState& state, std::uint64_t partit
     c.adam_m = state.adam->first_moment();
     c.adam_v = state.adam->second_moment();
     c.adam_steps = state.adam->steps();
+    c.best_params = state.best_params;
+    c.best_buffers = state.best_buffers;
     c.finished = s.finished;
     const bool crash =
         s.fault.mode == FaultMode::Checkpoint && s.fault.rank == 0 && s.fault.epoch == state.epoch;

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/fault_injection.h"
@@ -36,6 +37,13 @@ struct Trainer::RunState {
   std::array<double, kCategories> bytes_total{}, raw_total{};
   std::unique_ptr<Adam> adam;
   int local_stop = 0;  // the stop signal this rank saw when the run stopped
+  // --restore-best: the weights after the best validation epoch so far (host copies).
+  std::vector<float> best_params, best_buffers;
 };
+
+// Sets the model's parameters and batch-norm buffers; InvalidInput naming `source` (a checkpoint,
+// a model file) when their sizes are not the model's.
+void set_model_weights(Model& model, std::span<const float> params, std::span<const float> buffers,
+                       const char* source);
 
 }  // namespace tessera

@@ -298,6 +298,19 @@ PYBIND11_MODULE(tessera, m) {
           py::arg("on_epoch") = py::none(),
           "Trains every run; on_epoch(dict) sees each epoch. Returns a dict: runs (one dict "
           "per run), stopped, checkpoint, resumed_from.")
+      .def(
+          "predict",
+          [](tessera::Session& s) {
+            const tessera::SplitScores scores = s.predict();
+            py::dict out;
+            out["train"] = scores.train;
+            out["valid"] = scores.valid;
+            out["test"] = scores.test;
+            return out;
+          },
+          "Instead of train(), with predict=FILE (a save_model file or a checkpoint): evaluates "
+          "its weights on the loaded dataset, writes save_predictions / save_embeddings, and "
+          "returns a dict of the train, valid and test metric.")
       .def("report", &tessera::Session::report)
       .def("node_ids", [](const tessera::Session& s) { return to_numpy(s.node_ids()); })
       .def(

@@ -19,7 +19,9 @@
 //            train_config.cc), WhenAdaptive(check) (only with --codec adaptive),
 //            RefusedBy(modes, "why") (a --parallel mode refuses a value other than the
 //            default), All(check, ...); floating-point values must always be finite
-//   record   Identity()  in the summary and the checkpoint identity; Summary()  in the summary;
+//   record   Identity()  in the summary and the checkpoint identity; IdentityUnlessDefault()
+//            the same, in the identity only when set (checkpoints written before the option
+//            existed resume under its default); Summary()  in the summary;
 //            IdentityIfAdaptive()  both, with --codec adaptive only; ReportedAs("key")  the run
 //            writes what it used under "key"; NotRecorded("why")
 //   help     what --help and the Python docstring say
@@ -147,6 +149,37 @@
     NotRecorded("the summary's own path: runs that differ only in their output files give "        \
                 "identical summaries"),                                                            \
     "write a summary JSON object to FILE")                                                         \
+  X(save_predictions, std::string, "", Flag(), Custom(check_output_files),                         \
+    NotRecorded("an output path"),                                                                 \
+    "write every node's class probabilities (softmax; multi-label: a sigmoid per task) under the " \
+    "last run's weights, rows in node-id order, to FILE (.npy or .csv)")                           \
+  X(save_embeddings, std::string, "", Flag(),                                                      \
+    RefusedBy(kPipelined,                                                                          \
+              "needs a whole layer's output on the ranks of a part; use --parallel "               \
+              "graph"),                                                                            \
+    NotRecorded("an output path"),                                                                 \
+    "write every node's output of layer --embedding-layer, in node-id order, to FILE (.npy or "    \
+    ".csv)")                                                                                       \
+  X(embedding_layer, int, -1, Flag(), Custom(check_embedding_layer), Summary(),                    \
+    "the layer --save-embeddings writes, in [0, --num-layers) (-1: the last hidden layer)")        \
+  X(restore_best, bool, false, Flag(), Any(), IdentityUnlessDefault(),                             \
+    "end every run with the weights of its best validation epoch: they are the ones --save-*"      \
+    " write (the figures reported are at that epoch either way)")                                  \
+  X(save_model, std::string, "", Flag(),                                                           \
+    RefusedBy(kPipelined,                                                                          \
+              "needs every layer's weights on one rank (a stage holds its own); use "              \
+              "--parallel graph"),                                                                 \
+    NotRecorded("an output path"),                                                                 \
+    "write the last run's weights and the options that define the model to FILE (HDF5), for "      \
+    "--predict")                                                                                   \
+  X(predict, std::string, "", Flag(),                                                              \
+    All(RefusedBy(kPipelined,                                                                      \
+                  "runs the whole model on the ranks of each part; use --parallel "                \
+                  "graph"),                                                                        \
+        Custom(check_predict)),                                                                    \
+    NotRecorded("an input path: which model predicted, not a setting of training"),                \
+    "instead of training, load the weights of FILE (from --save-model, or a checkpoint), whose "   \
+    "options define the model, and evaluate them on --dataset (use with --save-predictions)")      \
   X(verbosity, int, 0, Switches(Switch("--quiet", "1")), Within(0, 2), Summary(),                  \
     "rank 0 on stderr: 0 nothing, 1 the set-up (launch, dataset, partition), 2 also a line per "   \
     "evaluated epoch (train_gcn: 2, --quiet: 1)")

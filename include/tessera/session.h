@@ -56,6 +56,11 @@ struct RunStats {
   double bytes_per_epoch = 0.0;  // sent by all ranks, all categories
 };
 
+// One model's metric on each split (Session::predict).
+struct SplitScores {
+  double train = 0.0, valid = 0.0, test = 0.0;
+};
+
 // A dense row-major float matrix owned by the caller.
 struct Matrix {
   std::int64_t rows = 0;
@@ -127,15 +132,21 @@ class TESSERA_API Session {
 
   // Collective: options().runs runs from fresh models (or continued from a checkpoint in
   // options().checkpoint_dir); on_epoch sees every epoch on every rank, including those replayed
-  // from a checkpoint. Writes options().metrics and summary (rank 0) when set and
-  // training was not stopped.
+  // from a checkpoint. Unless training was stopped, writes (rank 0) the files that are set:
+  // metrics, summary, and from the last run's final weights (its best epoch's with
+  // restore_best) save_predictions, save_embeddings and save_model.
   TrainResult train(const OnEpoch& on_epoch = {});
+  // Collective, instead of train(), with options().predict set (a save_model file or a
+  // checkpoint, read when the Session is made: its options define the model, over those given):
+  // evaluates its weights on the loaded dataset, writes save_predictions and save_embeddings,
+  // and returns the metrics. embeddings(), logits() and the rest then read this model.
+  SplitScores predict();
   // The report of the last train(): a line per finished run, then (unless it was stopped) the
   // mean ± std over the runs.
   std::string report() const;
 
-  // After train, from the last run's final evaluation (no dropout) — this rank's own nodes
-  // (parallel = "graph" only: a pipeline stage holds no whole layer's output):
+  // After train (or predict), from the last run's final evaluation (no dropout) — this rank's own
+  // nodes (parallel = "graph" only: a pipeline stage holds no whole layer's output):
   std::vector<std::int64_t> node_ids() const;  // (n) global ids of the rows below
   Matrix embeddings(int layer) const;          // (n, width) layer output; layer in [0, L)
   Matrix logits() const;                       // (n, outputs): embeddings(L - 1)

@@ -122,8 +122,9 @@ TEST(OptionTable, IdentityOptionsAndOnlyThoseChangeTheCheckpointIdentity) {
     spec.set(changed, another_value(spec, spec.get(base)), spec.flag);
     const std::string difference =
         identity_difference(identity, checkpoint_identity(changed, data));
-    const bool in_identity =
-        spec.record == RecordKind::Identity || spec.record == RecordKind::IdentityIfAdaptive;
+    const bool in_identity = spec.record == RecordKind::Identity ||
+                             spec.record == RecordKind::IdentityUnlessDefault ||
+                             spec.record == RecordKind::IdentityIfAdaptive;
     if (spec.name == "codec") continue;  // from adaptive the IdentityIfAdaptive ones change too
     if (in_identity) {
       ++identity_options;

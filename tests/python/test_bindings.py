@@ -106,6 +106,30 @@ class ArraysInResultsOut(unittest.TestCase):
             np.testing.assert_array_equal(data[key], before, err_msg=key)
 
 
+    def test_saved_model_predicts_what_training_predicted(self):
+        data = two_rings()
+        with tempfile.TemporaryDirectory() as tmp:
+            model = os.path.join(tmp, "model.h5")
+            trained = os.path.join(tmp, "trained.npy")
+            session = tessera.Session(save_model=model, save_predictions=trained,
+                                      restore_best=True, **FAST)
+            session.load(tessera.Graph(**data))
+            run = session.train()["runs"][0]
+            probabilities = np.load(trained)
+            self.assertEqual(probabilities.shape, (400, 2))
+            np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
+            predicted = os.path.join(tmp, "predicted.npy")
+            session = tessera.Session(predict=model, save_predictions=predicted, num_layers=7)
+            session.load(tessera.Graph(**data))
+            scores = session.predict()
+            self.assertEqual(scores["valid"], run["best_valid"])  # restore_best's weights
+            self.assertEqual(scores["test"], run["test_at_best_valid"])
+            np.testing.assert_array_equal(np.load(predicted), probabilities)
+            np.testing.assert_array_equal(session.predictions(), probabilities.argmax(axis=1))
+            with self.assertRaisesRegex(ValueError, "call predict"):
+                session.train()
+
+
 class BadInputIsValueError(unittest.TestCase):
     def assert_graph_refused(self, pattern, **changes):
         data = two_rings()
