@@ -160,10 +160,24 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "train_gcn, " + tessera::build_description());
   Flags flags;
   add_flags(app, flags);
+  // A sweep's settings in a file: the same names as the flags (either spelling, no dashes).
+  app.set_config("--config", "",
+                 "read flags from FILE, TOML or INI (num_layers = 2, batch_norm = true, "
+                 "dataset = \"dataset/ogbn_arxiv\"); flags given on the command line win");
+  app.allow_config_extras(false);  // a misspelt name in the file is an error, not ignored
   int status = 0;
   try {
     app.parse(argc, argv);
     status = run(flags, app.count("--dataset") > 0);
+  } catch (const CLI::ConfigError& e) {
+    // CLI11 names the entry but not the file.
+    const std::string file = app.get_config_ptr()->as<std::string>();
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "train_gcn: error: --config %s: %s (expected the flags' names without dashes, "
+                   "outside any [section])\n",
+                   file.c_str(), e.what());
+    status = e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     // Every rank parses the same arguments and fails the same way; only rank 0 speaks.
     std::ostringstream quiet;

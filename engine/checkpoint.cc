@@ -21,6 +21,7 @@
 #include "datasets/dataset.h"
 #include "datasets/hdf5_io.h"
 #include "engine/option_table.h"
+#include "engine/system.h"
 
 namespace tessera {
 namespace {
@@ -204,20 +205,6 @@ std::uint64_t checksum_of(const CheckpointState& s, const std::string& text) {
 void write_floats(hdf5::Writer& w, const char* path, const std::vector<float>& values) {
   w.array(path, hdf5::kFloat32, values.data(), static_cast<std::int64_t>(values.size()), 1, 1,
           false);
-}
-
-// Writes all of `bytes` to fd; false on failure (errno set).
-bool write_all(int fd, const std::byte* data, std::size_t bytes) {
-  while (bytes > 0) {
-    const ssize_t n = ::write(fd, data, bytes);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += n;
-    bytes -= static_cast<std::size_t>(n);
-  }
-  return true;
 }
 
 void sync_directory(const fs::path& dir) {

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "datasets/hdf5_io.h"
 #include "engine/option_table.h"
+#include "engine/system.h"
 
 namespace tessera {
 namespace {
@@ -48,7 +49,7 @@ std::string npy_header(std::int64_t rows, std::int64_t cols) {
   return header + dict;
 }
 
-void write_rows(std::ofstream& out, const Tensor& m, bool csv) {
+void write_rows(std::ostream& out, const Tensor& m, bool csv) {
   const std::int64_t cols = m.cols();
   if (!csv) {
     out << npy_header(m.rows(), cols);
@@ -154,27 +155,8 @@ void check_output_dirs(const TrainConfig& c) {
 
 void write_matrix(const std::filesystem::path& path, const Tensor& matrix) {
   check_matrix_path("write_matrix", path.string());
-  std::filesystem::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    TESSERA_CHECK(out.good(), Io, "cannot open '", tmp.string(),
-                  "' for writing: ", std::strerror(errno));
-    write_rows(out, matrix, ends_with(path.string(), ".csv"));
-    out.flush();
-    if (!out.good()) {
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      TESSERA_FAIL(Io, "writing '", tmp.string(), "' failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    TESSERA_FAIL(Io, "cannot rename '", tmp.string(), "' to '", path.string(), "': ", ec.message());
-  }
+  const bool csv = ends_with(path.string(), ".csv");
+  write_file_atomic(path, [&](std::ostream& out) { write_rows(out, matrix, csv); });
 }
 
 std::vector<std::byte> model_image(const ModelFile& model) {

@@ -2,6 +2,9 @@
 // Metrics lines, summary JSON and progress text for training runs.
 #include "engine/run_report.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -115,16 +118,18 @@ MetricsWriter::MetricsWriter(const std::string& path, const std::string& metric,
                              ParallelInfo parallel)
     : path_(path), metric_(metric), parallel_(std::move(parallel)) {
   if (path_.empty()) return;
-  out_.open(path_ + ".tmp", std::ios::trunc);
-  TESSERA_CHECK(out_.good(), Io, "--metrics: cannot open '", path_, ".tmp' for writing: ",
-                std::strerror(errno));
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  TESSERA_CHECK(fd_ >= 0, Io, "--metrics: cannot open '", path_,
+                "' for writing: ", std::strerror(errno));
 }
 
 MetricsWriter::~MetricsWriter() {
-  if (path_.empty() || committed_) return;
-  out_.close();
-  std::error_code ignored;
-  std::filesystem::remove(path_ + ".tmp", ignored);
+  if (fd_ < 0) return;
+  ::close(fd_);
+  if (lines_ == 0) {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
 }
 
 void MetricsWriter::write(const EpochRecord& r) {
@@ -159,19 +164,17 @@ void MetricsWriter::write(const EpochRecord& r) {
     line["peak_rss_bytes_per_rank"] = r.peak_rss_bytes;
   }
   if (!r.bit_plan.empty()) line["bit_plan"] = r.bit_plan;
-  out_ << line.dump() << '\n';
-  out_.flush();
-  TESSERA_CHECK(out_.good(), Io, "--metrics: writing '", path_, ".tmp' failed");
+  const std::string text = line.dump() + '\n';
+  TESSERA_CHECK(write_all(fd_, text.data(), text.size()), Io, "--metrics: writing '", path_,
+                "' failed: ", std::strerror(errno));
+  ++lines_;
 }
 
 void MetricsWriter::commit() {
-  if (path_.empty() || committed_) return;
-  out_.close();
-  std::error_code ec;
-  std::filesystem::rename(path_ + ".tmp", path_, ec);
-  TESSERA_CHECK(!ec, Io, "--metrics: cannot rename '", path_, ".tmp' to '", path_, "': ",
-                ec.message());
-  committed_ = true;
+  if (fd_ < 0) return;
+  const int status = ::close(fd_);
+  fd_ = -1;
+  TESSERA_CHECK(status == 0, Io, "--metrics: closing '", path_, "' failed: ", std::strerror(errno));
 }
 
 std::string summary_json(const RunInfo& info, const std::vector<RunResult>& results) {

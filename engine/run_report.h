@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What a training run tells the outside world: the per-epoch metrics file (one JSON object per
-// line, streamed to FILE.tmp and renamed to FILE when the run completes, removed on failure),
-// the summary JSON (stable keys, written atomically) and the human progress lines on stderr.
+// line, streamed to FILE as each epoch ends, to follow with tail -f), the summary JSON (stable
+// keys, written atomically once the run has ended: a metrics file is complete when its summary
+// exists) and the human progress lines on stderr.
 // Keys ending in "_s", starting with "peak_rss_bytes", and the partitioner's "seconds" are
 // measurements; everything else is deterministic.
 #pragma once
@@ -24,22 +25,24 @@ namespace tessera {
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  // Opens path + ".tmp"; an empty path makes a writer that writes nothing. Every line carries
-  // the parallel mode, stages and chunks.
+  // Creates (or empties) `path`; an empty path makes a writer that writes nothing. Every line
+  // carries the parallel mode, stages and chunks.
   MetricsWriter(const std::string& path, const std::string& metric, ParallelInfo parallel = {});
-  ~MetricsWriter();  // removes the temporary file unless commit() ran
+  // Closes the file; one that got no line (a run that failed before its first epoch) is removed.
+  ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
+  // Appends the epoch's line with one write(2): a reader sees whole lines only.
   void write(const EpochRecord& record);
-  void commit();  // renames FILE.tmp to FILE
+  void commit();  // closes the file: every epoch is in it
 
  private:
   std::string path_;
   std::string metric_;
   ParallelInfo parallel_;
-  std::ofstream out_;
-  bool committed_ = false;
+  int fd_ = -1;
+  std::int64_t lines_ = 0;
 };
 
 // What the summary says beyond the runs' results: the options (as the option table records them,

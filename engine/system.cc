@@ -75,13 +75,34 @@ double stddev(const std::vector<double>& values) {
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view contents) {
+  write_file_atomic(path, [&](std::ostream& out) {
+    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  });
+}
+
+bool write_all(int fd, const void* data, std::size_t bytes) {
+  const char* next = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, next, bytes);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    next += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+void write_file_atomic(const std::filesystem::path& path,
+                       const std::function<void(std::ostream&)>& write) {
   std::filesystem::path tmp = path;
   tmp += ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     TESSERA_CHECK(out.good(), Io, "cannot open '", tmp.string(), "' for writing: ",
                   std::strerror(errno));
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    write(out);
     out.flush();
     if (!out.good()) {
       std::error_code ignored;

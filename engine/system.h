@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +44,11 @@ double stddev(const std::vector<double>& values);
 // Writes `contents` to `path` through a temporary file in the same directory and a rename, so
 // readers never see a half-written file. Throws Io naming the path on failure.
 void write_file_atomic(const std::filesystem::path& path, std::string_view contents);
+// The same with the contents streamed by `write` (for files too large to build in memory first).
+void write_file_atomic(const std::filesystem::path& path,
+                       const std::function<void(std::ostream&)>& write);
+// write(2) until every byte is written (EINTR retried); false on an error (errno set).
+bool write_all(int fd, const void* data, std::size_t bytes);
 
 // Stop requests. install_stop_handlers() makes SIGUSR1 (Slurm's warning before a time limit or
 // preemption) and SIGTERM (scancel, scontrol requeue, the time limit itself) record the signal

@@ -6,12 +6,18 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -166,5 +172,80 @@ INSTANTIATE_TEST_SUITE_P(
                       BadFlag{"--dataset synth:nonsense --epochs 1", "nonsense"},
                       BadFlag{"--dataset /nonexistent/dir --epochs 1", "/nonexistent/dir"},
                       BadFlag{"--dataset /nonexistent/file.h5 --epochs 1", "/nonexistent/file.h5"}));
+
+// A sweep's settings in a file (CLI11's TOML/INI): both spellings of the names, switches and
+// booleans, comments; the command line wins over the file.
+TEST(TrainGcnCli, ConfigFileSetsFlagsAndTheCommandLineWins) {
+  const fs::path toml = work_dir() / "sweep.toml", ini = work_dir() / "sweep.ini";
+  std::ofstream(toml) << "# one point of a sweep\nnum_layers = 2\nhidden-channels = 16\n"
+                         "use_sage = true\nbatch_norm = true\nepochs = 5\n"
+                         "dataset = \"synth:default\"\n";
+  std::ofstream(ini) << "; the same as INI\nnum_layers=2\nhidden_channels=16\nepochs=5\n";
+  for (const fs::path& config : {toml, ini}) {
+    const fs::path summary = work_dir() / "config_summary.json";
+    fs::remove(summary);
+    const Result r =
+        run("--config " + config.string() + " --epochs 3 --quiet --summary " + summary.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json s = nlohmann::json::parse(read_file(summary));
+    EXPECT_EQ(s["num_layers"], 2) << config;
+    EXPECT_EQ(s["hidden_channels"], 16) << config;
+    EXPECT_EQ(s["epochs"], 3) << config << ": the command line wins";
+    EXPECT_EQ(s["model"], config == toml ? "sage" : "gcn") << config;
+    EXPECT_EQ(s["batch_norm"], config == toml) << config;
+  }
+}
+
+TEST(TrainGcnCli, BadConfigFilesAreRefusedByName) {
+  struct Case {
+    std::string name, text, message;
+  };
+  const std::vector<Case> cases = {
+      {"misspelt.toml", "num_layerz = 2\n", "num_layerz"},
+      {"section.ini", "[train]\nnum_layers = 2\n", "section.ini"},
+      {"value.toml", "epochs = many\n", "--epochs"},
+  };
+  for (const Case& c : cases) {
+    const fs::path file = work_dir() / c.name;
+    std::ofstream(file) << c.text;
+    const Result r = run("--config " + file.string() + " --quiet");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.message << "\n" << r.output;
+  }
+  const Result missing = run("--config " + (work_dir() / "absent.toml").string());
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("absent.toml"), std::string::npos) << missing.output;
+}
+
+// The metrics file can be followed while training runs: whole lines appear epoch by epoch, and
+// a run stopped by SIGTERM keeps the epochs it finished.
+TEST(TrainGcnCli, MetricsCanBeFollowedWhileTraining) {
+  const fs::path metrics = work_dir() / "live.jsonl", pid_file = work_dir() / "live.pid";
+  fs::remove(metrics);
+  const std::string command = "sh -c 'echo $$ > " + pid_file.string() + "; exec " + TRAIN_GCN_PATH +
+                              " --epochs 100000 --hidden-channels 8 --quiet " + "--metrics " +
+                              metrics.string() + "' > " + (work_dir() / "live.log").string() +
+                              " 2>&1 &";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  const auto lines = [&] {
+    std::ifstream in(metrics);
+    std::vector<nlohmann::json> out;
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  while (lines().size() < 3 && std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const pid_t pid = std::stoi(read_file(pid_file));
+  const std::vector<nlohmann::json> seen = lines();
+  ASSERT_GE(seen.size(), 3u) << read_file(work_dir() / "live.log");
+  EXPECT_EQ(::kill(pid, 0), 0) << "still training while its metrics are read";
+  for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i]["epoch"], i + 1);
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(90))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_NE(::kill(pid, 0), 0) << "SIGTERM did not stop it";
+  EXPECT_GE(lines().size(), seen.size()) << "a stopped run keeps its metrics";
+}
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "engine/run_report.h"
 #include "engine/system.h"
@@ -77,7 +79,15 @@ TEST(RunReport, SummaryHasStableKeys) {
   EXPECT_GT(s["peak_rss_bytes"].get<std::uint64_t>(), 0u);
 }
 
-TEST(RunReport, MetricsFileAppearsOnlyOnCommit) {
+// The lines a reader of `path` sees now (tail -f): each must be whole.
+std::vector<std::string> lines_of(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(RunReport, MetricsFileGrowsALineAtEveryEpoch) {
   fs::path dir = temp_dir("metrics");
   fs::path path = dir / "m.jsonl";
   {
@@ -88,10 +98,12 @@ TEST(RunReport, MetricsFileAppearsOnlyOnCommit) {
     r.evaluated = true;
     r.valid_metric = 0.25;
     writer.write(r);
+    ASSERT_EQ(lines_of(path).size(), 1u) << "streamed as written";
+    EXPECT_EQ(nlohmann::json::parse(lines_of(path)[0])["epoch"], 1);
     r.epoch = 2;
     r.evaluated = false;
     writer.write(r);
-    EXPECT_FALSE(fs::exists(path));
+    EXPECT_EQ(lines_of(path).size(), 2u);
     writer.commit();
   }
   std::ifstream in(path);
@@ -104,10 +116,19 @@ TEST(RunReport, MetricsFileAppearsOnlyOnCommit) {
   std::getline(in, line);
   EXPECT_TRUE(nlohmann::json::parse(line)["valid_acc"].is_null());
 
+  // A run that failed before its first epoch leaves no file; one that failed later keeps the
+  // whole lines of the epochs it finished.
   fs::path abandoned = dir / "abandoned.jsonl";
   { MetricsWriter writer(abandoned.string(), "acc"); }
   EXPECT_FALSE(fs::exists(abandoned));
-  EXPECT_FALSE(fs::exists(abandoned.string() + ".tmp"));
+  fs::path failed = dir / "failed.jsonl";
+  {
+    MetricsWriter writer(failed.string(), "acc");
+    EpochRecord r;
+    r.epoch = 1;
+    writer.write(r);
+  }
+  EXPECT_EQ(lines_of(failed).size(), 1u);
 }
 
 TEST(RunReport, WriteFileAtomicReplacesWholeFile) {

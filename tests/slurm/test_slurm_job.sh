@@ -5,7 +5,10 @@
 #     expected epochs and ranks, the output file keyed by the job id;
 #  2. a longer 4-task job sent `scancel --signal=USR1` mid-training: it checkpoints, exits 75,
 #     requeues itself, runs again (SLURM_RESTART_COUNT=1), resumes from the checkpoint and
-#     finishes with every epoch in its metrics and summary.
+#     finishes with every epoch in its metrics and summary;
+#  3. the sweep template as a 2-point job array over settings files (train_gcn --config): each
+#     point's summary has its settings and array task, scripts/sweep_table.py lists both, and
+#     submitting the array again skips the finished points.
 # The cluster is torn down however the test ends. Exit 77 (skipped) when not root or when Slurm
 # and munge are not installed.
 #   test_slurm_job.sh APPS_DIR SOURCE_DIR
@@ -60,7 +63,7 @@ epochs=600
 job=$(sbatch --parsable --export="$common,TESSERA_WORK=$work/two,TESSERA_CHECKPOINT_EVERY=100" \
       "$template" $model --epochs $epochs) || fail "sbatch"
 start=$(date +%s)
-until [ "$(cat "$work/two/metrics.jsonl.tmp" 2>/dev/null | wc -l)" -ge 20 ]; do
+until [ "$(cat "$work/two/metrics.jsonl" 2>/dev/null | wc -l)" -ge 20 ]; do
   [ $(( $(date +%s) - start )) -lt 120 ] || fail "job $job did not start training"
   sleep 0.2
 done
@@ -91,4 +94,31 @@ lines = [json.loads(l) for l in open(folder + "/metrics.jsonl")]
 assert [l["epoch"] for l in lines] == list(range(1, epochs + 1)), "metrics epochs"
 print("requeued job: %d metrics lines, final test %.4f" % (len(lines), s["final_test_acc"]))
 PY
+# 3. A sweep: a job array of two points, one settings file each.
+sweep=$work/sweep
+mkdir -p "$sweep"
+printf 'hidden_channels = 16\nlr = 0.02\n' > "$sweep/small.toml"
+printf 'hidden_channels = 32\nlr = 0.01\n' > "$sweep/large.toml"
+printf '# two points\nsmall.toml\n\nlarge.toml\n' > "$sweep/points.txt"
+sweep_template=$source_dir/apps/slurm/tessera-sweep.sbatch
+sweep_flags="--dataset synth:default --num-layers 2 --epochs 5 --quiet"
+job=$(sbatch --parsable --wait --array=0-1 --export="$common,TESSERA_WORK=$sweep/out" \
+      "$sweep_template" "$sweep/points.txt" $sweep_flags) || fail "sweep job array"
+python3 - "$sweep/out" "$job" <<'PY' || fail "sweep outputs of job $job"
+import json, sys
+folder, job = sys.argv[1], sys.argv[2]
+for task, hidden in ((0, 16), (1, 32)):
+    s = json.load(open("%s/task-%d/summary.json" % (folder, task)))
+    assert s["hidden_channels"] == hidden and s["epochs"] == 5, (task, s["hidden_channels"])
+    assert s["provenance"]["slurm_array_task"] == "%s_%d" % (job, task), s["provenance"]
+print("sweep: 2 points, array job", job)
+PY
+table=$(python3 "$source_dir/scripts/sweep_table.py" "$sweep/out") || fail "sweep_table.py"
+echo "$table"
+[ "$(echo "$table" | grep -c '^task-')" = 2 ] || fail "sweep table rows"
+echo "$table" | grep -q "hidden_channels=32 lr=0.01" || fail "sweep table settings"
+echo "$table" | grep -q "best valid" || fail "sweep table best"
+again=$(sbatch --parsable --wait --array=0-1 --export="$common,TESSERA_WORK=$sweep/out" \
+        "$sweep_template" "$sweep/points.txt" $sweep_flags) || fail "sweep again"
+grep -q "already done" "$work/tessera-sweep-${again}_1.out" || fail "finished point not skipped"
 echo "PASS"
