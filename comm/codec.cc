@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "comm/codec_rows.h"
+#include "core/cpu/dispatch.h"
 #include "core/error.h"
 
 #ifdef TESSERA_HAVE_CUDA_CODECS
@@ -84,13 +85,10 @@ std::int64_t for_each_row(std::int64_t r, std::int64_t f, EncodeRow encode_row) 
 #ifdef TESSERA_HAVE_CUDA_CODECS
 constexpr bool kGpuCodecs = true;
 
-// row_stats takes min and max in 8 AVX2 lanes in this build (the lanes decide whether +0 or -0
-// becomes the offset of a row whose minimum is zero); the GPU follows the same preference.
-#if defined(__AVX2__)
-constexpr bool kStatsInLanes8 = true;
-#else
-constexpr bool kStatsInLanes8 = false;
-#endif
+// row_stats takes min and max in 8 AVX2 lanes at the CPU kernels' level 2 and up (the lanes
+// decide whether +0 or -0 becomes the offset of a row whose minimum is zero); the GPU follows
+// the same preference.
+bool stats_in_lanes8() { return cpu::cpu_level() >= cpu::CpuLevel::Avx2; }
 
 // Whether decode_int_row's offset + level * scale is rounded once in this build: compilers
 // contract it into a fused multiply-add where the target has one (GCC from -O2, e.g. with
@@ -130,7 +128,7 @@ void encode_rows_gpu(const CodecSpec& codec, std::span<std::byte> out, const Ten
   cuda::DeviceOutput<float> range_out(ranges);
   const CounterRng rng(noise.seed, noise.epoch, noise.layer, noise.purpose);
   const std::int64_t refused = codec.gpu->encode(out.data(), range_out.get(), x.f32(), rows.get(),
-                                                 ids.get(), r, f, rng.key(), kStatsInLanes8);
+                                                 ids.get(), r, f, rng.key(), stats_in_lanes8());
   range_out.finish();
   if (refused < r) {
     NodeId src_row = 0;

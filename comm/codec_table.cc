@@ -4,9 +4,14 @@
 // (comm/codec_rows.h) and its CUDA twin (comm/codec_cuda.h; builds with the CUDA backend).
 // Adding a codec: its row functions in a file of their own (and a twin in codec_cuda.cu), its
 // id in CodecKind (comm/codec.h), and a row here; --codec, the summaries, the traffic model and
-// the tests that walk the table pick it up from here.
+// the tests that walk the table pick it up from here. Compiled once per instruction-set level
+// (core/cpu/cpu_level.h), each with that level's row functions; codec_table() gives the table of
+// the level the CPU kernels use (core/cpu/dispatch.h).
 #include "comm/codec.h"
 #include "comm/codec_rows.h"
+#if TESSERA_CPU_LEVEL == 0
+#include "core/cpu/dispatch.h"
+#endif
 
 #ifdef TESSERA_HAVE_CUDA_CODECS
 #include "comm/codec_cuda.h"
@@ -15,10 +20,8 @@
 #define TESSERA_GPU_TWIN(name) nullptr
 #endif
 
-namespace tessera {
+namespace tessera::detail::TESSERA_CPU_NS {
 namespace {
-
-using namespace detail;
 
 constexpr CodecSpec kCodecs[] = {
     {CodecKind::None, "none", 32, false, raw_encode, raw_decode, TESSERA_GPU_TWIN(kGpuNone)},
@@ -39,6 +42,34 @@ static_assert(ids_are_indices(), "kCodecs must list the codecs in wire-id order 
 
 }  // namespace
 
-std::span<const CodecSpec> codec_table() { return kCodecs; }
+std::span<const CodecSpec> level_codec_table() { return kCodecs; }
+
+}  // namespace tessera::detail::TESSERA_CPU_NS
+
+#if TESSERA_CPU_LEVEL == 0
+namespace tessera {
+#ifdef TESSERA_CPU_DISPATCH
+namespace detail::avx {
+std::span<const CodecSpec> level_codec_table();
+}
+namespace detail::avx2 {
+std::span<const CodecSpec> level_codec_table();
+}
+namespace detail::avx512 {
+std::span<const CodecSpec> level_codec_table();
+}
+#endif
+
+std::span<const CodecSpec> codec_table() {
+  switch (cpu::cpu_level()) {
+#ifdef TESSERA_CPU_DISPATCH
+    case cpu::CpuLevel::Avx: return detail::avx::level_codec_table();
+    case cpu::CpuLevel::Avx2: return detail::avx2::level_codec_table();
+    case cpu::CpuLevel::Avx512: return detail::avx512::level_codec_table();
+#endif
+    default: return detail::baseline::level_codec_table();
+  }
+}
 
 }  // namespace tessera
+#endif

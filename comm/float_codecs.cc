@@ -9,7 +9,8 @@
 #include "comm/codec_rows.h"
 #include "comm/half_float.h"
 
-namespace tessera::detail {
+TESSERA_CPU_TARGET_BEGIN
+namespace tessera::detail::TESSERA_CPU_NS {
 
 float row_range(const float* x, std::int64_t f) {
   const RowStats s = row_stats(x, f);
@@ -56,4 +57,5 @@ bool fp16_encode(std::byte* dst, const float* x, std::int64_t f, const CounterRn
 
 void fp16_decode(float* out, const std::byte* src, std::int64_t f) { decode_f16_row(out, src, f); }
 
-}  // namespace tessera::detail
+}  // namespace tessera::detail::TESSERA_CPU_NS
+TESSERA_CPU_TARGET_END

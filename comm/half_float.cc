@@ -9,11 +9,12 @@
 
 #include "comm/half_float_bits.h"
 
-#if defined(__F16C__)
+#if TESSERA_CPU_LEVEL >= 2
 #include <immintrin.h>
 #endif
 
-namespace tessera::detail {
+TESSERA_CPU_TARGET_BEGIN
+namespace tessera::detail::TESSERA_CPU_NS {
 namespace {
 constexpr int kChunk = 64;  // values per portable batch
 }  // namespace
@@ -44,7 +45,7 @@ void decode_bf16_row(float* out, const std::byte* src, std::int64_t f) {
 
 void encode_f16_row(std::byte* dst, const float* x, std::int64_t f) {
   std::int64_t k = 0;
-#if defined(__F16C__)
+#if TESSERA_CPU_LEVEL >= 2
   for (; k + 8 <= f; k += 8) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + k), _MM_FROUND_TO_NEAREST_INT);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * k), h);
@@ -69,7 +70,7 @@ void encode_f16_row(std::byte* dst, const float* x, std::int64_t f) {
 
 void decode_f16_row(float* out, const std::byte* src, std::int64_t f) {
   std::int64_t k = 0;
-#if defined(__F16C__)
+#if TESSERA_CPU_LEVEL >= 2
   for (; k + 8 <= f; k += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
     _mm256_storeu_ps(out + k, _mm256_cvtph_ps(h));
@@ -91,4 +92,5 @@ void decode_f16_row(float* out, const std::byte* src, std::int64_t f) {
 #endif
 }
 
-}  // namespace tessera::detail
+}  // namespace tessera::detail::TESSERA_CPU_NS
+TESSERA_CPU_TARGET_END

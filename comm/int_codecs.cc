@@ -13,11 +13,12 @@
 
 #include "comm/codec_rows.h"
 
-#if defined(__AVX2__)
+#if TESSERA_CPU_LEVEL >= 2
 #include <immintrin.h>
 #endif
 
-namespace tessera::detail {
+TESSERA_CPU_TARGET_BEGIN
+namespace tessera::detail::TESSERA_CPU_NS {
 namespace {
 
 constexpr int kChunk = 64;  // features per noise batch (16 Philox blocks)
@@ -99,7 +100,7 @@ void quantize_chunk_portable(std::uint8_t* q, const float* x, int n, float offse
   }
 }
 
-#if defined(__AVX2__)
+#if TESSERA_CPU_LEVEL >= 2
 // noise[j] = the Philox words of features 8j .. 8j + 7 of the kChunk features of blocks
 // first_block .. first_block + 15: the rounds of CounterRng::words (core/rng.h) on 2 x 8
 // blocks at once (lane = block; two independent chains hide the multiply latency; GCC does not
@@ -221,7 +222,7 @@ void encode_int_row(std::byte* dst, const float* x, std::int64_t f, const RowSta
   alignas(64) std::uint8_t q[kChunk];
   for (std::int64_t c = 0; c < f; c += kChunk) {
     const int n = static_cast<int>(std::min<std::int64_t>(kChunk, f - c));
-#if defined(__AVX2__)
+#if TESSERA_CPU_LEVEL >= 2
     if (std::isfinite(inv_scale)) [[likely]] {
       quantize_chunk_avx2<Bits>(q, x + c, n, offset, inv_scale, rng.key(), item, c);
     } else {
@@ -272,7 +273,7 @@ void decode_int_row(float* out, const std::byte* src, std::int64_t f) {
 RowStats row_stats(const float* x, std::int64_t f) {
   RowStats s{std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), true};
   std::int64_t k = 0;
-#if defined(__AVX2__)
+#if TESSERA_CPU_LEVEL >= 2
   if (f >= 8) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     const __m256 largest = _mm256_set1_ps(std::numeric_limits<float>::max());
@@ -330,4 +331,5 @@ template void int_decode<8>(float*, const std::byte*, std::int64_t);
 template void int_decode<4>(float*, const std::byte*, std::int64_t);
 template void int_decode<2>(float*, const std::byte*, std::int64_t);
 
-}  // namespace tessera::detail
+}  // namespace tessera::detail::TESSERA_CPU_NS
+TESSERA_CPU_TARGET_END

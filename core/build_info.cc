@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // build_info(): the version from CMake's project() and the commit from the header that
-// cmake/TesseraGitCommit.cmake writes at every build.
+// cmake/TesseraGitCommit.cmake writes at every build; build_text() adds the CPU kernels in use.
 #include "core/build_info.h"
 
+#include "core/cpu/dispatch.h"
+#include "core/error.h"
 #include "tessera_git_commit.h"
 
 namespace tessera {
@@ -19,8 +21,14 @@ const BuildInfo& build_info() {
 
 std::string build_text() {
   const BuildInfo& b = build_info();
+  std::string cpu;
+  try {
+    cpu = cpu::cpu_kernels_description();
+  } catch (const Error& e) {  // a bad TESSERA_CPU: say so rather than fail --version
+    cpu = e.message();
+  }
   return "Tessera " + b.version + " (commit " + b.git_commit +
-         (b.cuda ? ", CUDA backend)" : ", CPU only)");
+         (b.cuda ? ", CUDA backend)" : ", CPU only)") + "\nCPU kernels: " + cpu;
 }
 
 }  // namespace tessera

@@ -13,7 +13,8 @@ struct BuildInfo {
   bool cuda = false;       // the CUDA backend is built in
 };
 const BuildInfo& build_info();
-// "Tessera 0.2.0 (commit 5f9d58b3c2a1, CUDA backend)".
+// "Tessera 0.2.0 (commit 5f9d58b3c2a1, CUDA backend)", then a line with the CPU kernels in use
+// and the BLAS's ("CPU kernels: avx512 (built: baseline, avx, avx2, avx512); BLAS: ...").
 std::string build_text();
 
 }  // namespace tessera

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The one dispatch place of the compute kernels: each public kernel checks dtypes, shapes,
 // devices, aliasing and index ranges (InvalidArgument saying what was expected and what was
-// found), then calls the implementation for the device of its output: tessera::cpu::* from
+// found), then calls the implementation for the device of its output: the CPU kernels of the
+// instruction-set level in use (cpu::kernels(), core/cpu/dispatch.h) from
 // core/cpu/, tessera::cuda::* from core/cuda/ (in builds with the CUDA backend).
 // Nothing else in Tessera switches on Device for compute. On a GPU, span arguments (index
 // lists, per-column vectors) may be host or GPU memory (core/cuda/staging.h); host-side
@@ -11,7 +12,7 @@
 
 #include <vector>
 
-#include "core/cpu/kernels_cpu.h"
+#include "core/cpu/dispatch.h"
 #include "core/error.h"
 #ifdef TESSERA_HAVE_CUDA
 #include "core/cuda/kernels_cuda.h"
@@ -137,8 +138,7 @@ void spmm(Tensor& out, const CsrView& a, const Tensor& x) {
   check_dims(out, a.num_rows, x.cols(), "spmm", "out");
   check_no_alias(out, x, "spmm", "out", "x");
   switch (device.kind) {
-    case DeviceKind::Cpu:
-      return cpu::spmm(out.f32(), a, x.f32(), x.cols());
+    case DeviceKind::Cpu: return cpu::kernels().spmm(out.f32(), a, x.f32(), x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         if (out.empty()) return;  // nothing to write: an empty matrix needs no GPU copy
@@ -160,8 +160,7 @@ void spmm_rows(Tensor& out, const CsrView& a, const Tensor& x, std::span<const N
   check_no_alias(out, x, "spmm_rows", "out", "x");
   check_rows(rows, a.num_rows, /*distinct=*/true, "spmm_rows", device);
   switch (device.kind) {
-    case DeviceKind::Cpu:
-      return cpu::spmm_rows(out.f32(), a, x.f32(), rows, x.cols());
+    case DeviceKind::Cpu: return cpu::kernels().spmm_rows(out.f32(), a, x.f32(), rows, x.cols());
     case DeviceKind::Cuda:
       break;
   }
@@ -189,7 +188,7 @@ void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_
   check_no_alias(c, b, "gemm", "c", "b");
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::gemm(c.f32(), a.f32(), trans_a, b.f32(), trans_b, alpha, beta, m, n, k);
+      return cpu::kernels().gemm(c.f32(), a.f32(), trans_a, b.f32(), trans_b, alpha, beta, m, n, k);
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL(
           return cuda::gemm(c.f32(), a.f32(), trans_a, b.f32(), trans_b, alpha, beta, m, n, k));
@@ -203,8 +202,7 @@ void axpy(Tensor& y, float alpha, const Tensor& x) {
   check_input(x, device, "axpy", "x");
   check_dims(x, y.rows(), y.cols(), "axpy", "x");
   switch (device.kind) {
-    case DeviceKind::Cpu:
-      return cpu::axpy(y.f32(), alpha, x.f32(), y.numel());
+    case DeviceKind::Cpu: return cpu::kernels().axpy(y.f32(), alpha, x.f32(), y.numel());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL(return cuda::axpy(y.f32(), alpha, x.f32(), y.numel()));
   }
@@ -217,7 +215,7 @@ void column_sums(std::span<float> out, const Tensor& x, bool accumulate) {
   check_count(out.size(), x.cols(), "column_sums", "out");
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::column_sums(out.data(), x.f32(), accumulate, x.rows(), x.cols());
+      return cpu::kernels().column_sums(out.data(), x.f32(), accumulate, x.rows(), x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceOutput<float> sums(out);
@@ -239,8 +237,8 @@ void bias_act_forward(Tensor& y, const Tensor& x, std::span<const float> bias, A
   check_optional_count(bias.size(), x.cols(), "bias_act_forward", "bias");
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::bias_act_forward(y.f32(), x.f32(), bias.empty() ? nullptr : bias.data(), act,
-                                   x.rows(), x.cols());
+      return cpu::kernels().bias_act_forward(y.f32(), x.f32(), bias.empty() ? nullptr : bias.data(),
+                                             act, x.rows(), x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<float> b(bias);
@@ -261,8 +259,8 @@ void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, 
   check_optional_count(d_bias.size(), d_y.cols(), "bias_act_backward", "d_bias");
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::bias_act_backward(d_x.f32(), d_bias.empty() ? nullptr : d_bias.data(), d_y.f32(),
-                                    y.f32(), act, d_y.rows(), d_y.cols());
+      return cpu::kernels().bias_act_backward(d_x.f32(), d_bias.empty() ? nullptr : d_bias.data(),
+                                              d_y.f32(), y.f32(), act, d_y.rows(), d_y.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceOutput<float> db(d_bias);
@@ -292,7 +290,8 @@ void dropout_forward(Tensor& y, const Tensor& x, float p, const CounterRng& rng,
   check_dropout(y, x, p, global_ids, "dropout_forward", "y", "x");
   switch (y.device().kind) {
     case DeviceKind::Cpu:
-      return cpu::dropout_forward(y.f32(), x.f32(), p, rng, global_ids.data(), x.rows(), x.cols());
+      return cpu::kernels().dropout_forward(y.f32(), x.f32(), p, rng, global_ids.data(), x.rows(),
+                                            x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<GlobalId> ids(global_ids);
@@ -307,8 +306,8 @@ void dropout_backward(Tensor& d_x, const Tensor& d_y, float p, const CounterRng&
   check_dropout(d_x, d_y, p, global_ids, "dropout_backward", "d_x", "d_y");
   switch (d_x.device().kind) {
     case DeviceKind::Cpu:
-      return cpu::dropout_backward(d_x.f32(), d_y.f32(), p, rng, global_ids.data(), d_y.rows(),
-                                   d_y.cols());
+      return cpu::kernels().dropout_backward(d_x.f32(), d_y.f32(), p, rng, global_ids.data(),
+                                             d_y.rows(), d_y.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<GlobalId> ids(global_ids);
@@ -329,8 +328,7 @@ void gather_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows) {
   check_no_alias(out, x, "gather_rows", "out", "x");
   check_rows(rows, x.rows(), /*distinct=*/false, "gather_rows", device);
   switch (device.kind) {
-    case DeviceKind::Cpu:
-      return cpu::gather_rows(out.f32(), x.f32(), rows, x.cols());
+    case DeviceKind::Cpu: return cpu::kernels().gather_rows(out.f32(), x.f32(), rows, x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<NodeId> r(rows);
@@ -350,7 +348,7 @@ void scatter_add_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows
   check_rows(rows, out.rows(), /*distinct=*/false, "scatter_add_rows", device);
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::scatter_add_rows(out.f32(), x.f32(), rows, out.cols());
+      return cpu::kernels().scatter_add_rows(out.f32(), x.f32(), rows, out.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<NodeId> r(rows);
@@ -370,7 +368,8 @@ void log_softmax_forward(Tensor& logp, const Tensor& logits) {
   check_dims(logp, logits.rows(), logits.cols(), "log_softmax_forward", "logp");
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::log_softmax_forward(logp.f32(), logits.f32(), logits.rows(), logits.cols());
+      return cpu::kernels().log_softmax_forward(logp.f32(), logits.f32(), logits.rows(),
+                                                logits.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL(return cuda::log_softmax_forward(logp.f32(), logits.f32(), logits.rows(),
                                                            logits.cols()));
@@ -386,7 +385,7 @@ double nll_loss_sum(const Tensor& logp, std::span<const std::int64_t> labels,
   check_labels(labels, rows, logp.rows(), logp.cols(), "nll_loss_sum", device);
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::nll_loss_sum(logp.f32(), labels.data(), rows, logp.cols());
+      return cpu::kernels().nll_loss_sum(logp.f32(), labels.data(), rows, logp.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<std::int64_t> l(labels);
@@ -411,8 +410,8 @@ void log_softmax_nll_backward(Tensor& d_logits, const Tensor& logp,
   check_labels(labels, rows, logp.rows(), logp.cols(), kernel, device);
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::log_softmax_nll_backward(d_logits.f32(), logp.f32(), labels.data(), rows, scale,
-                                           logp.rows(), logp.cols());
+      return cpu::kernels().log_softmax_nll_backward(d_logits.f32(), logp.f32(), labels.data(),
+                                                     rows, scale, logp.rows(), logp.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<std::int64_t> l(labels);
@@ -435,7 +434,8 @@ double sigmoid_bce_loss_sum(const Tensor& logits, const Tensor& targets,
   check_rows(rows, logits.rows(), /*distinct=*/false, "sigmoid_bce_loss_sum", device);
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::sigmoid_bce_loss_sum(count, logits.f32(), targets.f32(), rows, logits.cols());
+      return cpu::kernels().sigmoid_bce_loss_sum(count, logits.f32(), targets.f32(), rows,
+                                                 logits.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<NodeId> r(rows);
@@ -460,8 +460,8 @@ void sigmoid_bce_backward(Tensor& d_logits, const Tensor& logits, const Tensor& 
   check_rows(rows, logits.rows(), /*distinct=*/true, kernel, device);
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::sigmoid_bce_backward(d_logits.f32(), logits.f32(), targets.f32(), rows, scale,
-                                       logits.rows(), logits.cols());
+      return cpu::kernels().sigmoid_bce_backward(d_logits.f32(), logits.f32(), targets.f32(), rows,
+                                                 scale, logits.rows(), logits.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<NodeId> r(rows);
@@ -482,7 +482,8 @@ void batch_norm_stats(std::span<double> sum, std::span<double> sum_sq, const Ten
   check_count(sum_sq.size(), x.cols(), "batch_norm_stats", "sum_sq");
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::batch_norm_stats(sum.data(), sum_sq.data(), x.f32(), x.rows(), x.cols());
+      return cpu::kernels().batch_norm_stats(sum.data(), sum_sq.data(), x.f32(), x.rows(),
+                                             x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceOutput<double> s(sum), s2(sum_sq);
@@ -512,8 +513,9 @@ void batch_norm_forward(Tensor& y, Tensor& x_hat, const Tensor& x, std::span<con
   check_count(beta.size(), x.cols(), kernel, "beta");
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::batch_norm_forward(y.f32(), x_hat.f32(), x.f32(), mean.data(), inv_std.data(),
-                                     gamma.data(), beta.data(), x.rows(), x.cols());
+      return cpu::kernels().batch_norm_forward(y.f32(), x_hat.f32(), x.f32(), mean.data(),
+                                               inv_std.data(), gamma.data(), beta.data(), x.rows(),
+                                               x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<float> m(mean), is(inv_std), g(gamma), b(beta);
@@ -535,8 +537,8 @@ void batch_norm_backward_stats(std::span<double> sum_dy, std::span<double> sum_d
   check_count(sum_dy_xhat.size(), d_y.cols(), kernel, "sum_dy_xhat");
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::batch_norm_backward_stats(sum_dy.data(), sum_dy_xhat.data(), d_y.f32(),
-                                            x_hat.f32(), d_y.rows(), d_y.cols());
+      return cpu::kernels().batch_norm_backward_stats(sum_dy.data(), sum_dy_xhat.data(), d_y.f32(),
+                                                      x_hat.f32(), d_y.rows(), d_y.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceOutput<double> s(sum_dy), s2(sum_dy_xhat);
@@ -569,9 +571,9 @@ void batch_norm_backward(Tensor& d_x, const Tensor& d_y, const Tensor& x_hat,
                 ": count (rows over all ranks) must be > 0, found ", count);
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::batch_norm_backward(d_x.f32(), d_y.f32(), x_hat.f32(), gamma.data(),
-                                      inv_std.data(), sum_dy.data(), sum_dy_xhat.data(), count,
-                                      d_y.rows(), d_y.cols());
+      return cpu::kernels().batch_norm_backward(d_x.f32(), d_y.f32(), x_hat.f32(), gamma.data(),
+                                                inv_std.data(), sum_dy.data(), sum_dy_xhat.data(),
+                                                count, d_y.rows(), d_y.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<float> g(gamma), is(inv_std);
@@ -589,8 +591,7 @@ void add_doubles(std::span<float> out, std::span<const double> values, Device de
   check_count(values.size(), static_cast<std::int64_t>(out.size()), "add_doubles", "values");
   const auto n = static_cast<std::int64_t>(out.size());
   switch (device.kind) {
-    case DeviceKind::Cpu:
-      return cpu::add_doubles(out.data(), values.data(), n);
+    case DeviceKind::Cpu: return cpu::kernels().add_doubles(out.data(), values.data(), n);
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceOutput<float> o(out);
@@ -613,8 +614,8 @@ void adam_update(std::span<float> params, std::span<float> m, std::span<float> v
   check_count(decay.size(), n, "adam_update", "decay");
   switch (device.kind) {
     case DeviceKind::Cpu:
-      return cpu::adam_update(params.data(), m.data(), v.data(), grads.data(), decay.data(), step,
-                              n);
+      return cpu::kernels().adam_update(params.data(), m.data(), v.data(), grads.data(),
+                                        decay.data(), step, n);
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceOutput<float> p(params), mo(m), vo(v);

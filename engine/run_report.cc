@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <variant>
 
+#include "core/cpu/dispatch.h"
 #include "core/error.h"
 #include "engine/option_table.h"
 #include "engine/system.h"
@@ -235,9 +236,13 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["peak_rss_bytes_sum"] = info.peak_rss_bytes_sum;
   s["peak_rss_bytes_per_rank"] = info.peak_rss_bytes_per_rank;
   const Provenance& p = info.provenance;
-  s["provenance"] = {{"version", p.version},           {"git_commit", p.git_commit},
-                     {"command", p.command},           {"hosts", p.hosts},
-                     {"slurm_job_id", p.slurm_job_id}, {"slurm_array_task", p.slurm_array_task}};
+  s["provenance"] = {{"version", p.version},
+                     {"git_commit", p.git_commit},
+                     {"command", p.command},
+                     {"hosts", p.hosts},
+                     {"slurm_job_id", p.slurm_job_id},
+                     {"slurm_array_task", p.slurm_array_task},
+                     {"cpu_kernels", cpu::cpu_kernels_description()}};  // rank 0's
   return s.dump(2) + "\n";
 }
 

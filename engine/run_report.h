@@ -49,7 +49,8 @@ class MetricsWriter {
 // engine/option_table.h) and what the run resolved. Pointers must be non-null, except
 // `partition` (absent on ranks other than 0 when rank 0 partitioned in process).
 // Where and from what a run came, recorded under the summary's "provenance" (it differs between
-// runs of the same configuration: compare summaries without it).
+// runs of the same configuration: compare summaries without it), with rank 0's CPU kernels and
+// BLAS (core/cpu/dispatch.h).
 struct Provenance {
   std::string version;             // Tessera's
   std::string git_commit;          // of the source tree it was built from

@@ -8,7 +8,8 @@
 #include "core/cpu/kernels_cpu.h"
 #include "core/cpu/parallel.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_TARGET_BEGIN
+namespace tessera::cpu::TESSERA_CPU_NS {
 
 void batch_norm_stats(double* sum, double* sum_sq, const float* x, std::int64_t r, std::int64_t f) {
   std::vector<double> sums(static_cast<std::size_t>(2 * f));  // (sum, sum_sq) per column
@@ -85,4 +86,5 @@ void batch_norm_backward(float* d_x, const float* d_y, const float* x_hat, const
   }
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TESSERA_CPU_NS
+TESSERA_CPU_TARGET_END

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // CPU dense kernels: GEMM through OpenBLAS cblas_sgemm (row-major; a tuned BLAS beats anything
 // hand-written here) split over the OpenMP team, axpy and column sums with OpenMP, and the
-// thread setting, and the flat-buffer updates of the parameters (Adam, adding doubles). This is
-// the only file that includes <cblas.h>.
+// flat-buffer updates of the parameters (Adam, adding doubles). The only kernel source that
+// includes <cblas.h> (dispatch.cc asks it which kernels OpenBLAS chose).
 #include <cblas.h>
 #include <omp.h>
 
@@ -15,7 +15,8 @@
 #include "core/cpu/parallel.h"
 #include "core/error.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_TARGET_BEGIN
+namespace tessera::cpu::TESSERA_CPU_NS {
 
 namespace {
 
@@ -137,11 +138,5 @@ void adam_update(float* params, float* m, float* v, const float* grads, const fl
   }
 }
 
-void set_num_threads(int threads) {
-  if (threads <= 0) return;
-  omp_set_num_threads(threads);
-}
-
-int num_threads() { return omp_get_max_threads(); }
-
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TESSERA_CPU_NS
+TESSERA_CPU_TARGET_END

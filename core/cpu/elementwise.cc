@@ -11,7 +11,8 @@
 #include "core/cpu/kernels_cpu.h"
 #include "core/cpu/parallel.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_TARGET_BEGIN
+namespace tessera::cpu::TESSERA_CPU_NS {
 namespace {
 
 inline float relu(float v) { return v < 0.0f ? 0.0f : v; }
@@ -116,4 +117,5 @@ void dropout_backward(float* d_x, const float* d_y, float p, const CounterRng& r
   apply_dropout_mask(d_x, d_y, p, rng, global_ids, r, f);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TESSERA_CPU_NS
+TESSERA_CPU_TARGET_END

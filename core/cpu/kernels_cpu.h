@@ -3,11 +3,16 @@
 // sizes (outputs first, then inputs, then sizes). kernels.cc checks shapes, dtypes, devices and
 // index ranges before calling here, so these functions trust their arguments. Reductions use a
 // fixed block order, so every result is independent of the thread count.
+//
+// Each kernel is compiled once per instruction-set level (core/cpu/cpu_level.h) into
+// tessera::cpu::<level>; a KernelTable holds one level's kernels and cpu::kernels()
+// (core/cpu/dispatch.h) the level this CPU runs, which is what kernels.cc calls.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
+#include "core/cpu/cpu_level.h"
 #include "core/csr.h"
 #include "core/kernels.h"
 #include "core/rng.h"
@@ -15,71 +20,124 @@
 namespace tessera::cpu {
 
 // ---- sparse (spmm.cc) ----
-// out (R, F) = A (R, C) * x (C, F); out must not alias x.
-void spmm(float* out, const CsrView& a, const float* x, std::int64_t f);
-// Only the listed rows of out (distinct) are written.
-void spmm_rows(float* out, const CsrView& a, const float* x, std::span<const NodeId> rows,
-               std::int64_t f);
+// spmm(out, a, x, f): out (R, F) = A (R, C) * x (C, F); out must not alias x.
+using SpmmFn = void(float* out, const CsrView& a, const float* x, std::int64_t f);
+// spmm_rows(out, a, x, rows, f): only the listed rows of out (distinct) are written.
+using SpmmRowsFn = void(float* out, const CsrView& a, const float* x, std::span<const NodeId> rows,
+                        std::int64_t f);
 
 // ---- dense (dense.cc) ----
-// c (M, N) = alpha * op(a) (M, K) * op(b) (K, N) + beta * c, row-major, no aliasing.
-void gemm(float* c, const float* a, bool trans_a, const float* b, bool trans_b, float alpha,
-          float beta, std::int64_t m, std::int64_t n, std::int64_t k);
-// y (n) += alpha * x (n).
-void axpy(float* y, float alpha, const float* x, std::int64_t n);
-// out (F) (+)= column sums of x (R, F).
-void column_sums(float* out, const float* x, bool accumulate, std::int64_t r, std::int64_t f);
-// OpenMP and BLAS thread counts.
-void add_doubles(float* out, const double* values, std::int64_t n);
-void adam_update(float* params, float* m, float* v, const float* grads, const float* decay,
-                 const AdamStep& step, std::int64_t n);
-void set_num_threads(int threads);
-int num_threads();
+// gemm(c, a, trans_a, b, trans_b, alpha, beta, m, n, k): c (M, N) = alpha * op(a) (M, K) *
+// op(b) (K, N) + beta * c, row-major, no aliasing.
+using GemmFn = void(float* c, const float* a, bool trans_a, const float* b, bool trans_b,
+                    float alpha, float beta, std::int64_t m, std::int64_t n, std::int64_t k);
+// axpy(y, alpha, x, n): y (n) += alpha * x (n).
+using AxpyFn = void(float* y, float alpha, const float* x, std::int64_t n);
+// column_sums(out, x, accumulate, r, f): out (F) (+)= column sums of x (R, F).
+using ColumnSumsFn = void(float* out, const float* x, bool accumulate, std::int64_t r,
+                          std::int64_t f);
+// add_doubles(out, values, n): out (n) += values rounded to float.
+using AddDoublesFn = void(float* out, const double* values, std::int64_t n);
+using AdamUpdateFn = void(float* params, float* m, float* v, const float* grads, const float* decay,
+                          const AdamStep& step, std::int64_t n);
 
 // ---- elementwise (elementwise.cc); y may alias x, d_x may alias d_y ----
-// y (R, F) = act(x (R, F) + bias (F)); bias may be null.
-void bias_act_forward(float* y, const float* x, const float* bias, Activation act, std::int64_t r,
-                      std::int64_t f);
-// d_x (R, F) = d_y * act'(y); d_bias (F) += column sums of d_x when d_bias is not null.
-void bias_act_backward(float* d_x, float* d_bias, const float* d_y, const float* y, Activation act,
-                       std::int64_t r, std::int64_t f);
-// y (R, F) = keep ? x / (1 - p) : 0 with keep = rng.uniform(global_ids[r], f) >= p.
-void dropout_forward(float* y, const float* x, float p, const CounterRng& rng,
-                     const GlobalId* global_ids, std::int64_t r, std::int64_t f);
-void dropout_backward(float* d_x, const float* d_y, float p, const CounterRng& rng,
-                      const GlobalId* global_ids, std::int64_t r, std::int64_t f);
+// bias_act_forward(y, x, bias, act, r, f): y (R, F) = act(x (R, F) + bias (F)); bias may be
+// null.
+using BiasActForwardFn = void(float* y, const float* x, const float* bias, Activation act,
+                              std::int64_t r, std::int64_t f);
+// bias_act_backward(d_x, d_bias, d_y, y, act, r, f): d_x (R, F) = d_y * act'(y); d_bias (F) +=
+// column sums of d_x when d_bias is not null.
+using BiasActBackwardFn = void(float* d_x, float* d_bias, const float* d_y, const float* y,
+                               Activation act, std::int64_t r, std::int64_t f);
+// dropout_forward(y, x, p, rng, global_ids, r, f): y (R, F) = keep ? x / (1 - p) : 0 with
+// keep = rng.uniform(global_ids[r], f) >= p; dropout_backward the same on gradients.
+using DropoutFn = void(float* y, const float* x, float p, const CounterRng& rng,
+                       const GlobalId* global_ids, std::int64_t r, std::int64_t f);
 
 // ---- row movement (rows.cc); out never aliases x ----
-// out (rows.size(), F) = x[rows].
-void gather_rows(float* out, const float* x, std::span<const NodeId> rows, std::int64_t f);
-// out[rows[i]] += x[i] in list order (rows may repeat).
-void scatter_add_rows(float* out, const float* x, std::span<const NodeId> rows, std::int64_t f);
+// gather_rows(out, x, rows, f): out (rows.size(), F) = x[rows]. scatter_add_rows(out, x, rows,
+// f): out[rows[i]] += x[i] in list order (rows may repeat).
+using RowsFn = void(float* out, const float* x, std::span<const NodeId> rows, std::int64_t f);
 
 // ---- losses (loss.cc) ----
-// logp (R, C) = log_softmax(logits) row by row; logp may alias logits.
-void log_softmax_forward(float* logp, const float* logits, std::int64_t r, std::int64_t c);
-double nll_loss_sum(const float* logp, const std::int64_t* labels, std::span<const NodeId> rows,
-                    std::int64_t c);
-// d_logits (R, C): written on every row (listed rows distinct); must not alias logp.
-void log_softmax_nll_backward(float* d_logits, const float* logp, const std::int64_t* labels,
-                              std::span<const NodeId> rows, float scale, std::int64_t r,
-                              std::int64_t c);
-// *count = number of (row, task) terms with a non-NaN target; logits, targets (R, T).
-double sigmoid_bce_loss_sum(std::int64_t* count, const float* logits, const float* targets,
-                            std::span<const NodeId> rows, std::int64_t t);
-void sigmoid_bce_backward(float* d_logits, const float* logits, const float* targets,
-                          std::span<const NodeId> rows, float scale, std::int64_t r,
-                          std::int64_t t);
+// log_softmax_forward(logp, logits, r, c): logp (R, C) = log_softmax(logits) row by row; logp
+// may alias logits.
+using LogSoftmaxFn = void(float* logp, const float* logits, std::int64_t r, std::int64_t c);
+using NllLossSumFn = double(const float* logp, const std::int64_t* labels,
+                            std::span<const NodeId> rows, std::int64_t c);
+// log_softmax_nll_backward(d_logits, logp, labels, rows, scale, r, c): d_logits (R, C) written
+// on every row (listed rows distinct); must not alias logp.
+using LogSoftmaxNllBackwardFn = void(float* d_logits, const float* logp, const std::int64_t* labels,
+                                     std::span<const NodeId> rows, float scale, std::int64_t r,
+                                     std::int64_t c);
+// sigmoid_bce_loss_sum(count, logits, targets, rows, t): *count = number of (row, task) terms
+// with a non-NaN target; logits, targets (R, T).
+using SigmoidBceLossSumFn = double(std::int64_t* count, const float* logits, const float* targets,
+                                   std::span<const NodeId> rows, std::int64_t t);
+using SigmoidBceBackwardFn = void(float* d_logits, const float* logits, const float* targets,
+                                  std::span<const NodeId> rows, float scale, std::int64_t r,
+                                  std::int64_t t);
 
 // ---- batch normalisation (batch_norm.cc); y and x_hat may alias x, d_x may alias d_y ----
-void batch_norm_stats(double* sum, double* sum_sq, const float* x, std::int64_t r, std::int64_t f);
-void batch_norm_forward(float* y, float* x_hat, const float* x, const float* mean,
-                        const float* inv_std, const float* gamma, const float* beta, std::int64_t r,
-                        std::int64_t f);
-void batch_norm_backward_stats(double* sum_dy, double* sum_dy_xhat, const float* d_y,
-                               const float* x_hat, std::int64_t r, std::int64_t f);
-void batch_norm_backward(float* d_x, const float* d_y, const float* x_hat, const float* gamma,
-                         const float* inv_std, const double* sum_dy, const double* sum_dy_xhat,
-                         double count, std::int64_t r, std::int64_t f);
+using BatchNormStatsFn = void(double* sum, double* sum_sq, const float* x, std::int64_t r,
+                              std::int64_t f);
+using BatchNormForwardFn = void(float* y, float* x_hat, const float* x, const float* mean,
+                                const float* inv_std, const float* gamma, const float* beta,
+                                std::int64_t r, std::int64_t f);
+using BatchNormBackwardStatsFn = void(double* sum_dy, double* sum_dy_xhat, const float* d_y,
+                                      const float* x_hat, std::int64_t r, std::int64_t f);
+using BatchNormBackwardFn = void(float* d_x, const float* d_y, const float* x_hat,
+                                 const float* gamma, const float* inv_std, const double* sum_dy,
+                                 const double* sum_dy_xhat, double count, std::int64_t r,
+                                 std::int64_t f);
+
+// Every kernel as X(type, name), in one list: the table's members, the levels' declarations
+// and their tables (kernel_table.cc) come from it.
+#define TESSERA_CPU_KERNELS(X)                           \
+  X(SpmmFn, spmm)                                        \
+  X(SpmmRowsFn, spmm_rows)                               \
+  X(GemmFn, gemm)                                        \
+  X(AxpyFn, axpy)                                        \
+  X(ColumnSumsFn, column_sums)                           \
+  X(AddDoublesFn, add_doubles)                           \
+  X(AdamUpdateFn, adam_update)                           \
+  X(BiasActForwardFn, bias_act_forward)                  \
+  X(BiasActBackwardFn, bias_act_backward)                \
+  X(DropoutFn, dropout_forward)                          \
+  X(DropoutFn, dropout_backward)                         \
+  X(RowsFn, gather_rows)                                 \
+  X(RowsFn, scatter_add_rows)                            \
+  X(LogSoftmaxFn, log_softmax_forward)                   \
+  X(NllLossSumFn, nll_loss_sum)                          \
+  X(LogSoftmaxNllBackwardFn, log_softmax_nll_backward)   \
+  X(SigmoidBceLossSumFn, sigmoid_bce_loss_sum)           \
+  X(SigmoidBceBackwardFn, sigmoid_bce_backward)          \
+  X(BatchNormStatsFn, batch_norm_stats)                  \
+  X(BatchNormForwardFn, batch_norm_forward)              \
+  X(BatchNormBackwardStatsFn, batch_norm_backward_stats) \
+  X(BatchNormBackwardFn, batch_norm_backward)
+
+// One level's kernels.
+struct KernelTable {
+#define TESSERA_CPU_MEMBER(type, name) type* name;
+  TESSERA_CPU_KERNELS(TESSERA_CPU_MEMBER)
+#undef TESSERA_CPU_MEMBER
+};
 
 }  // namespace tessera::cpu
+
+// The kernels of the level this source is compiled for (declared inside the level's target
+// region, where the kernel sources define them).
+TESSERA_CPU_TARGET_BEGIN
+namespace tessera::cpu::TESSERA_CPU_NS {
+#define TESSERA_CPU_DECLARE(type, name) type name;
+TESSERA_CPU_KERNELS(TESSERA_CPU_DECLARE)
+#undef TESSERA_CPU_DECLARE
+}  // namespace tessera::cpu::TESSERA_CPU_NS
+TESSERA_CPU_TARGET_END
+
+namespace tessera::cpu::TESSERA_CPU_NS {
+// This level's table (kernel_table.cc): a plain function, outside the target region.
+const KernelTable& kernel_table();
+}  // namespace tessera::cpu::TESSERA_CPU_NS

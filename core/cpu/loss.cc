@@ -10,7 +10,8 @@
 #include "core/cpu/kernels_cpu.h"
 #include "core/cpu/parallel.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_TARGET_BEGIN
+namespace tessera::cpu::TESSERA_CPU_NS {
 namespace {
 
 void zero(float* out, std::int64_t n) {
@@ -106,4 +107,5 @@ void sigmoid_bce_backward(float* d_logits, const float* logits, const float* tar
   }
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TESSERA_CPU_NS
+TESSERA_CPU_TARGET_END

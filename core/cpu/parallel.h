@@ -8,7 +8,11 @@
 #include <cstdint>
 #include <vector>
 
-namespace tessera::cpu::detail {
+#include "core/cpu/cpu_level.h"
+
+// In each level's namespace and target region, like the kernels that use it.
+TESSERA_CPU_TARGET_BEGIN
+namespace tessera::cpu::TESSERA_CPU_NS::detail {
 
 // Loops touching fewer elements than this run serially (a parallel region costs ~µs).
 inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 15;
@@ -43,4 +47,5 @@ void reduce_rows(double* sums, std::int64_t width, std::int64_t rows, AddRow add
   }
 }
 
-}  // namespace tessera::cpu::detail
+}  // namespace tessera::cpu::TESSERA_CPU_NS::detail
+TESSERA_CPU_TARGET_END

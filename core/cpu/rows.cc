@@ -10,7 +10,8 @@
 #include "core/cpu/kernels_cpu.h"
 #include "core/cpu/parallel.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_TARGET_BEGIN
+namespace tessera::cpu::TESSERA_CPU_NS {
 namespace {
 
 // out[rows[i], c0:c1] += x[i, c0:c1] for every i, in list order.
@@ -54,4 +55,5 @@ void scatter_add_rows(float* out, const float* x, std::span<const NodeId> rows, 
   }
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TESSERA_CPU_NS
+TESSERA_CPU_TARGET_END

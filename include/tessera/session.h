@@ -166,7 +166,7 @@ class TESSERA_API Session {
 // "major.minor.patch" of the library.
 TESSERA_API std::string version();
 // The version, the source commit and the backends: "Tessera 0.2.0 (commit 5f9d58b3c2a1, CPU
-// only)", as every program's --version prints it.
+// only)", then a line with the CPU kernels in use, as every program's --version prints it.
 TESSERA_API std::string build_description();
 
 }  // namespace tessera

@@ -167,8 +167,9 @@ TEST(Outputs, PredictionsAreProbabilitiesOfEveryNodeInIdOrder) {
 }
 
 // Training at 4 ranks sums in another order than at 1: the probabilities agree to rounding
-// carried through 40 epochs, the classes exactly. (The gather itself is exact: see
-// SavedModelPredictsWhatTrainingPredictedAtOneAndFourRanks.)
+// carried through 40 epochs, and so do the classes, up to a node whose two top classes are that
+// close (none measured; 3 of 3000 allowed). The same weights at 4 ranks give the
+// same classes exactly: SavedModelPredictsWhatTrainingPredictedAtOneAndFourRanks.
 TEST(Outputs, PredictionsAtFourRanksEqualThoseAtOneRank) {
   const Reference& ref = reference();
   const fs::path four = file("predictions_4.npy");
@@ -176,7 +177,7 @@ TEST(Outputs, PredictionsAtFourRanksEqualThoseAtOneRank) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Matrix a = read_npy(ref.predictions), b = read_npy(four);
   EXPECT_LE(max_difference(a, b), 1e-2f);
-  EXPECT_EQ(argmax_differences(a, b), 0);
+  EXPECT_LE(argmax_differences(a, b), 3);
 }
 
 // The pipelined modes train another model (chunks see stale halos), so their predictions are
@@ -195,11 +196,13 @@ TEST(Outputs, PipelinedModesGatherTheLastStagesRows) {
   }
 }
 
+// The same weights (the reference's model file) at 2 ranks: the gathered embeddings equal the
+// 1-rank ones to one evaluation's rounding.
 TEST(Outputs, EmbeddingsAtTwoRanksEqualThoseAtOneRankAsCsv) {
   const Reference& ref = reference();
   const fs::path two = file("embeddings_2.csv");
-  const Result r =
-      run(train_gcn(2, kTrain + "--save-embeddings " + two.string() + " --embedding-layer 1"));
+  const Result r = run(train_gcn(2, "--predict " + ref.model.string() + " --save-embeddings " +
+                                        two.string() + " --embedding-layer 1"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Matrix a = read_csv(ref.embeddings), b = read_csv(two);
   EXPECT_EQ(a.rows, 3000);
@@ -207,7 +210,7 @@ TEST(Outputs, EmbeddingsAtTwoRanksEqualThoseAtOneRankAsCsv) {
   float scale = 0.0f;
   for (float v : a.data) scale = std::max(scale, std::abs(v));
   ASSERT_GT(scale, 0.0f);
-  EXPECT_LE(max_difference(a, b), 1e-4f * scale);
+  EXPECT_LE(max_difference(a, b), 1e-5f * scale);
 }
 
 TEST(Outputs, RestoreBestReportsAndSavesTheBestValidationEpoch) {

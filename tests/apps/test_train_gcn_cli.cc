@@ -34,9 +34,11 @@ fs::path work_dir() {
   return dir;
 }
 
-Result run(const std::string& args) {
+// `env`: NAME=VALUE ... set for the run.
+Result run(const std::string& args, const std::string& env = "") {
   fs::path log = work_dir() / "out.log";
-  std::string command = std::string(TRAIN_GCN_PATH) + " " + args + " > " + log.string() + " 2>&1";
+  std::string command = (env.empty() ? "" : "env " + env + " ") + std::string(TRAIN_GCN_PATH) +
+                        " " + args + " > " + log.string() + " 2>&1";
   int status = std::system(command.c_str());
   Result r;
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
@@ -246,6 +248,38 @@ TEST(TrainGcnCli, MetricsCanBeFollowedWhileTraining) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_NE(::kill(pid, 0), 0) << "SIGTERM did not stop it";
   EXPECT_GE(lines().size(), seen.size()) << "a stopped run keeps its metrics";
+}
+
+// The CPU kernels of every instruction-set level this machine runs train the same model: the
+// summaries (without timings) are identical. A level that is unknown, or that the CPU lacks, is
+// refused by name.
+TEST(TrainGcnCli, EveryCpuLevelGivesTheSameSummary) {
+  const fs::path summary = work_dir() / "level.json";
+  std::string baseline;
+  int levels = 0;
+  for (const char* level : {"baseline", "avx", "avx2", "avx512"}) {
+    fs::remove(summary);
+    const Result r = run(std::string(kQuick) + " --summary " + summary.string(),
+                         std::string("TESSERA_CPU=") + level);
+    if (r.exit_code != 0 && r.output.find("does not run") != std::string::npos) {
+      std::printf("[ skipped  ] %s: not run by this CPU\n", level);
+      continue;
+    }
+    ASSERT_EQ(r.exit_code, 0) << level << "\n" << r.output;
+    const nlohmann::json s = nlohmann::json::parse(read_file(summary));
+    EXPECT_EQ(s["provenance"]["cpu_kernels"].get<std::string>().rfind(level, 0), 0u)
+        << s["provenance"];
+    const std::string stripped = strip_timings(s).dump();
+    if (baseline.empty()) baseline = stripped;
+    EXPECT_EQ(stripped, baseline) << level << " trains another model than the baseline";
+    ++levels;
+  }
+  EXPECT_GE(levels, 1);
+  const Result bad = run(std::string(kQuick), "TESSERA_CPU=avx3");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("TESSERA_CPU=avx3: expected baseline, avx, avx2 or avx512"),
+            std::string::npos)
+      << bad.output;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/codec.h"
+#include "core/cpu/dispatch.h"
 #include "core/error.h"
 
 namespace tessera {
@@ -548,6 +549,61 @@ void expect_header_error(std::span<const std::byte> bytes, std::int64_t rows, st
           << "'" << fragment << "' not in: " << e.message();
     }
   }
+}
+
+// Every instruction-set level the CPU runs (core/cpu/dispatch.h) encodes the same bytes and
+// decodes the same floats as the baseline — except the documented one: the offset of an integer
+// row whose minimum is a zero may be +0 at one level and -0 at another (AVX2 lanes keep their
+// first zero), which decodes identically. Rows hold zeros of both signs, ReLU-like rows and, for
+// the float codecs, NaN and Inf.
+TEST(Codec, EveryCpuLevelEncodesTheBaselinesBytes) {
+  const cpu::CpuLevel saved = cpu::cpu_level();
+  std::vector<cpu::CpuLevel> levels;
+  for (cpu::CpuLevel level : cpu::built_cpu_levels())
+    if (level != cpu::CpuLevel::Baseline && cpu::cpu_supports(level)) levels.push_back(level);
+  if (levels.empty()) GTEST_SKIP() << "no level beside the baseline built and runnable here";
+  for (const std::int64_t f : {1, 7, 8, 9, 31, 64, 65, 130, 257}) {
+    Tensor x = random_tensor(40, f, 11);
+    for (std::int64_t r = 0; r < 40; r += 3)  // ReLU-like rows: minimum a zero of either sign
+      for (std::int64_t k = 0; k < f; ++k) {
+        float& v = x.row<float>(r)[k];
+        v = v < 0.0f ? (k % 2 ? -0.0f : 0.0f) : v;
+      }
+    Tensor special(x.rows(), x.cols());
+    special.copy_from(x);
+    special.row<float>(1)[0] = std::numeric_limits<float>::quiet_NaN();
+    special.row<float>(2)[f - 1] = std::numeric_limits<float>::infinity();
+    const std::vector<GlobalId> ids = global_ids(40);
+    const CodecNoise noise{5, 9, 1, RngPurpose::CodecForward};
+    for (const CodecKind kind : kAllCodecs) {
+      const Tensor& in = is_stochastic(kind) ? x : special;
+      cpu::set_cpu_level(cpu::CpuLevel::Baseline);
+      std::vector<float> want_ranges(40);
+      const std::vector<std::byte> want = encode(kind, in, noise, ids, want_ranges);
+      const Tensor want_decoded = decode(kind, want, 40, f);
+      for (const cpu::CpuLevel level : levels) {
+        cpu::set_cpu_level(level);
+        const std::string where = std::string(to_string(kind)) + " at width " + std::to_string(f) +
+                                  ", " + cpu::to_string(level);
+        std::vector<float> ranges(40);
+        std::vector<std::byte> got = encode(kind, in, noise, ids, ranges);
+        ASSERT_EQ(got.size(), want.size()) << where;
+        const std::size_t row_bytes = encoded_row_bytes(kind, f);
+        for (std::size_t r = 0; r < 40 && is_stochastic(kind); ++r) {
+          float a, b;  // the offsets: equal as numbers, then made equal as bytes
+          std::memcpy(&a, want.data() + r * row_bytes, sizeof(float));
+          std::memcpy(&b, got.data() + r * row_bytes, sizeof(float));
+          EXPECT_EQ(a, b) << where << ", row " << r;
+          if (a == b) std::memcpy(got.data() + r * row_bytes, &a, sizeof(float));
+        }
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << where;
+        EXPECT_EQ(std::memcmp(ranges.data(), want_ranges.data(), 40 * sizeof(float)), 0) << where;
+        const Tensor decoded = decode(kind, want, 40, f);
+        EXPECT_EQ(std::memcmp(decoded.raw(), want_decoded.raw(), decoded.bytes()), 0) << where;
+      }
+    }
+  }
+  cpu::set_cpu_level(saved);
 }
 
 TEST(Codec, MessageHeaderRoundTrip) {

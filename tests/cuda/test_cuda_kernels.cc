@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "core/cpu/kernels_cpu.h"
+#include "core/cpu/dispatch.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
 #include "core/cuda/kernels_cuda.h"
@@ -397,8 +397,8 @@ TEST_F(CudaKernels, SigmoidBceLossAndBackwardMatchCpu) {
         const auto n = static_cast<std::int64_t>(listed.size());
         const cuda::DeviceBuffer d_listed = upload(listed);
         std::int64_t want_count = -1;
-        const double want = cpu::sigmoid_bce_loss_sum(&want_count, logits.data(), targets.data(),
-                                                      listed, t);
+        const double want = cpu::kernels().sigmoid_bce_loss_sum(&want_count, logits.data(),
+                                                                targets.data(), listed, t);
         std::int64_t got_count = -1;
         const double got = cuda::sigmoid_bce_loss_sum(&got_count, d_logits.as<float>(),
                                                       d_targets.as<float>(),
@@ -422,8 +422,8 @@ TEST_F(CudaKernels, SigmoidBceLossAndBackwardMatchCpu) {
 
         // Backward; the output starts as garbage, so that the zeroing of every entry is checked.
         std::vector<float> want_grad(static_cast<std::size_t>(rows * t));
-        cpu::sigmoid_bce_backward(want_grad.data(), logits.data(), targets.data(), listed, kScale,
-                                  rows, t);
+        cpu::kernels().sigmoid_bce_backward(want_grad.data(), logits.data(), targets.data(), listed,
+                                            kScale, rows, t);
         const cuda::DeviceBuffer d_grad =
             upload(std::vector<float>(static_cast<std::size_t>(rows * t), -7.0f));
         cuda::sigmoid_bce_backward(d_grad.as<float>(), d_logits.as<float>(),
@@ -482,7 +482,7 @@ TEST_F(CudaKernels, BatchNormStatsAndForwardMatchCpu) {
       const std::vector<float> x =
           test::random_floats(static_cast<std::size_t>(rows * f), 18, -2.0f, 3.0f);
       std::vector<double> sum(width), sum_sq(width);
-      cpu::batch_norm_stats(sum.data(), sum_sq.data(), x.data(), rows, f);
+      cpu::kernels().batch_norm_stats(sum.data(), sum_sq.data(), x.data(), rows, f);
       // Outputs start as garbage: written, not accumulated (0 when R = 0).
       const cuda::DeviceBuffer d_x = upload(x), d_sum = upload(std::vector<double>(width, 99.0)),
                                d_sum_sq = upload(std::vector<double>(width, 99.0));
@@ -502,8 +502,8 @@ TEST_F(CudaKernels, BatchNormStatsAndForwardMatchCpu) {
 
       const BatchNormParams p = batch_norm_params(sum, sum_sq, rows);
       std::vector<float> y(x.size()), x_hat(x.size());
-      cpu::batch_norm_forward(y.data(), x_hat.data(), x.data(), p.mean.data(), p.inv_std.data(),
-                              p.gamma.data(), p.beta.data(), rows, f);
+      cpu::kernels().batch_norm_forward(y.data(), x_hat.data(), x.data(), p.mean.data(),
+                                        p.inv_std.data(), p.gamma.data(), p.beta.data(), rows, f);
       // In place as the CPU allows: x_hat overwrites x; y in a buffer of its own.
       const cuda::DeviceBuffer d_in_out = upload(x), d_mean = upload(p.mean),
                                d_inv_std = upload(p.inv_std), d_gamma = upload(p.gamma),
@@ -539,8 +539,8 @@ TEST_F(CudaKernels, BatchNormBackwardStatsAndBackwardMatchCpu) {
       const std::vector<float> gamma = test::random_floats(width, 21, 0.5f, 2.0f);
       const std::vector<float> inv_std = test::random_floats(width, 23, 0.25f, 4.0f);
       std::vector<double> sum_dy(width), sum_dy_xhat(width);
-      cpu::batch_norm_backward_stats(sum_dy.data(), sum_dy_xhat.data(), d_y.data(), x_hat.data(),
-                                     rows, f);
+      cpu::kernels().batch_norm_backward_stats(sum_dy.data(), sum_dy_xhat.data(), d_y.data(),
+                                               x_hat.data(), rows, f);
       const cuda::DeviceBuffer d_dy = upload(d_y), d_xhat = upload(x_hat),
                                d_sum_dy = upload(std::vector<double>(width, 99.0)),
                                d_sum_dy_xhat = upload(std::vector<double>(width, 99.0));
@@ -562,8 +562,9 @@ TEST_F(CudaKernels, BatchNormBackwardStatsAndBackwardMatchCpu) {
       // as on one rank of several; in place on the GPU (d_x aliases d_y) as the layers call it.
       const double count = 3.0 * static_cast<double>(rows) + 1.0;
       std::vector<float> d_x(d_y.size());
-      cpu::batch_norm_backward(d_x.data(), d_y.data(), x_hat.data(), gamma.data(), inv_std.data(),
-                               sum_dy.data(), sum_dy_xhat.data(), count, rows, f);
+      cpu::kernels().batch_norm_backward(d_x.data(), d_y.data(), x_hat.data(), gamma.data(),
+                                         inv_std.data(), sum_dy.data(), sum_dy_xhat.data(), count,
+                                         rows, f);
       const cuda::DeviceBuffer d_grad = upload(d_y), d_gamma = upload(gamma),
                                d_inv_std = upload(inv_std), d_sums_dy = upload(sum_dy),
                                d_sums_dy_xhat = upload(sum_dy_xhat);

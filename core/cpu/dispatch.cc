@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CPU kernels' level chosen once (core/cpu/dispatch.h): GCC's CPU detection (which also
+// checks that the operating system saves the wide registers), TESSERA_CPU, and the tables of
+// the levels compiled into this build.
+#include "core/cpu/dispatch.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace tessera::cpu {
+#ifdef TESSERA_CPU_DISPATCH
+namespace avx {
+const KernelTable& kernel_table();
+}
+namespace avx2 {
+const KernelTable& kernel_table();
+}
+namespace avx512 {
+const KernelTable& kernel_table();
+}
+#endif
+
+namespace {
+
+constexpr CpuLevel kLevels[] = {CpuLevel::Baseline, CpuLevel::Avx, CpuLevel::Avx2,
+                                CpuLevel::Avx512};
+
+bool built(CpuLevel level) {
+#ifdef TESSERA_CPU_DISPATCH
+  (void)level;
+  return true;
+#else
+  return level == CpuLevel::Baseline;
+#endif
+}
+
+const KernelTable& table_of(CpuLevel level) {
+  switch (level) {
+#ifdef TESSERA_CPU_DISPATCH
+    case CpuLevel::Avx: return avx::kernel_table();
+    case CpuLevel::Avx2: return avx2::kernel_table();
+    case CpuLevel::Avx512: return avx512::kernel_table();
+#endif
+    default: return baseline::kernel_table();
+  }
+}
+
+// A level this build has and this CPU runs, else InvalidArgument naming `source`.
+CpuLevel checked(CpuLevel level, const std::string& source) {
+  TESSERA_CHECK(built(level), InvalidArgument, source, ": this build has the ", to_string(level),
+                " kernels only with TESSERA_CPU_DISPATCH (it has: baseline)");
+  TESSERA_CHECK(cpu_supports(level), InvalidArgument, source, ": this CPU does not run the ",
+                to_string(level), " kernels (the widest it runs: ", to_string([] {
+                  CpuLevel best = CpuLevel::Baseline;
+                  for (CpuLevel l : kLevels)
+                    if (built(l) && cpu_supports(l)) best = l;
+                  return best;
+                }()),
+                ")");
+  return level;
+}
+
+CpuLevel initial_level() {
+  if (const char* name = std::getenv("TESSERA_CPU"); name != nullptr && *name != '\0') {
+    for (CpuLevel level : kLevels)
+      if (std::string(name) == to_string(level))
+        return checked(level, std::string("TESSERA_CPU=") + name);
+    TESSERA_FAIL(InvalidArgument, "TESSERA_CPU=", name, ": expected baseline, avx, avx2 or avx512");
+  }
+  CpuLevel best = CpuLevel::Baseline;
+  for (CpuLevel level : kLevels)
+    if (built(level) && cpu_supports(level)) best = level;
+  return best;
+}
+
+std::atomic<int> g_level{-1};  // the level in use; -1 until the first kernel asks
+std::atomic<const KernelTable*> g_table{nullptr};
+
+}  // namespace
+
+const char* to_string(CpuLevel level) {
+  switch (level) {
+    case CpuLevel::Baseline: return "baseline";
+    case CpuLevel::Avx: return "avx";
+    case CpuLevel::Avx2: return "avx2";
+    case CpuLevel::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+std::vector<CpuLevel> built_cpu_levels() {
+  std::vector<CpuLevel> out;
+  for (CpuLevel level : kLevels)
+    if (built(level)) out.push_back(level);
+  return out;
+}
+
+bool cpu_supports(CpuLevel level) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  const bool avx = __builtin_cpu_supports("avx");
+  const bool avx2 = avx && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                    __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vl");
+  switch (level) {
+    case CpuLevel::Baseline: return true;
+    case CpuLevel::Avx: return avx;
+    case CpuLevel::Avx2: return avx2;
+    case CpuLevel::Avx512: return avx512;
+  }
+  return false;
+#else
+  return level == CpuLevel::Baseline;
+#endif
+}
+
+CpuLevel cpu_level() {
+  int level = g_level.load(std::memory_order_acquire);
+  if (level < 0) {
+    level = static_cast<int>(initial_level());
+    g_level.store(level, std::memory_order_release);
+  }
+  return static_cast<CpuLevel>(level);
+}
+
+void set_cpu_level(CpuLevel level) {
+  checked(level, std::string("set_cpu_level(") + to_string(level) + ")");
+  g_level.store(static_cast<int>(level), std::memory_order_release);
+  g_table.store(&table_of(level), std::memory_order_release);
+}
+
+const KernelTable& kernels() {
+  const KernelTable* table = g_table.load(std::memory_order_acquire);
+  if (table == nullptr) {
+    table = &table_of(cpu_level());
+    g_table.store(table, std::memory_order_release);
+  }
+  return *table;
+}
+
+std::string cpu_kernels_description() {
+  std::string built_list;
+  for (CpuLevel level : built_cpu_levels())
+    built_list += std::string(built_list.empty() ? "" : ", ") + to_string(level);
+  // OpenBLAS's configuration names the kernels it chose for this CPU (DYNAMIC_ARCH builds).
+  return std::string(to_string(cpu_level())) + " (built: " + built_list +
+         "); BLAS: " + openblas_get_config();
+}
+
+void set_num_threads(int threads) {
+  if (threads <= 0) return;
+  omp_set_num_threads(threads);
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+}  // namespace tessera::cpu

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// Which CPU kernels run: the instruction-set levels this build has (the baseline, and with
+// TESSERA_CPU_DISPATCH also AVX, AVX2 and AVX-512; core/cpu/cpu_level.h), the widest this CPU
+// and its operating system support, and the one in use — that one unless the TESSERA_CPU
+// environment variable names another (baseline, avx, avx2 or avx512). Every level gives the
+// same bits, so the choice changes speed only. Also the OpenMP thread count.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/cpu/kernels_cpu.h"
+
+namespace tessera::cpu {
+
+enum class CpuLevel { Baseline, Avx, Avx2, Avx512 };
+
+const char* to_string(CpuLevel level);  // "baseline", "avx", "avx2", "avx512"
+std::vector<CpuLevel> built_cpu_levels();
+bool cpu_supports(CpuLevel level);  // this CPU and operating system run it
+// The level in use: $TESSERA_CPU, else the widest built level the CPU supports. InvalidArgument
+// naming TESSERA_CPU when it names no level, one not built, or one this CPU lacks.
+CpuLevel cpu_level();
+// Tests and benchmarks: run `level` from now on (InvalidArgument as above).
+void set_cpu_level(CpuLevel level);
+
+// The kernels of the level in use.
+const KernelTable& kernels();
+
+// "avx512 (built: baseline, avx, avx2, avx512); BLAS: OpenBLAS 0.3.21 ... Haswell ...":
+// what --version and the summary's provenance say of the CPU code.
+std::string cpu_kernels_description();
+
+// OpenMP threads of the kernels (threads <= 0: unchanged).
+void set_num_threads(int threads);
+int num_threads();
+
+}  // namespace tessera::cpu
