@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs the build into a scratch prefix and uses only that prefix: the example consumer
 # (examples/cpp) through find_package(Tessera) and through pkg-config, run at 1 and 2 ranks; the
-# README's C++ and Python examples (the fenced blocks after each "<!-- ci: FILE -->" marker),
-# built and run at 2 ranks; the installed Python module.
+# C++ and Python examples of docs/cpp.md and docs/python.md (the fenced blocks after each
+# "<!-- ci: FILE -->" marker), built and run at 2 ranks; the installed Python module.
 # Usage: test_installed_package.sh BUILD_DIR SOURCE_DIR MPIEXEC [PYTHON]
 set -euo pipefail
 build=$1 src=$2 mpiexec=$3 python=${4:-}
@@ -41,19 +41,20 @@ grep -q '^ranks 1, test accuracy' <<<"$out" || fail "embed_ring (pkg-config) at 
 step "installed train_gcn"
 "$prefix/bin/train_gcn" --epochs 2 --num-layers 2 --hidden-channels 8 --quiet >/dev/null
 
-# The fenced block after "<!-- ci: NAME -->" in README.md, written to $2/NAME.
+# The fenced block after "<!-- ci: NAME -->" in the page $3 (under the source tree), written to
+# $2/NAME.
 extract() {
   awk -v name="$1" '
     $0 == "<!-- ci: " name " -->" { want = 1; next }
     want && /^```/ { if (inside) exit; inside = 1; next }
-    inside { print }' "$src/README.md" > "$2/$1"
-  [ -s "$2/$1" ] || fail "README.md has no example marked <!-- ci: $1 -->"
+    inside { print }' "$src/$3" > "$2/$1"
+  [ -s "$2/$1" ] || fail "$3 has no example marked <!-- ci: $1 -->"
 }
 
-step "README: Using Tessera from C++"
+step "docs/cpp.md: the C++ example"
 mkdir -p "$work/readme-cpp"
-extract CMakeLists.txt "$work/readme-cpp"
-extract main.cc "$work/readme-cpp"
+extract CMakeLists.txt "$work/readme-cpp" docs/cpp.md
+extract main.cc "$work/readme-cpp" docs/cpp.md
 cmake -S "$work/readme-cpp" -B "$work/readme-cpp/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/readme-cpp/build" >/dev/null
 binary=$(find "$work/readme-cpp/build" -maxdepth 1 -type f -executable | head -1)
@@ -64,9 +65,9 @@ if [ -n "$python" ]; then
   step "installed Python module"
   where=$(PYTHONPATH="$site" "$python" -c 'import tessera; print(tessera.__file__)')
   [[ $where == "$site"/* ]] || fail "python imported tessera from $where, not from the prefix"
-  step "README: Using Tessera from Python"
+  step "docs/python.md: the Python example"
   mkdir -p "$work/readme-py"
-  extract example.py "$work/readme-py"
+  extract example.py "$work/readme-py" docs/python.md
   (cd "$work/readme-py" && PYTHONPATH="$site" "$mpiexec" -n 2 "$python" example.py)
 fi
 echo "installed package: OK"
