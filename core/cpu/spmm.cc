@@ -44,6 +44,12 @@ inline void prefetch_row(const float* row, std::int64_t f) {
 // there the vectors would be split into slower pieces). Lanes are independent, so the vectors
 // give the same bits as the scalar loop.
 typedef float Float8 __attribute__((vector_size(32)));
+// (__AVX__: a native build of a level-0 source for a CPU that has it.)
+#if TESSERA_CPU_LEVEL >= 1 || defined(__AVX__)
+constexpr bool kVectorTiles = true;
+#else
+constexpr bool kVectorTiles = false;
+#endif
 
 // out_tile (kTile) = sum_j w_j * x[idx[j], 0:kTile] for j in [begin, end), in edge order, with
 // the accumulator in registers; rows of x are `stride` floats apart (the tile may be a slice).
@@ -55,7 +61,7 @@ inline void aggregate_tile(float* __restrict out_tile, const float* __restrict x
                            std::int64_t stride, const NodeId* __restrict idx,
                            const float* __restrict val, EdgeOffset begin, EdgeOffset end,
                            Prefetch prefetch) {
-  if constexpr (kTile % 8 == 0 && TESSERA_CPU_LEVEL >= 1) {
+  if constexpr (kTile % 8 == 0 && kVectorTiles) {
     constexpr int kVectors = kTile / 8;
     Float8 acc[kVectors] = {};
     for (EdgeOffset j = begin; j < end; ++j) {
