@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "api/api_support.h"
 #include "api/graph_view.h"
 #include "comm/agreement.h"
 #include "comm/launch_env.h"
@@ -34,36 +35,10 @@
 namespace tessera {
 namespace {
 
-// MPI for a Session that was given no communicator: initialised once, finalised at exit.
-void ensure_mpi() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized) return;
-    static std::optional<MpiSession> session;  // destroyed (MPI_Finalize) at exit
-    session.emplace(nullptr, nullptr);
-  });
-}
-
-TrainConfig to_config(const Options& options) {
-  TrainConfig config(options);
-  config.device = resolve_device_number(options.device);  // OGB's --device N
-  validate(config);
-  return config;
-}
-
-[[noreturn]] void rethrow_public(const Error& e) {
-  const std::string text =
-      e.category() == ErrorCategory::InvalidArgument || e.category() == ErrorCategory::InvalidInput
-          ? e.message()
-          : "[" + std::string(to_string(e.category())) + "] " + e.message();
-  if (e.category() == ErrorCategory::InvalidArgument ||
-      e.category() == ErrorCategory::InvalidInput) {
-    throw std::invalid_argument(text);
-  }
-  throw std::runtime_error(text);
-}
+using api::ensure_mpi;
+using api::rethrow_public;
+using api::to_config;
+using api::to_matrix;
 
 EpochStats to_stats(const EpochRecord& record) {
   EpochStats e;
@@ -102,15 +77,6 @@ RunStats to_stats(const RunResult& r) {
   return o;
 }
 
-// A host copy of t, wherever t lives.
-Matrix to_matrix(const Tensor& t) {
-  Matrix m;
-  m.rows = t.rows();
-  m.cols = t.cols();
-  m.data = host_f32(t);
-  return m;
-}
-
 }  // namespace
 
 struct Session::Impl {
@@ -130,23 +96,9 @@ struct Session::Impl {
   std::optional<ModelFile> predict_model;  // options.predict's weights and model options
   bool predicted = false;                  // predict() evaluated them
 
-  // Runs the body of a collective call: errors every rank agreed on become std:: exceptions on
-  // every rank; an error of this rank alone ends the job (the others may be blocked in a
-  // collective waiting for it).
   template <class F>
   auto guarded(F&& body) -> decltype(body()) {
-    try {
-      return body();
-    } catch (const AgreedError& e) {
-      rethrow_public(e);
-    } catch (const Error& e) {
-      if (comm && comm->size() > 1 && e.category() != ErrorCategory::InvalidArgument) {
-        std::fprintf(stderr, "tessera: error: %s\n", e.what());
-        std::fflush(stderr);
-        comm->abort(1);
-      }
-      rethrow_public(e);
-    }
+    return api::guarded(comm.get(), std::forward<F>(body));
   }
   void require_loaded(const char* what) const {
     TESSERA_CHECK(trainer != nullptr, InvalidArgument, "Session::", what,

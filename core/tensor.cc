@@ -31,7 +31,7 @@ std::string_view to_string(DType dtype) {
 }
 
 void Tensor::Deleter::operator()(void* ptr) const {
-  if (ptr) backend(device).deallocate(ptr, bytes);
+  if (ptr && owned) backend(device).deallocate(ptr, bytes);
 }
 
 Tensor::Tensor(std::int64_t rows, std::int64_t cols, DType dtype, Device device)
@@ -40,6 +40,19 @@ Tensor::Tensor(std::int64_t rows, std::int64_t cols, DType dtype, Device device)
                 cols, ")");
   std::size_t n = bytes();
   storage_ = std::unique_ptr<void, Deleter>(backend(device).allocate(n), Deleter{device, n});
+}
+
+Tensor Tensor::borrow(void* data, std::int64_t rows, std::int64_t cols, DType dtype,
+                      Device device) {
+  TESSERA_CHECK(rows >= 0 && cols >= 0, InvalidArgument, "negative tensor shape (", rows, ", ",
+                cols, ")");
+  Tensor t;
+  t.rows_ = rows;
+  t.cols_ = cols;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.storage_ = std::unique_ptr<void, Deleter>(data, Deleter{device, t.bytes(), false});
+  return t;
 }
 
 Tensor Tensor::zeros(std::int64_t rows, std::int64_t cols, DType dtype, Device device) {

@@ -37,6 +37,11 @@ class Tensor {
          Device device = Device::cpu());
   static Tensor zeros(std::int64_t rows, std::int64_t cols, DType dtype = DType::F32,
                       Device device = Device::cpu());
+  // A tensor over memory it does not own (the caller's, which must outlive it and is never
+  // freed by it): the caller's arrays passed to kernels without a copy. resize() to its own
+  // shape keeps the memory; to another shape it replaces it with memory of its own.
+  static Tensor borrow(void* data, std::int64_t rows, std::int64_t cols, DType dtype = DType::F32,
+                       Device device = Device::cpu());
 
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
@@ -100,6 +105,7 @@ class Tensor {
   struct Deleter {
     Device device;
     std::size_t bytes;
+    bool owned = true;  // false: borrowed memory, left to its owner
     void operator()(void* ptr) const;
   };
   void check_dtype(DType expected) const;

@@ -81,6 +81,7 @@ struct GraphOperator {
 };
 extern const GraphOperator kGcnOperator;   // D^-1/2 (A + I) D^-1/2, global degrees
 extern const GraphOperator kMeanOperator;  // the mean over in-neighbours (0 for none)
+extern const GraphOperator kSumOperator;   // the sum over in-neighbours (no layer kind uses it)
 
 struct LayerKind {
   std::string_view name;  // what --model takes

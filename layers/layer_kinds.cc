@@ -4,6 +4,7 @@
 // and add X(kYourLayer) to TESSERA_LAYER_KINDS below; --model, the Python module, the summaries
 // and the tests that walk the table pick it up from here.
 #include <ostream>
+#include <vector>
 
 #include "core/error.h"
 #include "layers/layer_kind.h"
@@ -31,10 +32,16 @@ Csr build_mean_operator(const Csr& adjacency, std::span<const float>) {
   return mean_normalized(adjacency);
 }
 
+Csr build_sum_operator(const Csr& adjacency, std::span<const float>) {
+  return Csr(adjacency.num_rows(), adjacency.num_cols(), adjacency.indptr(), adjacency.indices(),
+             std::vector<float>(static_cast<std::size_t>(adjacency.nnz()), 1.0f));
+}
+
 }  // namespace
 
 const GraphOperator kGcnOperator = {"gcn", MatrixSymmetry::Symmetric, build_gcn_operator};
 const GraphOperator kMeanOperator = {"mean", MatrixSymmetry::General, build_mean_operator};
+const GraphOperator kSumOperator = {"sum", MatrixSymmetry::Symmetric, build_sum_operator};
 
 std::span<const LayerKind* const> layer_kinds() { return kKinds; }
 

@@ -17,38 +17,11 @@
 #include <string>
 #include <variant>
 
+#include "python/bindings.h"
 #include "tessera/tessera.h"
 
-namespace py = pybind11;
-
+namespace tessera_python {
 namespace {
-
-[[noreturn]] void value_error(const std::string& text) { throw py::value_error(text); }
-
-// A read-only view of `array` as T, or ValueError: exact dtype, C-contiguous, `ndim` dimensions.
-template <class T>
-std::span<const T> view_of(const py::array& array, int ndim, const char* name,
-                           const char* dtype_name) {
-  if (!py::dtype::of<T>().is(array.dtype())) {
-    value_error(std::string(name) + ": expected dtype " + dtype_name + ", got " +
-                py::str(array.dtype()).cast<std::string>());
-  }
-  if (array.ndim() != ndim) {
-    value_error(std::string(name) + ": expected a " + std::to_string(ndim) +
-                "-D array, got " + std::to_string(array.ndim()) + "-D");
-  }
-  if (!(array.flags() & py::array::c_style)) {
-    value_error(std::string(name) +
-                ": the array is not C-contiguous (pass numpy.ascontiguousarray(...))");
-  }
-  return {static_cast<const T*>(array.data()), static_cast<std::size_t>(array.size())};
-}
-
-// A Graph: the GraphView plus the arrays it points into, kept alive by this object.
-struct PyGraph {
-  tessera::GraphView view;
-  std::vector<py::array> keep;
-};
 
 PyGraph make_graph(std::int64_t num_nodes, const py::object& edge_index, const py::object& indptr,
                    const py::object& indices, const py::array& x, const py::object& y,
@@ -99,6 +72,8 @@ PyGraph make_graph(std::int64_t num_nodes, const py::object& edge_index, const p
   return g;
 }
 
+}  // namespace
+
 // Options from keyword arguments named like the options (the option table: include/tessera/
 // options.h; --hidden-channels is hidden_channels=...). A value of the wrong Python type is a
 // ValueError naming the option; range and choice checks run when the Session starts.
@@ -140,6 +115,8 @@ tessera::Options options_from(const py::kwargs& kwargs) {
   return o;
 }
 
+namespace {
+
 py::object to_python(const tessera::OptionValue& value) {
   return std::visit([](const auto& v) -> py::object { return py::cast(v); }, value);
 }
@@ -167,13 +144,7 @@ std::string session_doc() {
   return doc;
 }
 
-// A NumPy array that owns `values` (moved, not copied) with the given shape.
-template <class T>
-py::array_t<T> to_numpy(std::vector<T> values, std::vector<py::ssize_t> shape) {
-  auto* data = new std::vector<T>(std::move(values));
-  py::capsule owner(data, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>(std::move(shape), data->data(), owner);
-}
+}  // namespace
 
 py::array_t<float> to_numpy(tessera::Matrix m) {
   return to_numpy(std::move(m.data), {m.rows, m.cols});
@@ -183,6 +154,8 @@ py::array_t<std::int64_t> to_numpy(std::vector<std::int64_t> v) {
   const auto n = static_cast<py::ssize_t>(v.size());
   return to_numpy(std::move(v), {n});
 }
+
+namespace {
 
 py::dict to_dict(const tessera::EpochStats& e) {
   py::dict d;
@@ -221,9 +194,13 @@ py::dict to_dict(const tessera::RunStats& r) {
 
 }  // namespace
 
-PYBIND11_MODULE(tessera, m) {
+}  // namespace tessera_python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace tessera_python;
   m.doc() = "Tessera: distributed full-graph GNN training (run under mpiexec for several ranks)";
   m.attr("__version__") = tessera::version();
+  bind_distributed_graph(m);
   m.def(
       "options",
       [] {

@@ -4,8 +4,11 @@
 //   Options    every setting of a job (train_gcn's flags)
 //   GraphView  a dataset held in the caller's arrays
 //   Session    load, train, read back embeddings, logits and weights (one per MPI rank)
+//   DistributedGraph  this rank's part and its halo-exchanging aggregations, for models of
+//              one's own (tessera.torch)
 #pragma once
 
+#include "tessera/distributed_graph.h"
 #include "tessera/graph.h"
 #include "tessera/options.h"
 #include "tessera/session.h"

@@ -150,5 +150,23 @@ TEST(Error, CarriesCategoryLocationAndMessage) {
   FAIL() << "TESSERA_FAIL did not throw";
 }
 
+TEST(Tensor, BorrowedMemoryIsSharedAndNeverFreed) {
+  std::vector<float> owner(6, 1.0f);
+  {
+    Tensor t = Tensor::borrow(owner.data(), 2, 3);
+    EXPECT_EQ(t.f32(), owner.data());
+    t.row<float>(1)[2] = 7.0f;
+    t.resize(2, 3);  // its own shape: the same memory
+    EXPECT_EQ(t.f32(), owner.data());
+    Tensor moved = std::move(t);
+    EXPECT_EQ(moved.f32(), owner.data());
+  }  // destroyed: the vector keeps its memory (a free here would be a double free below)
+  EXPECT_EQ(owner[5], 7.0f);
+  Tensor grown = Tensor::borrow(owner.data(), 2, 3);
+  grown.resize(4, 3);  // another shape: memory of its own
+  EXPECT_NE(grown.f32(), owner.data());
+  EXPECT_EQ(owner[5], 7.0f);
+}
+
 }  // namespace
 }  // namespace tessera

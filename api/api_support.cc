@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// The API boundary's shared pieces (api/api_support.h).
+#include "api/api_support.h"
+
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+
+#include "comm/mpi_communicator.h"
+#include "core/device.h"
+
+namespace tessera::api {
+
+void ensure_mpi() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) return;
+    static std::optional<MpiSession> session;  // destroyed (MPI_Finalize) at exit
+    session.emplace(nullptr, nullptr);
+  });
+}
+
+TrainConfig to_config(const Options& options) {
+  TrainConfig config(options);
+  config.device = resolve_device_number(options.device);  // OGB's --device N
+  validate(config);
+  return config;
+}
+
+void rethrow_public(const Error& e) {
+  const bool bad_input =
+      e.category() == ErrorCategory::InvalidArgument || e.category() == ErrorCategory::InvalidInput;
+  const std::string text =
+      bad_input ? e.message() : "[" + std::string(to_string(e.category())) + "] " + e.message();
+  if (bad_input) throw std::invalid_argument(text);
+  throw std::runtime_error(text);
+}
+
+Matrix to_matrix(const Tensor& t) {
+  Matrix m;
+  m.rows = t.rows();
+  m.cols = t.cols();
+  m.data = host_f32(t);
+  return m;
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the public classes (Session, DistributedGraph) share at the API boundary: MPI for a
+// caller that gave no communicator, Options to a validated TrainConfig, internal errors turned
+// into std:: exceptions, and the collective-call guard. Private to api/.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "comm/agreement.h"
+#include "comm/communicator.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "engine/train_config.h"
+#include "tessera/session.h"
+
+namespace tessera::api {
+
+// MPI initialised once (and finalised at exit) unless the caller has done it.
+void ensure_mpi();
+
+// The options validated, with OGB's --device N resolved.
+TrainConfig to_config(const Options& options);
+
+// std::invalid_argument for bad arguments and input, std::runtime_error for the rest, with the
+// category in front of the message for the latter.
+[[noreturn]] void rethrow_public(const Error& e);
+
+// Runs the body of a collective call: errors every rank agreed on become std:: exceptions on
+// every rank; an error of this rank alone ends the job (the others may be blocked in a
+// collective waiting for it), unless it is a bad argument, which every rank sees alike.
+template <class F>
+auto guarded(Communicator* comm, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const AgreedError& e) {
+    rethrow_public(e);
+  } catch (const Error& e) {
+    if (comm != nullptr && comm->size() > 1 && e.category() != ErrorCategory::InvalidArgument) {
+      std::fprintf(stderr, "tessera: error: %s\n", e.what());
+      std::fflush(stderr);
+      comm->abort(1);
+    }
+    rethrow_public(e);
+  }
+}
+
+// A host copy of t, wherever t lives.
+Matrix to_matrix(const Tensor& t);
+
+}  // namespace tessera::api

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+// tessera::DistributedGraph: this rank's part of a partitioned graph and its aggregation
+// operators, for models written outside Tessera (the Python module's tessera.torch builds on
+// it). Every rank of an MPI job makes one over the same communicator and loads the same
+// dataset; each then holds its part's rows (features, labels, split) and aggregates them with
+// Tessera's halo exchange — halo rows fetched from their owners (encoded with the options'
+// codecs), overlapped with the aggregation of the rows that need nothing from other ranks, and
+// in backward the halo gradients sent back to their owners. On K ranks the aggregation of every
+// row equals the single-process one up to float summation order.
+//
+// Errors: as Session (std::invalid_argument for bad arguments and input, std::runtime_error
+// otherwise, the same on every rank; a failure of one rank alone inside a collective ends the
+// job).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/export.h"
+#include "tessera/graph.h"
+#include "tessera/options.h"
+#include "tessera/session.h"
+
+namespace tessera {
+
+// The aggregations, each over the symmetrised graph (as training does):
+//   Gcn   D^-1/2 (A + I) D^-1/2 x (PyG's GCNConv normalisation, global degrees)
+//   Mean  the mean of the in-neighbours' rows (0 for a node without neighbours; SAGEConv's)
+//   Sum   the sum of the in-neighbours' rows
+enum class Aggregation { Gcn, Mean, Sum };
+TESSERA_API Aggregation parse_aggregation(const std::string& name);  // "gcn" | "mean" | "sum"
+
+class TESSERA_API DistributedGraph {
+ public:
+  // Over MPI_COMM_WORLD (MPI initialised if the caller has not) or the caller's communicator
+  // (duplicated). From the options: partition and parts (how the graph is cut), partitions (a
+  // store to read instead), seed, normalize_features, codec, codec_backward and error_feedback
+  // (halo messages), num_layers (how many aggregations one forward pass makes: each has its own
+  // message keys and error-feedback residuals), comm_timeout, verbosity.
+  explicit DistributedGraph(const Options& options = {});
+  DistributedGraph(const Options& options, MPI_Comm comm);
+  ~DistributedGraph();
+  DistributedGraph(DistributedGraph&&) noexcept;
+  DistributedGraph& operator=(DistributedGraph&&) noexcept;
+  DistributedGraph(const DistributedGraph&) = delete;
+  DistributedGraph& operator=(const DistributedGraph&) = delete;
+
+  int rank() const;
+  int size() const;
+  const Options& options() const;
+
+  // Collective: the dataset (as Session::load) cut into one part per rank.
+  void load(const std::string& spec);
+  void load(const GraphView& graph);  // read on rank 0
+
+  // After load. The whole graph's node count, this rank's row count and its rows' global ids
+  // (increasing), the feature width, the outputs (classes or tasks) and the metric.
+  std::int64_t num_nodes() const;
+  std::int64_t num_local() const;
+  std::vector<std::int64_t> node_ids() const;
+  std::int64_t num_features() const;
+  std::int64_t num_outputs() const;
+  std::string metric() const;                // "acc" (labels) | "rocauc" (targets)
+  Matrix features() const;                   // (num_local, F)
+  std::vector<std::int64_t> labels() const;  // (num_local), -1 = none; empty for multi-label
+  Matrix targets() const;                    // (num_local, T) multi-label, NaN = missing
+  // This rank's rows of a split ("train", "valid" or "test"), as local row indices.
+  std::vector<std::int64_t> split_rows(const std::string& split) const;
+  // Nodes of a split over all ranks.
+  std::int64_t split_size(const std::string& split) const;
+
+  // Collective: out (num_local, f) = A x, x (num_local, f) this rank's rows, both row-major f32
+  // host memory owned by the caller (not copied). `call` numbers the aggregation within a pass,
+  // in [0, options().num_layers): it keys the messages, the codecs' rounding noise (with the
+  // epoch) and the error-feedback residuals; every rank must make the same calls in the same
+  // order.
+  void aggregate(Aggregation op, float* out, const float* x, std::int64_t f, int call);
+  // Collective: d_x (num_local, f) = A^T d_out, with the gradients of halo rows sent to their
+  // owners and added there.
+  void aggregate_backward(Aggregation op, float* d_x, const float* d_out, std::int64_t f, int call);
+  // The epoch that keys the codecs' rounding noise from now on.
+  void set_epoch(std::uint64_t epoch);
+
+  // Collective: values summed over ranks, in place (gradients; loss terms).
+  void all_reduce_sum(float* values, std::int64_t n);
+  void all_reduce_sum(double* values, std::int64_t n);
+  // Bytes this rank sent so far, all categories (after the codecs).
+  std::uint64_t bytes_sent() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+// tessera._core.DistributedGraph: the C++ DistributedGraph (include/tessera/distributed_graph.h)
+// over NumPy arrays, which is what tessera.torch hands it (a CPU tensor's .numpy() shares its
+// memory: nothing is copied). The aggregations write into the caller's `out` array and read `x`
+// in place, with the GIL released while the halo exchange and SpMM run; a bad array (dtype,
+// shape, layout, read-only, overlapping) is a ValueError naming the argument.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <string>
+
+#include "python/bindings.h"
+#include "tessera/tessera.h"
+
+namespace tessera_python {
+namespace {
+
+// `array` as a C-contiguous float32 (rows, cols) matrix, or ValueError naming it.
+const float* matrix_of(const py::array& array, std::int64_t rows, const char* name,
+                       std::int64_t* cols) {
+  const auto values = view_of<float>(array, 2, name, "float32");
+  if (array.shape(0) != rows) {
+    value_error(std::string(name) + ": expected " + std::to_string(rows) +
+                " rows (this rank's num_local), got " + std::to_string(array.shape(0)));
+  }
+  *cols = array.shape(1);
+  return values.data();
+}
+
+float* writable_matrix_of(py::array& array, std::int64_t rows, const char* name,
+                          std::int64_t* cols) {
+  const float* data = matrix_of(array, rows, name, cols);
+  if (!array.writeable()) value_error(std::string(name) + ": the array is read-only");
+  return const_cast<float*>(data);
+}
+
+// out = A x or d_x = A^T d_out: `out` written in place, `in` only read, the two not overlapping.
+void run_aggregation(tessera::DistributedGraph& g, const std::string& op, py::array& out,
+                     const py::array& in, int call, bool backward) {
+  const tessera::Aggregation aggregation = [&] {
+    try {
+      return tessera::parse_aggregation(op);
+    } catch (const std::invalid_argument& e) {
+      value_error(std::string("op: ") + e.what());
+    }
+  }();
+  const char* out_name = backward ? "d_x" : "out";
+  const char* in_name = backward ? "d_out" : "x";
+  const std::int64_t n = g.num_local();
+  std::int64_t f_in = 0;
+  std::int64_t f_out = 0;
+  const float* x = matrix_of(in, n, in_name, &f_in);
+  float* y = writable_matrix_of(out, n, out_name, &f_out);
+  if (f_in != f_out) {
+    value_error(std::string(out_name) + ": expected " + std::to_string(f_in) + " columns as " +
+                in_name + ", got " + std::to_string(f_out));
+  }
+  const auto bytes = static_cast<std::size_t>(n * f_in) * sizeof(float);
+  const auto* a = reinterpret_cast<const char*>(x);
+  const auto* b = reinterpret_cast<const char*>(y);
+  if (bytes > 0 && a < b + bytes && b < a + bytes) {
+    value_error(std::string(out_name) + ": shares memory with " + in_name +
+                " (the aggregation cannot run in place)");
+  }
+  py::gil_scoped_release release;
+  if (backward) {
+    g.aggregate_backward(aggregation, y, x, f_in, call);
+  } else {
+    g.aggregate(aggregation, y, x, f_in, call);
+  }
+}
+
+void all_reduce(tessera::DistributedGraph& g, py::array& values) {
+  if (!(values.flags() & py::array::c_style)) {
+    value_error("values: the array is not C-contiguous (pass numpy.ascontiguousarray(...))");
+  }
+  if (!values.writeable()) value_error("values: the array is read-only (it is summed in place)");
+  const auto n = static_cast<std::int64_t>(values.size());
+  if (py::dtype::of<float>().is(values.dtype())) {
+    auto* p = static_cast<float*>(values.mutable_data());
+    py::gil_scoped_release release;
+    g.all_reduce_sum(p, n);
+  } else if (py::dtype::of<double>().is(values.dtype())) {
+    auto* p = static_cast<double*>(values.mutable_data());
+    py::gil_scoped_release release;
+    g.all_reduce_sum(p, n);
+  } else {
+    value_error("values: expected dtype float32 or float64, got " +
+                py::str(values.dtype()).cast<std::string>());
+  }
+}
+
+}  // namespace
+
+void bind_distributed_graph(py::module_& m) {
+  using tessera::DistributedGraph;
+  py::class_<DistributedGraph>(
+      m, "DistributedGraph",
+      "This rank's part of a graph cut into one part per MPI rank, and its aggregations over "
+      "the caller's float32 arrays with Tessera's halo exchange (the low-level object under "
+      "tessera.torch.DistributedGraph). Keyword arguments are Session's options; those used: "
+      "partition, partitions, seed, normalize_features, codec, codec_backward, error_feedback, "
+      "num_layers (aggregations per forward pass), comm_timeout, verbosity.")
+      .def(py::init([](const py::kwargs& kwargs) {
+        const tessera::Options options = options_from(kwargs);
+        py::gil_scoped_release release;
+        return std::make_unique<DistributedGraph>(options);
+      }))
+      .def_property_readonly("rank", &DistributedGraph::rank)
+      .def_property_readonly("size", &DistributedGraph::size)
+      .def_property_readonly("num_layers",
+                             [](const DistributedGraph& g) { return g.options().num_layers; })
+      .def(
+          "load",
+          [](DistributedGraph& g, const std::string& spec) {
+            py::gil_scoped_release release;
+            g.load(spec);
+          },
+          py::arg("dataset"),
+          "Collective: an OGB raw-layout directory, a Tessera .h5 file or synth:PRESET[:SEED], "
+          "cut into one part per rank (or read from the partitions store).")
+      .def(
+          "load",
+          [](DistributedGraph& g, const PyGraph& graph) {
+            py::gil_scoped_release release;
+            g.load(graph.view);
+          },
+          py::arg("graph"), "Collective: a Graph (read on rank 0).")
+      .def_property_readonly("num_nodes", &DistributedGraph::num_nodes)
+      .def_property_readonly("num_local", &DistributedGraph::num_local)
+      .def_property_readonly("num_features", &DistributedGraph::num_features)
+      .def_property_readonly("num_outputs", &DistributedGraph::num_outputs)
+      .def_property_readonly("metric", &DistributedGraph::metric)
+      .def(
+          "node_ids", [](const DistributedGraph& g) { return to_numpy(g.node_ids()); },
+          "This rank's rows' global ids (increasing).")
+      .def("features", [](const DistributedGraph& g) { return to_numpy(g.features()); })
+      .def(
+          "labels", [](const DistributedGraph& g) { return to_numpy(g.labels()); },
+          "This rank's labels (-1: none); empty for a multi-label dataset.")
+      .def("targets", [](const DistributedGraph& g) { return to_numpy(g.targets()); })
+      .def(
+          "split_rows",
+          [](const DistributedGraph& g, const std::string& split) {
+            try {
+              return to_numpy(g.split_rows(split));
+            } catch (const std::invalid_argument& e) {
+              value_error(e.what());
+            }
+          },
+          py::arg("split"), "This rank's local rows of 'train', 'valid' or 'test'.")
+      .def("split_size", &DistributedGraph::split_size, py::arg("split"),
+           "Nodes of 'train', 'valid' or 'test' over all ranks.")
+      .def(
+          "aggregate",
+          [](DistributedGraph& g, const std::string& op, py::array out, const py::array& x,
+             int call) { run_aggregation(g, op, out, x, call, false); },
+          py::arg("op"), py::arg("out"), py::arg("x"), py::arg("call"),
+          "Collective: out = A x for op 'gcn', 'mean' or 'sum', both (num_local, F) float32 "
+          "C-contiguous; call in [0, num_layers) numbers the aggregation within a pass.")
+      .def(
+          "aggregate_backward",
+          [](DistributedGraph& g, const std::string& op, py::array d_x, const py::array& d_out,
+             int call) { run_aggregation(g, op, d_x, d_out, call, true); },
+          py::arg("op"), py::arg("d_x"), py::arg("d_out"), py::arg("call"),
+          "Collective: d_x = A^T d_out, halo gradients sent to their owners.")
+      .def("set_epoch", &DistributedGraph::set_epoch, py::arg("epoch"),
+           "The epoch that keys the codecs' rounding noise from now on.")
+      .def("all_reduce_sum", &all_reduce, py::arg("values"),
+           "Collective: a float32 or float64 array summed over ranks, in place.")
+      .def_property_readonly("bytes_sent", &DistributedGraph::bytes_sent);
+}
+
+}  // namespace tessera_python

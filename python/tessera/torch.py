@@ -1,0 +1,351 @@
+# SPDX-License-Identifier: Apache-2.0
+"""tessera.torch: a PyTorch GNN of one's own on K ranks, full graph, with Tessera's METIS
+partitioning, halo exchange (overlapped with the SpMM, any fixed codec) and its backward.
+
+Every rank runs the same script (mpiexec -n K python3 train.py). A DistributedGraph holds this
+rank's part: its rows' features `x`, labels `y`, split masks and ids, their global `node_ids`,
+and the graph operators. The layers GCNConv and SAGEConv take PyG's constructor arguments and
+keep PyG's parameter names and layouts, so a PyG model moves by changing its imports and passing
+`graph.edge_index` (which is the graph itself) where PyG takes the edge index:
+
+    import tessera.torch as tt
+    graph = tt.DistributedGraph(data)          # a PyG Data, on every rank
+    model = GCN(...)                           # built from tt.GCNConv instead of PyG's
+    tt.broadcast_parameters(model, graph)      # rank 0's initial weights everywhere
+    out = model(graph.x, graph.edge_index)     # this rank's rows
+    loss = F.cross_entropy(out[graph.train_mask], graph.y[graph.train_mask],
+                           reduction="sum") / graph.num_train
+    loss.backward()
+    tt.all_reduce_gradients(model, graph)      # then any optimizer, unchanged
+
+With the loss a sum over this rank's rows divided by the global count (graph.num_train), the
+reduced gradients are those of the single-process loss; on one rank this is PyG's model.
+Aggregation reads and writes the caller's float32 CPU tensors in place (their memory is handed
+to C++ without a copy, the GIL released while it runs); tensors of another floating dtype are
+converted to float32 for the aggregation and back.
+"""
+import numpy as np
+import torch
+
+from tessera import _convert
+from tessera import Graph as _make_graph
+from tessera._core import DistributedGraph as _CoreGraph
+
+__all__ = ["DistributedGraph", "GCNConv", "SAGEConv", "aggregate", "all_reduce_gradients",
+           "broadcast_parameters"]
+
+
+class DistributedGraph:
+    """This rank's part of a graph cut into one part per MPI rank.
+
+    `source` is one of: a PyG `Data` (edge_index, x, y and train/val/test masks or *_idx as
+    attributes); an edge_index tensor or array (2, E); a scipy.sparse matrix (its nonzeros are
+    the edges, row = source); a path (an OGB raw-layout directory or a Tessera .h5 file) or
+    "synth:PRESET"; or None with partitions=DIR (a partition store from partition_graph). For
+    edge_index and scipy sources give x, y (or OGB's (N, 1)) and the splits as masks or ids.
+
+    Keyword options are Session's that apply (partition, partitions, seed, codec,
+    codec_backward, error_feedback, normalize_features, comm_timeout, verbosity) and num_layers:
+    how many aggregations one forward pass of the model makes (each has its own message keys,
+    codec noise and error-feedback residuals; calls are numbered modulo num_layers and the count
+    restarts at set_epoch).
+
+    Attributes (this rank's rows, in the order of node_ids): x, y, train_mask, val_mask,
+    test_mask, train_idx, valid_idx, test_idx (local row ids); node_ids (global ids, increasing);
+    num_nodes, num_train, num_valid, num_test (over all ranks); num_local, num_features,
+    num_classes; rank, size; edge_index (the graph itself, for PyG-style calls).
+    """
+
+    def __init__(self, source=None, *, x=None, y=None, num_nodes=None, train_mask=None,
+                 val_mask=None, test_mask=None, train_idx=None, valid_idx=None, test_idx=None,
+                 num_classes=0, name="graph", num_layers=2, **options):
+        self._core = _CoreGraph(num_layers=num_layers, **options)
+        self._calls = 0
+        if source is None and "partitions" in options:
+            self._core.load("")
+        elif isinstance(source, str):
+            self._core.load(source)
+        else:
+            splits = dict(train_mask=train_mask, val_mask=val_mask, test_mask=test_mask,
+                          train_idx=train_idx, valid_idx=valid_idx, test_idx=test_idx)
+            self._core.load(self._graph_of(source, x, y, num_nodes, splits, num_classes, name))
+        self._take_part()
+
+    @staticmethod
+    def _graph_of(source, x, y, num_nodes, splits, num_classes, name):
+        if source is None:
+            raise ValueError("source: expected a PyG Data, an edge_index, a scipy.sparse matrix, "
+                             "a dataset path or partitions=DIR, got None")
+        if hasattr(source, "edge_index"):  # a PyG Data, or anything with its attributes
+            edge_index = source.edge_index
+            x = source.x if x is None else x
+            y = getattr(source, "y", None) if y is None else y
+            num_nodes = getattr(source, "num_nodes", None) if num_nodes is None else num_nodes
+            for attr, value in splits.items():
+                if value is None:
+                    splits[attr] = getattr(source, attr, None)
+        elif hasattr(source, "tocoo") and hasattr(source, "shape"):  # scipy.sparse
+            coo = source.tocoo()
+            if coo.shape[0] != coo.shape[1]:
+                raise ValueError(f"source: a scipy.sparse adjacency must be square, got "
+                                 f"{coo.shape}")
+            edge_index = np.stack([np.asarray(coo.row, dtype=np.int64),
+                                   np.asarray(coo.col, dtype=np.int64)])
+            num_nodes = coo.shape[0] if num_nodes is None else num_nodes
+        else:
+            edge_index = source
+        if x is None:
+            raise ValueError("x: the node features are required")
+        features = _convert.values(x, "x")
+        if num_nodes is None:
+            num_nodes = features.shape[0]
+        return _make_graph(num_nodes=int(num_nodes), edge_index=edge_index, x=features, y=y,
+                           train_idx=splits["train_idx"], valid_idx=splits["valid_idx"],
+                           test_idx=splits["test_idx"], train_mask=splits["train_mask"],
+                           valid_mask=splits["val_mask"], test_mask=splits["test_mask"],
+                           num_classes=num_classes, name=name)
+
+    def _take_part(self):
+        core = self._core
+        n = core.num_local
+        self.node_ids = torch.from_numpy(core.node_ids())
+        self.x = torch.from_numpy(core.features())
+        labels = core.labels()
+        self.y = torch.from_numpy(labels) if labels.size else torch.from_numpy(core.targets())
+        self.train_idx, self.valid_idx, self.test_idx = (
+            torch.from_numpy(core.split_rows(s)) for s in ("train", "valid", "test"))
+        masks = []
+        for rows in (self.train_idx, self.valid_idx, self.test_idx):
+            mask = torch.zeros(n, dtype=torch.bool)
+            mask[rows] = True
+            masks.append(mask)
+        self.train_mask, self.val_mask, self.test_mask = masks
+        self.num_train, self.num_valid, self.num_test = (
+            core.split_size(s) for s in ("train", "valid", "test"))
+
+    rank = property(lambda self: self._core.rank)
+    size = property(lambda self: self._core.size)
+    num_nodes = property(lambda self: self._core.num_nodes)
+    num_local = property(lambda self: self._core.num_local)
+    num_features = property(lambda self: self._core.num_features)
+    num_classes = property(lambda self: self._core.num_outputs)
+    num_layers = property(lambda self: self._core.num_layers)
+    metric = property(lambda self: self._core.metric)
+    bytes_sent = property(lambda self: self._core.bytes_sent)
+
+    @property
+    def edge_index(self):
+        """The graph itself: PyG-style layers take it where they take an edge index."""
+        return self
+
+    def set_epoch(self, epoch):
+        """Keys the codecs' rounding noise by `epoch` and restarts the call count (call it at the
+        start of every epoch, on every rank, when a codec is used)."""
+        self._core.set_epoch(int(epoch))
+        self._calls = 0
+
+    def _next_call(self):
+        call = self._calls % self._core.num_layers
+        self._calls += 1
+        return call
+
+    def all_reduce_(self, tensor):
+        """Collective: a float32/float64 CPU tensor summed over ranks, in place; returns it."""
+        if not isinstance(tensor, torch.Tensor) or tensor.dtype not in (torch.float32,
+                                                                          torch.float64):
+            raise ValueError("tensor: expected a float32 or float64 torch tensor")
+        if not tensor.is_contiguous() or tensor.device.type != "cpu":
+            raise ValueError("tensor: expected a contiguous CPU tensor (summed in place)")
+        self._core.all_reduce_sum(tensor.detach().numpy())
+        return tensor
+
+    def global_sum(self, value):
+        """Collective: a number (or a tensor's sum) summed over ranks, as a Python float."""
+        if isinstance(value, torch.Tensor):
+            value = value.detach().double().sum().item()
+        total = np.array([float(value)], dtype=np.float64)
+        self._core.all_reduce_sum(total)
+        return float(total[0])
+
+    def __repr__(self):
+        return (f"tessera.torch.DistributedGraph(rank {self.rank} of {self.size}: "
+                f"{self.num_local} of {self.num_nodes} nodes, {self.num_features} features)")
+
+
+_OPS = ("gcn", "mean", "sum")
+
+
+class _Aggregate(torch.autograd.Function):
+    """out = A x on this rank's rows: forward halo exchange + SpMM, backward A^T with the halo
+    gradients sent to their owners."""
+
+    @staticmethod
+    def forward(ctx, x, graph, op, call):
+        ctx.graph, ctx.op, ctx.call, ctx.dtype = graph, op, call, x.dtype
+        source = x.detach()
+        if source.dtype != torch.float32:
+            source = source.float()
+        source = source.contiguous()
+        out = torch.empty_like(source, memory_format=torch.contiguous_format)
+        graph._core.aggregate(op, out.numpy(), source.numpy(), call)
+        return out if ctx.dtype == torch.float32 else out.to(ctx.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        source = grad.detach()
+        if source.dtype != torch.float32:
+            source = source.float()
+        source = source.contiguous()
+        d_x = torch.empty_like(source, memory_format=torch.contiguous_format)
+        ctx.graph._core.aggregate_backward(ctx.op, d_x.numpy(), source.numpy(), ctx.call)
+        return (d_x if ctx.dtype == torch.float32 else d_x.to(ctx.dtype)), None, None, None
+
+
+def _check_graph(graph, name="edge_index"):
+    if not isinstance(graph, DistributedGraph):
+        raise ValueError(f"{name}: expected a tessera.torch.DistributedGraph (pass graph or "
+                         f"graph.edge_index), got {type(graph).__module__}."
+                         f"{type(graph).__qualname__}")
+
+
+def aggregate(x, graph, op="gcn", call=None):
+    """A x over this rank's rows of x (num_local, F), differentiable: op 'gcn' (D^-1/2 (A+I)
+    D^-1/2, PyG's GCNConv), 'mean' (SAGEConv's) or 'sum'. Collective: every rank makes the same
+    aggregations in the same order. `call` numbers it within the forward pass (default: the
+    graph's running count)."""
+    _check_graph(graph, "graph")
+    if op not in _OPS:
+        raise ValueError(f"op: expected one of {', '.join(_OPS)}, got {op!r}")
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise ValueError("x: expected a floating-point torch tensor")
+    if x.device.type != "cpu":
+        raise ValueError(f"x: the tensor is on {x.device}; this build aggregates CPU tensors")
+    if x.dim() != 2 or x.shape[0] != graph.num_local:
+        raise ValueError(f"x: expected shape (num_local = {graph.num_local}, F), got "
+                         f"{tuple(x.shape)}")
+    if call is None:
+        call = graph._next_call()
+    return _Aggregate.apply(x, graph, op, int(call))
+
+
+def _glorot_(weight):
+    bound = (6.0 / (weight.shape[0] + weight.shape[1])) ** 0.5
+    with torch.no_grad():
+        weight.uniform_(-bound, bound)
+
+
+class GCNConv(torch.nn.Module):
+    """PyG's GCNConv over a DistributedGraph: lin (Linear without bias, weight out x in,
+    glorot), then D^-1/2 (A+I) D^-1/2 aggregation, then bias (zeros). normalize=False
+    aggregates the plain sum over neighbours (PyG's behaviour without normalisation)."""
+
+    def __init__(self, in_channels, out_channels, improved=False, cached=False,
+                 add_self_loops=None, normalize=True, bias=True, **kwargs):
+        super().__init__()
+        if improved:
+            raise ValueError("improved: the (A + 2I) normalisation is not offered; use "
+                             "improved=False")
+        if normalize and add_self_loops is False:
+            raise ValueError("add_self_loops: the normalised operator always has self-loops; "
+                             "use add_self_loops=True or normalize=False")
+        if kwargs.get("aggr", "add") != "add":
+            raise ValueError(f"aggr: GCNConv sums its messages, got {kwargs['aggr']!r}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.normalize, self.cached = normalize, cached
+        self.lin = torch.nn.Linear(in_channels, out_channels, bias=False)
+        self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _glorot_(self.lin.weight)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def forward(self, x, edge_index, edge_weight=None):
+        _check_graph(edge_index)
+        if edge_weight is not None:
+            raise ValueError("edge_weight: the graph's operators are unweighted")
+        out = aggregate(self.lin(x), edge_index, "gcn" if self.normalize else "sum")
+        return out if self.bias is None else out + self.bias
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"
+
+
+class SAGEConv(torch.nn.Module):
+    """PyG's SAGEConv over a DistributedGraph: lin_l(aggr of neighbours) + lin_r(x), lin_l with
+    the bias, lin_r without; aggr 'mean' (default) or 'sum'/'add'; normalize: L2 rows."""
+
+    def __init__(self, in_channels, out_channels, aggr="mean", normalize=False,
+                 root_weight=True, project=False, bias=True, **kwargs):
+        super().__init__()
+        if aggr not in ("mean", "sum", "add"):
+            raise ValueError(f"aggr: expected 'mean', 'sum' or 'add', got {aggr!r}")
+        if project:
+            raise ValueError("project: the projected variant is not offered; use project=False")
+        if isinstance(in_channels, (tuple, list)):
+            raise ValueError("in_channels: bipartite (tuple) inputs are not offered; the graph "
+                             "is one node set")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.aggr = "mean" if aggr == "mean" else "sum"
+        self.normalize, self.root_weight = normalize, root_weight
+        self.lin_l = torch.nn.Linear(in_channels, out_channels, bias=bias)
+        self.lin_r = torch.nn.Linear(in_channels, out_channels, bias=False) if root_weight else None
+
+    def reset_parameters(self):
+        self.lin_l.reset_parameters()
+        if self.lin_r is not None:
+            self.lin_r.reset_parameters()
+
+    def forward(self, x, edge_index):
+        _check_graph(edge_index)
+        out = self.lin_l(aggregate(x, edge_index, self.aggr))
+        if self.lin_r is not None:
+            out = out + self.lin_r(x)
+        if self.normalize:
+            out = torch.nn.functional.normalize(out, p=2.0, dim=-1)
+        return out
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
+
+
+def _flat_grads(module):
+    return [p for p in module.parameters() if p.requires_grad and p.grad is not None]
+
+
+def all_reduce_gradients(module, graph):
+    """Collective: every parameter's gradient summed over ranks (one message for all of them),
+    so that an optimizer steps every rank's copy alike. Every rank must have the same set of
+    parameters with gradients."""
+    _check_graph(graph, "graph")
+    params = _flat_grads(module)
+    if not params:
+        return
+    flat = torch.cat([p.grad.detach().reshape(-1).double() for p in params])
+    graph._core.all_reduce_sum(flat.numpy())
+    offset = 0
+    for p in params:
+        n = p.grad.numel()
+        p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+        offset += n
+
+
+def broadcast_parameters(module, graph):
+    """Collective: rank 0's parameters and buffers on every rank (as DistributedDataParallel
+    does when it wraps a model), so that every rank starts from the same weights."""
+    _check_graph(graph, "graph")
+    tensors = list(module.parameters()) + [b for b in module.buffers()
+                                           if b.is_floating_point()]
+    if not tensors:
+        return
+    with torch.no_grad():
+        flat = torch.cat([t.detach().reshape(-1).double() for t in tensors])
+        if graph.rank != 0:
+            flat.zero_()
+        graph._core.all_reduce_sum(flat.numpy())
+        offset = 0
+        for t in tensors:
+            n = t.numel()
+            t.copy_(flat[offset:offset + n].view_as(t))
+            offset += n

@@ -1,0 +1,233 @@
+# SPDX-License-Identifier: Apache-2.0
+"""tessera.torch on one process: a DistributedGraph from every source a user has (a PyG-style
+Data, an edge_index tensor, NumPy, scipy.sparse, an OGB folder, a partition store) holds the same
+part; the layers keep PyG's parameter names and layouts; aggregation works in place on the
+caller's memory and on other float dtypes; nothing passed in is modified; every bad input is a
+ValueError naming the argument. (torch_cora.py compares training with the reference at 1, 2 and
+4 ranks.)"""
+import os
+import subprocess
+import tempfile
+import types
+import unittest
+
+import numpy as np
+import torch
+
+import tessera
+import tessera.torch as tt
+import torch_reference as ref
+
+PARTITION_GRAPH = os.environ.get("TESSERA_PARTITION_GRAPH", "")
+
+
+def ring_data(n=60, f=5):
+    """A PyG-style Data: two interleaved rings, labels the parity, masks for the splits."""
+    v = torch.arange(n)
+    edge_index = torch.stack([torch.cat([v, (v + 2) % n]), torch.cat([(v + 2) % n, v])])
+    x = torch.from_numpy(np.random.default_rng(0).random((n, f), dtype=np.float32))
+    return types.SimpleNamespace(edge_index=edge_index, x=x, y=(v % 2)[:, None], num_nodes=n,
+                                 train_mask=v % 3 == 0, val_mask=v % 3 == 1, test_mask=v % 3 == 2)
+
+
+class Sources(unittest.TestCase):
+    def assert_same_part(self, graph, data):
+        np.testing.assert_array_equal(graph.node_ids.numpy(), np.arange(data.num_nodes))
+        torch.testing.assert_close(graph.x, data.x, rtol=0, atol=0)
+        torch.testing.assert_close(graph.y, data.y.reshape(-1), rtol=0, atol=0)
+        for attr in ("train_mask", "val_mask", "test_mask"):
+            torch.testing.assert_close(getattr(graph, attr), getattr(data, attr))
+        self.assertEqual(graph.num_train, int(data.train_mask.sum()))
+        self.assertIs(graph.edge_index, graph)
+
+    def test_every_source_gives_the_same_part(self):
+        data = ring_data()
+        before = {k: v.clone() for k, v in vars(data).items() if isinstance(v, torch.Tensor)}
+        graph = tt.DistributedGraph(data)
+        self.assert_same_part(graph, data)
+        for k, v in before.items():  # nothing the caller passed is modified
+            torch.testing.assert_close(getattr(data, k), v, rtol=0, atol=0)
+        masks = dict(x=data.x, y=data.y, train_mask=data.train_mask, val_mask=data.val_mask,
+                     test_mask=data.test_mask)
+        ids = dict(x=data.x.numpy(), y=data.y.numpy(), train_idx=np.flatnonzero(data.train_mask),
+                   valid_idx=np.flatnonzero(data.val_mask), test_idx=np.flatnonzero(data.test_mask))
+        import scipy.sparse
+        src, dst = data.edge_index.numpy()
+        adjacency = scipy.sparse.csr_matrix((np.ones(len(src)), (src, dst)), shape=(60, 60))
+        for source, arrays in ((data.edge_index, masks), (data.edge_index.int().numpy(), ids),
+                               (adjacency, masks)):
+            with self.subTest(source=type(source).__name__):
+                self.assert_same_part(tt.DistributedGraph(source, **arrays), data)
+
+    def test_the_same_aggregation_from_every_source(self):
+        data = ring_data()
+        x = torch.randn(60, 3)
+        expected = tt.aggregate(x, tt.DistributedGraph(data), "gcn")
+        torch.testing.assert_close(
+            tt.aggregate(x, tt.DistributedGraph(data.edge_index.numpy(), x=data.x, y=data.y,
+                                                train_mask=data.train_mask), "gcn"), expected)
+
+    def test_ogb_folder_matches_its_arrays(self):
+        if not os.path.exists(os.path.join(ref.CORA, "raw", "edge.csv.gz")):
+            self.skipTest(f"Cora not found at {ref.CORA}")
+        data = ref.CoraData()
+        graph = tt.DistributedGraph(ref.CORA)
+        self.assert_same_part(graph, data)
+        self.assertEqual((graph.num_features, graph.num_classes), (1433, 7))
+        x = torch.randn(graph.num_nodes, 4)
+        ops = ref.operators(data.edge_index, data.num_nodes)
+        for op in ("gcn", "mean", "sum"):
+            torch.testing.assert_close(tt.aggregate(x, graph, op), torch.sparse.mm(ops[op], x),
+                                       rtol=1e-5, atol=1e-6)
+
+    def test_partition_store(self):
+        if not PARTITION_GRAPH:
+            self.skipTest("TESSERA_PARTITION_GRAPH is not set")
+        with tempfile.TemporaryDirectory() as tmp:
+            store = os.path.join(tmp, "store")
+            subprocess.run([PARTITION_GRAPH, "--dataset", "synth:default", "--parts", "1",
+                            "--out", store, "--quiet"], check=True)
+            stored = tt.DistributedGraph(partitions=store)
+            direct = tt.DistributedGraph("synth:default")
+            torch.testing.assert_close(stored.x, direct.x, rtol=0, atol=0)
+            x = torch.randn(stored.num_local, 2)
+            torch.testing.assert_close(tt.aggregate(x, stored), tt.aggregate(x, direct))
+
+
+class Layers(unittest.TestCase):
+    def test_pyg_names_and_layouts(self):
+        gcn = tt.GCNConv(5, 3)
+        self.assertEqual({k: tuple(v.shape) for k, v in gcn.state_dict().items()},
+                         {"lin.weight": (3, 5), "bias": (3,)})
+        sage = tt.SAGEConv(5, 3)
+        self.assertEqual({k: tuple(v.shape) for k, v in sage.state_dict().items()},
+                         {"lin_l.weight": (3, 5), "lin_l.bias": (3,), "lin_r.weight": (3, 5)})
+        if ref.pyg_nn is not None:
+            for ours, theirs in ((gcn, ref.pyg_nn.GCNConv(5, 3)), (sage, ref.pyg_nn.SAGEConv(5, 3))):
+                self.assertEqual({k: v.shape for k, v in ours.state_dict().items()},
+                                 {k: v.shape for k, v in theirs.state_dict().items()})
+
+    def test_layers_equal_their_formulas(self):
+        data = ring_data()
+        graph = tt.DistributedGraph(data)
+        ops = ref.operators(data.edge_index, 60)
+        x = torch.randn(60, 5)
+        gcn, sage = tt.GCNConv(5, 3), tt.SAGEConv(5, 3, normalize=True)
+        torch.nn.init.normal_(gcn.bias)
+        torch.testing.assert_close(gcn(x, graph.edge_index),
+                                   torch.sparse.mm(ops["gcn"], x @ gcn.lin.weight.T) + gcn.bias)
+        plain = sage.lin_l(torch.sparse.mm(ops["mean"], x)) + sage.lin_r(x)
+        torch.testing.assert_close(sage(x, graph), torch.nn.functional.normalize(plain, dim=-1))
+        summed = tt.GCNConv(5, 3, normalize=False, bias=False)
+        torch.testing.assert_close(summed(x, graph),
+                                   torch.sparse.mm(ops["sum"], x @ summed.lin.weight.T))
+
+
+class Aggregation(unittest.TestCase):
+    def setUp(self):
+        self.graph = tt.DistributedGraph(ring_data())
+
+    def test_in_place_on_the_callers_memory(self):
+        x = torch.randn(60, 4)
+        out = torch.zeros(60, 4)
+        self.graph._core.aggregate("sum", out.numpy(), x.numpy(), 0)  # writes into out's memory
+        torch.testing.assert_close(out, tt.aggregate(x, self.graph, "sum"))
+
+    def test_other_float_dtypes(self):
+        x = torch.randn(60, 4, dtype=torch.float64, requires_grad=True)
+        out = tt.aggregate(x, self.graph, "mean")
+        self.assertEqual(out.dtype, torch.float64)
+        out.sum().backward()
+        self.assertEqual(x.grad.dtype, torch.float64)
+        torch.testing.assert_close(out.float(), tt.aggregate(x.detach().float(), self.graph,
+                                                             "mean"))
+        half = tt.aggregate(x.detach().to(torch.bfloat16), self.graph, "sum")
+        self.assertEqual(half.dtype, torch.bfloat16)
+
+    def test_gradient_reduction_and_broadcast_on_one_rank(self):
+        model = tt.GCNConv(5, 3)
+        state = {k: v.clone() for k, v in model.state_dict().items()}
+        tt.broadcast_parameters(model, self.graph)
+        for k, v in model.state_dict().items():
+            torch.testing.assert_close(v, state[k], rtol=0, atol=0)
+        model(self.graph.x, self.graph).sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        tt.all_reduce_gradients(model, self.graph)
+        for p, g in zip(model.parameters(), grads):
+            torch.testing.assert_close(p.grad, g, rtol=0, atol=0)
+        self.assertEqual(self.graph.global_sum(torch.tensor([1.5, 2.0])), 3.5)
+
+
+class BadInputIsValueError(unittest.TestCase):
+    def test_bad_inputs_name_the_argument(self):
+        data = ring_data()
+        graph = tt.DistributedGraph(data)
+        x = torch.randn(60, 4)
+        cases = [
+            (r"x: expected shape \(num_local = 60, F\), got \(59, 4\)",
+             lambda: tt.aggregate(x[:59], graph)),
+            (r"op: expected one of gcn, mean, sum, got 'max'", lambda: tt.aggregate(x, graph, "max")),
+            (r"x: expected a floating-point torch tensor", lambda: tt.aggregate(x.long(), graph)),
+            (r"graph: expected a tessera.torch.DistributedGraph", lambda: tt.aggregate(x, "g")),
+            (r"edge_index: expected a tessera.torch.DistributedGraph .* got torch.Tensor",
+             lambda: tt.GCNConv(4, 2)(x, data.edge_index)),
+            (r"edge_weight: the graph's operators are unweighted",
+             lambda: tt.GCNConv(4, 2)(x, graph, torch.ones(120))),
+            (r"improved:", lambda: tt.GCNConv(4, 2, improved=True)),
+            (r"aggr: expected 'mean', 'sum' or 'add', got 'max'",
+             lambda: tt.SAGEConv(4, 2, aggr="max")),
+            (r"x: float64 value .* has no exact float32",
+             lambda: tt.DistributedGraph(data.edge_index, x=data.x.double() + 1e-9, y=data.y,
+                                         train_mask=data.train_mask)),
+            (r"train_mask: a mask needs num_nodes = 60 entries, got 59",
+             lambda: tt.DistributedGraph(data.edge_index, x=data.x, y=data.y,
+                                         train_mask=data.train_mask[:59])),
+            (r"y: expected integer labels, got float32",
+             lambda: tt.DistributedGraph(data.edge_index, x=data.x, y=data.x[:, 0],
+                                         train_mask=data.train_mask)),
+            (r"edge_index: expected shape \(2, E\), got \(3, 120\)",
+             lambda: tt.DistributedGraph(torch.zeros(3, 120, dtype=torch.long), x=data.x,
+                                         y=data.y, train_mask=data.train_mask)),
+            (r"x: the node features are required",
+             lambda: tt.DistributedGraph(data.edge_index, y=data.y, train_mask=data.train_mask)),
+            (r"source: expected a PyG Data", lambda: tt.DistributedGraph(None)),
+            (r"unknown option 'codex'", lambda: tt.DistributedGraph(data, codex="int8")),
+            (r"codec=adaptive re-plans its bits", lambda: tt.DistributedGraph(data,
+                                                                               codec="adaptive")),
+            (r"parallel=pipeline", lambda: tt.DistributedGraph(data, parallel="pipeline")),
+            (r"tensor: expected a float32 or float64 torch tensor",
+             lambda: graph.all_reduce_(torch.ones(3, dtype=torch.int32))),
+            (r"call 2 is not in \[0, num_layers = 2\)",
+             lambda: tt.aggregate(x, graph, call=2)),
+        ]
+        for pattern, call in cases:
+            with self.subTest(pattern=pattern):
+                with self.assertRaisesRegex(ValueError, pattern):
+                    call()
+
+    def test_the_extension_checks_its_arrays(self):
+        graph = tt.DistributedGraph(ring_data())._core
+        x = np.zeros((60, 4), np.float32)
+        read_only = np.zeros((60, 4), np.float32)
+        read_only.flags.writeable = False
+        cases = [
+            (r"out: shares memory with x", lambda: graph.aggregate("gcn", x, x, 0)),
+            (r"out: the array is read-only", lambda: graph.aggregate("gcn", read_only, x, 0)),
+            (r"d_x: expected 4 columns as d_out, got 3",
+             lambda: graph.aggregate_backward("gcn", np.zeros((60, 3), np.float32), x, 0)),
+            (r"x: expected dtype float32, got float64",
+             lambda: graph.aggregate("gcn", x, np.zeros((60, 4)), 0)),
+            (r"x: expected 60 rows \(this rank's num_local\), got 6",
+             lambda: graph.aggregate("gcn", x, x[:6].copy(), 0)),
+            (r"values: expected dtype float32 or float64, got int64",
+             lambda: graph.all_reduce_sum(np.zeros(3, np.int64))),
+            (r"split: expected train, valid or test, got 'val'", lambda: graph.split_rows("val")),
+        ]
+        for pattern, call in cases:
+            with self.subTest(pattern=pattern):
+                with self.assertRaisesRegex(ValueError, pattern):
+                    call()
+
+
+if __name__ == "__main__":
+    unittest.main()
