@@ -408,13 +408,14 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
             std::fprintf(stderr, "%s\n", progress_line(record, s.info.eval_metric).c_str());
         }
       }
-      if (on_epoch) on_epoch(to_stats(record));
+      return !on_epoch || on_epoch(to_stats(record));
     });
     s.results = outcome.results;
     s.stopped = outcome.stopped;
     TrainResult out;
     out.stopped = outcome.stopped;
     out.stop_signal = outcome.stop_signal;
+    out.early_stopped = outcome.early_stopped;
     out.stop_run = outcome.stop_run;
     out.stop_epoch = outcome.stop_epoch;
     out.checkpoint = outcome.checkpoint;

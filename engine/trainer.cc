@@ -7,6 +7,7 @@
 #include "engine/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -180,7 +181,7 @@ Trainer::RunState Trainer::begin_run(int run) {
   return state;
 }
 
-bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
+Trainer::EpochEnd Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
   Impl& s = *impl_;
   Communicator& comm = *s.comm;
   Model& model = *s.model;
@@ -245,8 +246,18 @@ bool Trainer::train_epoch(RunState& state, const EpochCallback& on_epoch) {
   if (epoch % config_.eval_every == 0 || epoch == config_.epochs) evaluate_epoch(state, record);
   state.epoch = epoch;
   s.history.push_back(record);
-  if (on_epoch) on_epoch(record);
-  return sums.stop > 0.0;
+  // Whether any rank's callback asked to stop (every rank takes part: ranks may differ in
+  // having a callback). Training then ends as finished, its final metrics evaluated.
+  std::array<std::int64_t, 1> asked = {on_epoch && !on_epoch(record) ? 1 : 0};
+  comm.all_reduce_max(asked);
+  if (asked[0] != 0) {
+    if (!record.evaluated) {
+      evaluate_epoch(state, record);
+      s.history.back() = record;
+    }
+    return EpochEnd::Asked;
+  }
+  return sums.stop > 0.0 ? EpochEnd::Signal : EpochEnd::Continue;
 }
 
 void Trainer::evaluate_epoch(RunState& state, EpochRecord& record) {
@@ -280,16 +291,18 @@ RunResult Trainer::finish_run(RunState& state) {
   if (config_.restore_best && !state.best_params.empty())  // the best epoch's weights
     set_model_weights(*impl_->model, state.best_params, state.best_buffers, "the best epoch");
   RunResult result = state.result;
+  const double epochs = std::max(state.epoch, 1);  // fewer than configured after early stopping
   for (int c = 0; c < kCategories; ++c) {
-    result.bytes_per_epoch[c] = static_cast<std::uint64_t>(state.bytes_total[c] / config_.epochs);
-    result.raw_bytes_per_epoch[c] = static_cast<std::uint64_t>(state.raw_total[c] / config_.epochs);
+    result.bytes_per_epoch[c] = static_cast<std::uint64_t>(state.bytes_total[c] / epochs);
+    result.raw_bytes_per_epoch[c] = static_cast<std::uint64_t>(state.raw_total[c] / epochs);
   }
   return result;
 }
 
 RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
   RunState state = begin_run(run);
-  while (state.epoch < config_.epochs) train_epoch(state, on_epoch);
+  while (state.epoch < config_.epochs && train_epoch(state, on_epoch) != EpochEnd::Asked) {
+  }
   impl_->history.clear();  // only train() keeps the records (for checkpoints)
   return finish_run(state);
 }
@@ -328,9 +341,12 @@ TrainOutcome Trainer::train(const EpochCallback& on_epoch) {
       restore_run(state, *resumed);
       resumed.reset();
     }
-    while (state.epoch < config_.epochs) {
-      const bool stop = train_epoch(state, on_epoch);
-      const bool last = state.epoch == config_.epochs && run == config_.runs - 1;
+    while (state.epoch < config_.epochs && !out.early_stopped) {
+      const EpochEnd end = train_epoch(state, on_epoch);
+      out.early_stopped = end == EpochEnd::Asked;
+      const bool stop = end == EpochEnd::Signal;
+      const bool last =
+          out.early_stopped || (state.epoch == config_.epochs && run == config_.runs - 1);
       const bool periodic =
           config_.checkpoint_every > 0 && state.epoch % config_.checkpoint_every == 0;
       if (checkpoints && (stop || last || periodic)) {
@@ -348,6 +364,11 @@ TrainOutcome Trainer::train(const EpochCallback& on_epoch) {
       }
     }
     s.finished.push_back(finish_run(state));
+    if (out.early_stopped) {
+      out.stop_run = run;
+      out.stop_epoch = state.epoch;
+      break;
+    }
   }
   out.results = s.finished;
   return out;

@@ -24,6 +24,7 @@
 #include "engine/train_config.h"
 #include "layers/model.h"
 #include "partition/graph_part.h"
+#include "tessera/epoch_hook.h"
 
 namespace tessera {
 
@@ -87,7 +88,7 @@ struct GraphTotals {
   std::int64_t operator_nnz = 0;  // entries of the normalised operator (with self loops for GCN)
 };
 
-using EpochCallback = std::function<void(const EpochRecord&)>;
+using EpochCallback = EpochHook<EpochRecord>;  // false: stop after this epoch
 struct CheckpointState;  // engine/checkpoint.h
 
 // Exit status of train_gcn when a stop signal ended training after a checkpoint was written
@@ -98,6 +99,7 @@ inline constexpr int kExitStopped = 75;
 struct TrainOutcome {
   std::vector<RunResult> results;  // every run when not stopped (finished runs otherwise)
   bool stopped = false;            // a stop signal ended training early
+  bool early_stopped = false;      // the epoch callback ended training (a finished training)
   int stop_signal = 0;             // the signal this rank received (0: another rank's)
   int stop_run = 0;                // run and epochs completed when it stopped
   int stop_epoch = 0;
@@ -148,7 +150,9 @@ class Trainer {
   void prepare_part();
   RunState begin_run(int run);
   // One epoch of the run; returns whether any rank asked to stop (agreed).
-  bool train_epoch(RunState& state, const EpochCallback& on_epoch);
+  // How an epoch ended: go on, a stop signal on some rank, or a callback that asked to stop.
+  enum class EpochEnd { Continue, Signal, Asked };
+  EpochEnd train_epoch(RunState& state, const EpochCallback& on_epoch);
   // The evaluation of an epoch: metrics into `record`, best-validation tracking into the run.
   void evaluate_epoch(RunState& state, EpochRecord& record);
   RunResult finish_run(RunState& state);

@@ -192,6 +192,46 @@ py::dict to_dict(const tessera::RunStats& r) {
   return d;
 }
 
+// Session.train: the GIL released while C++ trains; after every epoch the GIL is taken to check
+// for signals (Ctrl-C) and to call on_epoch. A pending KeyboardInterrupt, an exception of
+// on_epoch or a False it returns asks every rank to stop after this epoch (so no rank is left
+// waiting in a collective); the exception is raised once training has ended.
+py::dict train(tessera::Session& s, const py::object& on_epoch) {
+  std::optional<py::error_already_set> failure;
+  const tessera::OnEpoch callback = [&](const tessera::EpochStats& e) {
+    py::gil_scoped_acquire gil;
+    if (failure) return false;
+    if (PyErr_CheckSignals() != 0) {
+      failure.emplace();  // takes the KeyboardInterrupt
+      return false;
+    }
+    if (on_epoch.is_none()) return true;
+    try {
+      const py::object go_on = on_epoch(to_dict(e));
+      return go_on.is_none() || PyObject_IsTrue(go_on.ptr()) == 1;
+    } catch (py::error_already_set& error) {
+      failure.emplace(std::move(error));
+      return false;
+    }
+  };
+  tessera::TrainResult result;
+  {
+    py::gil_scoped_release release;
+    result = s.train(callback);
+  }
+  if (failure) throw std::move(*failure);
+  py::list runs;
+  for (const tessera::RunStats& r : result.runs) runs.append(to_dict(r));
+  py::dict out;
+  out["runs"] = runs;
+  out["stopped"] = result.stopped;
+  out["early_stopped"] = result.early_stopped;
+  out["stop_epoch"] = result.stop_epoch;
+  out["checkpoint"] = result.checkpoint;
+  out["resumed_from"] = result.resumed_from;
+  return out;
+}
+
 }  // namespace
 
 }  // namespace tessera_python
@@ -255,26 +295,12 @@ PYBIND11_MODULE(_core, m) {
           "Loads a Graph (read on rank 0, partitioned and sent to every rank).")
       .def_property_readonly("num_nodes", &tessera::Session::num_nodes)
       .def_property_readonly("metric", &tessera::Session::metric)
-      .def(
-          "train",
-          [](tessera::Session& s, const py::object& on_epoch) {
-            tessera::OnEpoch callback;
-            if (!on_epoch.is_none()) {
-              callback = [on_epoch](const tessera::EpochStats& e) { on_epoch(to_dict(e)); };
-            }
-            const tessera::TrainResult result = s.train(callback);
-            py::list runs;
-            for (const tessera::RunStats& r : result.runs) runs.append(to_dict(r));
-            py::dict out;
-            out["runs"] = runs;
-            out["stopped"] = result.stopped;
-            out["checkpoint"] = result.checkpoint;
-            out["resumed_from"] = result.resumed_from;
-            return out;
-          },
-          py::arg("on_epoch") = py::none(),
-          "Trains every run; on_epoch(dict) sees each epoch. Returns a dict: runs (one dict "
-          "per run), stopped, checkpoint, resumed_from.")
+      .def("train", &train, py::arg("on_epoch") = py::none(),
+           "Trains every run; on_epoch(dict) sees each epoch, and returning False ends training "
+           "there (on every rank; the outputs are written). The GIL is released while training "
+           "runs and Ctrl-C ends it with KeyboardInterrupt after the epoch in progress. Returns "
+           "a dict: runs (one dict per run), stopped, early_stopped, stop_epoch, checkpoint, "
+           "resumed_from.")
       .def(
           "predict",
           [](tessera::Session& s) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/epoch_hook.h"
 #include "tessera/export.h"
 #include "tessera/graph.h"
 #include "tessera/options.h"
@@ -82,9 +83,11 @@ struct Parameter {
 // handle_signals) — then after a checkpoint, from which a later train() with the same
 // checkpoint_dir continues.
 struct TrainResult {
-  std::vector<RunStats> runs;  // every run; only the finished ones when stopped
+  std::vector<RunStats> runs;  // every run; only the finished ones when stopped (early
+                               // stopped: up to the run that stopped, which counts as finished)
   bool stopped = false;
   int stop_signal = 0;         // the signal this rank received (0: another rank's)
+  bool early_stopped = false;  // on_epoch returned false: the training finished there
   int stop_run = 0;            // the run and the epochs of it done when training stopped
   int stop_epoch = 0;
   std::string checkpoint;      // the last checkpoint written (rank 0; empty: none)
@@ -95,7 +98,9 @@ struct TrainResult {
 // (EX_TEMPFAIL: start again to continue); train_gcn's, which the Slurm scripts requeue on.
 inline constexpr int kStoppedExitStatus = 75;
 
-using OnEpoch = std::function<void(const EpochStats&)>;
+// After every epoch, on every rank; returning false ends training after it (on every rank, as a
+// finished training: the outputs are written), returning nothing goes on.
+using OnEpoch = EpochHook<EpochStats>;
 
 class TESSERA_API Session {
  public:

@@ -47,3 +47,9 @@ for mode in modes:
         assert "parallel=" + mode["parallel"] in str(e), str(e)
     if session.rank == 0:
         print(f"ranks {session.size}, {mode}: final test {piped_runs[0]['final_test']:.6f}")
+
+# Early stopping asked by rank 0 alone ends training on every rank after the same epoch.
+stopping = tessera.Session(**options)
+stopping.load("synth:default")
+result = stopping.train(on_epoch=lambda e: stopping.rank != 0 or e["epoch"] < 5)
+assert result["early_stopped"] and result["stop_epoch"] == 5, result

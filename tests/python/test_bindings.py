@@ -5,6 +5,7 @@ weights; every class of bad argument is a ValueError with a clear message (never
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -155,6 +156,55 @@ class InputsAsUsersHaveThem(unittest.TestCase):
         self.assertEqual(self.train(**converted), expected)
         for key, value in before.items():
             np.testing.assert_array_equal(np.asarray(converted[key]), value, err_msg=key)
+
+
+class StoppingTraining(unittest.TestCase):
+    """on_epoch returning False ends training there as finished (outputs written); an exception
+    in on_epoch comes out of train(); Ctrl-C ends train() with KeyboardInterrupt."""
+
+    def test_on_epoch_false_is_early_stopping(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = os.path.join(tmp, "summary.json")
+            session = tessera.Session(**{**FAST, "runs": 2, "summary": summary})
+            session.load(tessera.Graph(**two_rings()))
+            seen = []
+            result = session.train(on_epoch=lambda e: seen.append(e["epoch"]) or e["epoch"] < 7)
+            self.assertEqual(seen, list(range(1, 8)))
+            self.assertTrue(result["early_stopped"])
+            self.assertFalse(result["stopped"])
+            self.assertEqual((len(result["runs"]), result["stop_epoch"]), (1, 7))
+            self.assertGreater(result["runs"][0]["final_test"], 0.0)  # evaluated at the stop
+            self.assertTrue(os.path.exists(summary))
+        session = tessera.Session(**FAST)
+        session.load(tessera.Graph(**two_rings()))
+        self.assertFalse(session.train(on_epoch=lambda e: None)["early_stopped"])
+
+    def test_an_exception_in_on_epoch_comes_out_of_train(self):
+        session = tessera.Session(**FAST)
+        session.load(tessera.Graph(**two_rings()))
+
+        def fail(e):
+            if e["epoch"] == 3:
+                raise KeyError("from on_epoch")
+        with self.assertRaisesRegex(KeyError, "from on_epoch"):
+            session.train(on_epoch=fail)
+
+    def test_ctrl_c_is_keyboard_interrupt(self):
+        script = ("import sys, tessera\n"
+                  "s = tessera.Session(num_layers=2, hidden_channels=16, epochs=1000000)\n"
+                  "s.load('synth:default')\n"
+                  "try:\n"
+                  "    print('training', flush=True)\n"
+                  "    s.train()\n"
+                  "except KeyboardInterrupt:\n"
+                  "    sys.exit(42)\n")
+        import signal
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                 text=True, preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                             signal.SIG_DFL))
+        self.assertEqual(child.stdout.readline().strip(), "training")
+        child.send_signal(signal.SIGINT)
+        self.assertEqual(child.wait(timeout=60), 42)
 
 
 class BadInputIsValueError(unittest.TestCase):
