@@ -31,8 +31,8 @@ from tessera import _convert
 from tessera import Graph as _make_graph
 from tessera._core import DistributedGraph as _CoreGraph
 
-__all__ = ["DistributedGraph", "GCNConv", "SAGEConv", "aggregate", "all_reduce_gradients",
-           "broadcast_parameters"]
+__all__ = ["BatchNorm1d", "DistributedGraph", "GCNConv", "SAGEConv", "aggregate",
+           "all_reduce_gradients", "broadcast_parameters"]
 
 
 class DistributedGraph:
@@ -308,6 +308,66 @@ class SAGEConv(torch.nn.Module):
 
     def __repr__(self):
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
+
+
+def _global_moments(x, graph):
+    """The mean and biased variance per column over every rank's rows (float64), and the count."""
+    x = x.detach().double()
+    sums = torch.cat([x.sum(0), (x * x).sum(0), torch.tensor([float(x.shape[0])],
+                                                             dtype=torch.float64)])
+    graph._core.all_reduce_sum(sums.numpy())
+    c, count = x.shape[1], sums[-1].item()
+    if count < 2:
+        raise ValueError(f"x: batch normalisation needs at least 2 rows over all ranks, got "
+                         f"{int(count)}")
+    mean = sums[:c] / count
+    return mean, (sums[c:2 * c] / count - mean * mean).clamp_min(0.0), count
+
+
+class _GlobalNormalize(torch.autograd.Function):
+    """(x - mean) * inv_std with every rank's statistics; backward needs two global sums too."""
+
+    @staticmethod
+    def forward(ctx, x, graph, mean, inv_std, count):
+        xhat = ((x.detach().double() - mean) * inv_std).to(x.dtype)
+        ctx.save_for_backward(xhat, inv_std)
+        ctx.graph, ctx.count = graph, count
+        return xhat
+
+    @staticmethod
+    def backward(ctx, d_xhat):
+        xhat, inv_std = ctx.saved_tensors
+        g, h = d_xhat.double(), xhat.double()
+        sums = torch.cat([g.sum(0), (g * h).sum(0)])
+        ctx.graph._core.all_reduce_sum(sums.numpy())
+        c = h.shape[1]
+        d_x = (g - sums[:c] / ctx.count - h * (sums[c:] / ctx.count)) * inv_std
+        return d_x.to(d_xhat.dtype), None, None, None, None
+
+
+class BatchNorm1d(torch.nn.BatchNorm1d):
+    """torch.nn.BatchNorm1d with its training statistics over every rank's rows (the
+    single-process batch of the whole graph), so that K ranks train as one; the same parameters
+    (weight, bias) and buffers (running_mean, running_var, num_batches_tracked). Called as
+    bn(x, graph); without a graph, or in eval mode, it is torch's BatchNorm1d."""
+
+    def forward(self, x, graph=None):
+        if graph is None or not self.training:
+            return super().forward(x)
+        _check_graph(graph, "graph")
+        if x.dim() != 2:
+            raise ValueError(f"x: expected (rows, channels), got shape {tuple(x.shape)}")
+        mean, var, count = _global_moments(x, graph)
+        xhat = _GlobalNormalize.apply(x, graph, mean, (var + self.eps).rsqrt(), count)
+        if self.track_running_stats:
+            with torch.no_grad():
+                self.num_batches_tracked += 1
+                m = (1.0 / float(self.num_batches_tracked) if self.momentum is None
+                     else self.momentum)
+                unbiased = var * count / (count - 1)
+                self.running_mean.mul_(1 - m).add_(mean.to(self.running_mean.dtype), alpha=m)
+                self.running_var.mul_(1 - m).add_(unbiased.to(self.running_var.dtype), alpha=m)
+        return xhat * self.weight + self.bias if self.affine else xhat
 
 
 def _flat_grads(module):

@@ -8,6 +8,7 @@ reference (torch_reference.py: PyG's layers when installed, plain torch otherwis
   with SAGEConv;
 - the int8 codec (forward and backward) stays within its bar: losses within 2% of the exact
   run's and validation accuracy within 2 points;
+- tessera.torch.BatchNorm1d (statistics over every rank's rows) against torch's on one process;
 - a custom loss (label smoothing) with early stopping stops at the reference's epoch.
 Every rank checks and exits non-zero on a mismatch (all of them see the same global values)."""
 import sys
@@ -81,7 +82,7 @@ def graph_edges(src, dst):
 
 
 def train_both(conv_name, data, ops, loss_sum=ref.cross_entropy_sum, patience=None,
-               epochs=EPOCHS, **graph_options):
+               epochs=EPOCHS, batch_norm=False, **graph_options):
     """The same model, initial weights and loop: on the DistributedGraph with tessera.torch's
     conv, and on one process with the reference's. Returns both (losses, accuracies, stop)."""
     graph = tt.DistributedGraph(data, **graph_options)
@@ -89,9 +90,13 @@ def train_both(conv_name, data, ops, loss_sum=ref.cross_entropy_sum, patience=No
     gcn, sage, takes_edge_index, _ = ref.reference_convs()
     theirs = {"gcn": gcn, "sage": sage}[conv_name]
     torch.manual_seed(1)
-    model = ref.Net(ours, data.x.shape[1], 16, 7)
+    if batch_norm:
+        model = ref.NetBN(ours, tt.BatchNorm1d, data.x.shape[1], 16, 7)
+        reference = ref.NetBN(theirs, ref.RefBatchNorm1d, data.x.shape[1], 16, 7)
+    else:
+        model = ref.Net(ours, data.x.shape[1], 16, 7)
+        reference = ref.Net(theirs, data.x.shape[1], 16, 7)
     tt.broadcast_parameters(model, graph)
-    reference = ref.Net(theirs, data.x.shape[1], 16, 7)
     reference.load_state_dict(model.state_dict())
 
     tessera_run = ref.train(
@@ -123,6 +128,14 @@ def main():
         if graph.rank == 0:
             print(f"{conv} at {graph.size} ranks vs {reference_name}: largest relative loss "
                   f"difference {gap:.2e} over {EPOCHS} epochs")
+
+    # Batch norm with the statistics of every rank's rows, against torch's on one process.
+    graph, (losses, _, _), (expected, _, _) = train_both("gcn", data, ops, batch_norm=True)
+    gap = relative(losses, expected)
+    check(gap <= 1e-5, f"gcn + BatchNorm1d: losses differ by {gap:.2e} relative (limit 1e-5)")
+    if graph.rank == 0:
+        print(f"gcn + BatchNorm1d at {graph.size} ranks: largest relative loss difference "
+              f"{gap:.2e}")
 
     graph, (coded, coded_acc, _), (exact, exact_acc, _) = train_both(
         "gcn", data, ops, epochs=60, codec="int8", codec_backward="int8")

@@ -101,6 +101,27 @@ class Net(torch.nn.Module):
         return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
 
 
+class RefBatchNorm1d(torch.nn.BatchNorm1d):
+    """torch's BatchNorm1d, called as tessera.torch's is: bn(x, graph)."""
+
+    def forward(self, x, graph=None):
+        return super().forward(x)
+
+
+class NetBN(torch.nn.Module):
+    """conv, batch norm, relu, conv (the layout of OGB's ogbn-arxiv GCN); dropout off."""
+
+    def __init__(self, conv, norm, in_channels, hidden, out_channels):
+        super().__init__()
+        self.conv1 = conv(in_channels, hidden)
+        self.bn = norm(hidden)
+        self.conv2 = conv(hidden, out_channels)
+
+    def forward(self, x, edge_index):
+        graph = edge_index if hasattr(edge_index, "num_local") else None
+        return self.conv2(self.bn(self.conv1(x, edge_index), graph).relu(), edge_index)
+
+
 def cross_entropy_sum(out, y):
     return F.cross_entropy(out, y, reduction="sum")
 
