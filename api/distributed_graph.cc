@@ -13,6 +13,8 @@
 #include "api/graph_view.h"
 #include "comm/halo_exchange.h"
 #include "comm/mpi_communicator.h"
+#include "core/kernels.h"
+#include "core/rng.h"
 #include "datasets/dataset.h"
 #include "engine/halo_propagator.h"
 #include "engine/part_loader.h"
@@ -41,6 +43,7 @@ struct DistributedGraph::Impl {
   bool loaded = false;
   GraphPart part;
   std::array<std::int64_t, 3> split_sizes{};  // train, valid, test over all ranks
+  std::uint64_t epoch = 0;                    // keys the dropout masks
   std::unique_ptr<HaloExchange> exchange;
   std::array<std::unique_ptr<HaloPropagator>, 3> propagators;  // by Aggregation
 
@@ -54,6 +57,8 @@ struct DistributedGraph::Impl {
   void load(PartSource source);
   HaloPropagator& propagator(Aggregation op);
   void check_call(const char* what, std::int64_t f, int call) const;
+  void run_dropout(float* out, const float* in, std::int64_t f, float p, std::uint64_t key,
+                   bool backward);
 };
 
 DistributedGraph::DistributedGraph(const Options& options)
@@ -263,6 +268,36 @@ void DistributedGraph::aggregate_backward(Aggregation op, float* d_x, const floa
 void DistributedGraph::set_epoch(std::uint64_t epoch) {
   impl_->require_loaded("set_epoch");
   impl_->exchange->set_noise(impl_->config.seed, epoch);
+  impl_->epoch = epoch;
+}
+
+void DistributedGraph::Impl::run_dropout(float* out, const float* in, std::int64_t f, float p,
+                                         std::uint64_t key, bool backward) {
+  const char* what = backward ? "dropout_backward" : "dropout";
+  require_loaded(what);
+  TESSERA_CHECK(f > 0, InvalidArgument, "DistributedGraph::", what, ": width ", f,
+                ", expected at least 1 column");
+  TESSERA_CHECK(p >= 0.0f && p < 1.0f, InvalidArgument, "DistributedGraph::", what, ": p = ", p,
+                ", expected a probability in [0, 1)");
+  const std::int64_t n = part.graph.num_owned();
+  const Tensor x = Tensor::borrow(const_cast<float*>(in), n, f);
+  Tensor y = Tensor::borrow(out, n, f);
+  const CounterRng rng(config.seed, epoch, key, RngPurpose::Dropout);
+  if (backward) {
+    tessera::dropout_backward(y, x, p, rng, part.graph.owned_ids);
+  } else {
+    tessera::dropout_forward(y, x, p, rng, part.graph.owned_ids);
+  }
+}
+
+void DistributedGraph::dropout(float* out, const float* x, std::int64_t f, float p,
+                               std::uint64_t key) {
+  impl_->guarded([&] { impl_->run_dropout(out, x, f, p, key, false); });
+}
+
+void DistributedGraph::dropout_backward(float* d_x, const float* d_out, std::int64_t f, float p,
+                                        std::uint64_t key) {
+  impl_->guarded([&] { impl_->run_dropout(d_x, d_out, f, p, key, true); });
 }
 
 void DistributedGraph::all_reduce_sum(float* values, std::int64_t n) {

@@ -36,7 +36,30 @@ float* writable_matrix_of(py::array& array, std::int64_t rows, const char* name,
   return const_cast<float*>(data);
 }
 
-// out = A x or d_x = A^T d_out: `out` written in place, `in` only read, the two not overlapping.
+// The (out, in) pair of an operation on this rank's rows: both (num_local, F) float32
+// C-contiguous, `out` writable, the two not overlapping. Returns F.
+std::int64_t checked_pair(const tessera::DistributedGraph& g, py::array& out, const py::array& in,
+                          const char* out_name, const char* in_name, float** y, const float** x) {
+  const std::int64_t n = g.num_local();
+  std::int64_t f_in = 0;
+  std::int64_t f_out = 0;
+  *x = matrix_of(in, n, in_name, &f_in);
+  *y = writable_matrix_of(out, n, out_name, &f_out);
+  if (f_in != f_out) {
+    value_error(std::string(out_name) + ": expected " + std::to_string(f_in) + " columns as " +
+                in_name + ", got " + std::to_string(f_out));
+  }
+  const auto bytes = static_cast<std::size_t>(n * f_in) * sizeof(float);
+  const auto* a = reinterpret_cast<const char*>(*x);
+  const auto* b = reinterpret_cast<const char*>(*y);
+  if (bytes > 0 && a < b + bytes && b < a + bytes) {
+    value_error(std::string(out_name) + ": shares memory with " + in_name +
+                " (the operation does not run in place)");
+  }
+  return f_in;
+}
+
+// out = A x or d_x = A^T d_out, the GIL released.
 void run_aggregation(tessera::DistributedGraph& g, const std::string& op, py::array& out,
                      const py::array& in, int call, bool backward) {
   const tessera::Aggregation aggregation = [&] {
@@ -46,29 +69,29 @@ void run_aggregation(tessera::DistributedGraph& g, const std::string& op, py::ar
       value_error(std::string("op: ") + e.what());
     }
   }();
-  const char* out_name = backward ? "d_x" : "out";
-  const char* in_name = backward ? "d_out" : "x";
-  const std::int64_t n = g.num_local();
-  std::int64_t f_in = 0;
-  std::int64_t f_out = 0;
-  const float* x = matrix_of(in, n, in_name, &f_in);
-  float* y = writable_matrix_of(out, n, out_name, &f_out);
-  if (f_in != f_out) {
-    value_error(std::string(out_name) + ": expected " + std::to_string(f_in) + " columns as " +
-                in_name + ", got " + std::to_string(f_out));
-  }
-  const auto bytes = static_cast<std::size_t>(n * f_in) * sizeof(float);
-  const auto* a = reinterpret_cast<const char*>(x);
-  const auto* b = reinterpret_cast<const char*>(y);
-  if (bytes > 0 && a < b + bytes && b < a + bytes) {
-    value_error(std::string(out_name) + ": shares memory with " + in_name +
-                " (the aggregation cannot run in place)");
-  }
+  float* y = nullptr;
+  const float* x = nullptr;
+  const std::int64_t f =
+      checked_pair(g, out, in, backward ? "d_x" : "out", backward ? "d_out" : "x", &y, &x);
   py::gil_scoped_release release;
   if (backward) {
-    g.aggregate_backward(aggregation, y, x, f_in, call);
+    g.aggregate_backward(aggregation, y, x, f, call);
   } else {
-    g.aggregate(aggregation, y, x, f_in, call);
+    g.aggregate(aggregation, y, x, f, call);
+  }
+}
+
+void run_dropout(tessera::DistributedGraph& g, py::array& out, const py::array& in, float p,
+                 std::uint64_t key, bool backward) {
+  float* y = nullptr;
+  const float* x = nullptr;
+  const std::int64_t f =
+      checked_pair(g, out, in, backward ? "d_x" : "out", backward ? "d_out" : "x", &y, &x);
+  py::gil_scoped_release release;
+  if (backward) {
+    g.dropout_backward(y, x, f, p, key);
+  } else {
+    g.dropout(y, x, f, p, key);
   }
 }
 
@@ -167,7 +190,19 @@ void bind_distributed_graph(py::module_& m) {
           py::arg("op"), py::arg("d_x"), py::arg("d_out"), py::arg("call"),
           "Collective: d_x = A^T d_out, halo gradients sent to their owners.")
       .def("set_epoch", &DistributedGraph::set_epoch, py::arg("epoch"),
-           "The epoch that keys the codecs' rounding noise from now on.")
+           "The epoch that keys the codecs' rounding noise and the dropout masks from now on.")
+      .def(
+          "dropout",
+          [](DistributedGraph& g, py::array out, const py::array& x, float p, std::uint64_t key) {
+            run_dropout(g, out, x, p, key, false);
+          },
+          py::arg("out"), py::arg("x"), py::arg("p"), py::arg("key"),
+          "out = inverted dropout of x, the mask keyed by (seed, epoch, key, global id, column).")
+      .def(
+          "dropout_backward",
+          [](DistributedGraph& g, py::array d_x, const py::array& d_out, float p,
+             std::uint64_t key) { run_dropout(g, d_x, d_out, p, key, true); },
+          py::arg("d_x"), py::arg("d_out"), py::arg("p"), py::arg("key"))
       .def("all_reduce_sum", &all_reduce, py::arg("values"),
            "Collective: a float32 or float64 array summed over ranks, in place.")
       .def_property_readonly("bytes_sent", &DistributedGraph::bytes_sent);

@@ -37,7 +37,8 @@ class GCN(torch.nn.Module):
     def forward(self, x, graph):
         for conv, bn in zip(self.convs[:-1], self.bns):
             x = F.relu(bn(conv(x, graph), graph))  # tessera: bn takes the graph
-            x = F.dropout(x, p=self.dropout, training=self.training)
+            # tessera: Tessera's dropout (masks by global node id: alike at any rank count)
+            x = tt.dropout(x, graph, p=self.dropout, training=self.training)
         return self.convs[-1](x, graph).log_softmax(dim=-1)
 
 

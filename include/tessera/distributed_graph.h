@@ -82,8 +82,15 @@ class TESSERA_API DistributedGraph {
   // Collective: d_x (num_local, f) = A^T d_out, with the gradients of halo rows sent to their
   // owners and added there.
   void aggregate_backward(Aggregation op, float* d_x, const float* d_out, std::int64_t f, int call);
-  // The epoch that keys the codecs' rounding noise from now on.
+  // The epoch that keys the codecs' rounding noise and the dropout masks from now on.
   void set_epoch(std::uint64_t epoch);
+
+  // Inverted dropout, out (num_local, f) = keep ? x / (1 - p) : 0, with the mask a pure
+  // function of (seed, epoch, key, global node id, column): a node gets the same mask at any
+  // number of ranks, as in Tessera's own training, and backward recomputes it (nothing is
+  // stored). p in [0, 1); out may alias x. Not collective.
+  void dropout(float* out, const float* x, std::int64_t f, float p, std::uint64_t key);
+  void dropout_backward(float* d_x, const float* d_out, std::int64_t f, float p, std::uint64_t key);
 
   // Collective: values summed over ranks, in place (gradients; loss terms).
   void all_reduce_sum(float* values, std::int64_t n);

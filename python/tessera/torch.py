@@ -31,12 +31,15 @@ from tessera import _convert
 from tessera import Graph as _make_graph
 from tessera._core import DistributedGraph as _CoreGraph
 
-__all__ = ["BatchNorm1d", "DistributedGraph", "GCNConv", "SAGEConv", "aggregate",
+__all__ = ["BatchNorm1d", "DistributedGraph", "GCNConv", "SAGEConv", "aggregate", "dropout",
            "all_reduce_gradients", "broadcast_parameters"]
 
 
 class DistributedGraph:
     """This rank's part of a graph cut into one part per MPI rank.
+
+    set_epoch(epoch) at the start of every epoch keys the codecs' rounding and tessera.torch's
+    dropout masks by the epoch, and restarts the numbering of aggregations and dropouts.
 
     `source` is one of: a PyG `Data` (edge_index, x, y and train/val/test masks or *_idx as
     attributes); an edge_index tensor or array (2, E); a scipy.sparse matrix (its nonzeros are
@@ -61,6 +64,7 @@ class DistributedGraph:
                  num_classes=0, name="graph", num_layers=2, **options):
         self._core = _CoreGraph(num_layers=num_layers, **options)
         self._calls = 0
+        self._dropouts = 0
         if source is None and "partitions" in options:
             self._core.load("")
         elif isinstance(source, str):
@@ -143,11 +147,16 @@ class DistributedGraph:
         start of every epoch, on every rank, when a codec is used)."""
         self._core.set_epoch(int(epoch))
         self._calls = 0
+        self._dropouts = 0
 
     def _next_call(self):
         call = self._calls % self._core.num_layers
         self._calls += 1
         return call
+
+    def _next_dropout(self):
+        self._dropouts += 1
+        return self._dropouts - 1
 
     def all_reduce_(self, tensor):
         """Collective: a float32/float64 CPU tensor summed over ranks, in place; returns it."""
@@ -182,23 +191,42 @@ class _Aggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, graph, op, call):
         ctx.graph, ctx.op, ctx.call, ctx.dtype = graph, op, call, x.dtype
-        source = x.detach()
-        if source.dtype != torch.float32:
-            source = source.float()
-        source = source.contiguous()
+        source = _float32(x)
         out = torch.empty_like(source, memory_format=torch.contiguous_format)
         graph._core.aggregate(op, out.numpy(), source.numpy(), call)
         return out if ctx.dtype == torch.float32 else out.to(ctx.dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        source = grad.detach()
-        if source.dtype != torch.float32:
-            source = source.float()
-        source = source.contiguous()
+        source = _float32(grad)
         d_x = torch.empty_like(source, memory_format=torch.contiguous_format)
         ctx.graph._core.aggregate_backward(ctx.op, d_x.numpy(), source.numpy(), ctx.call)
         return (d_x if ctx.dtype == torch.float32 else d_x.to(ctx.dtype)), None, None, None
+
+
+class _Dropout(torch.autograd.Function):
+    """Tessera's inverted dropout: the mask a function of (seed, epoch, key, global node id,
+    column), recomputed in backward."""
+
+    @staticmethod
+    def forward(ctx, x, graph, p, key):
+        ctx.graph, ctx.p, ctx.key, ctx.dtype = graph, p, key, x.dtype
+        source = _float32(x)
+        out = torch.empty_like(source, memory_format=torch.contiguous_format)
+        graph._core.dropout(out.numpy(), source.numpy(), p, key)
+        return out if ctx.dtype == torch.float32 else out.to(ctx.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        source = _float32(grad)
+        d_x = torch.empty_like(source, memory_format=torch.contiguous_format)
+        ctx.graph._core.dropout_backward(d_x.numpy(), source.numpy(), ctx.p, ctx.key)
+        return (d_x if ctx.dtype == torch.float32 else d_x.to(ctx.dtype)), None, None, None
+
+
+def _float32(t):
+    t = t.detach()
+    return (t if t.dtype == torch.float32 else t.float()).contiguous()
 
 
 def _check_graph(graph, name="edge_index"):
@@ -216,16 +244,35 @@ def aggregate(x, graph, op="gcn", call=None):
     _check_graph(graph, "graph")
     if op not in _OPS:
         raise ValueError(f"op: expected one of {', '.join(_OPS)}, got {op!r}")
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        raise ValueError("x: expected a floating-point torch tensor")
-    if x.device.type != "cpu":
-        raise ValueError(f"x: the tensor is on {x.device}; this build aggregates CPU tensors")
-    if x.dim() != 2 or x.shape[0] != graph.num_local:
-        raise ValueError(f"x: expected shape (num_local = {graph.num_local}, F), got "
-                         f"{tuple(x.shape)}")
+    _check_rows(x, graph)
     if call is None:
         call = graph._next_call()
     return _Aggregate.apply(x, graph, op, int(call))
+
+
+def dropout(x, graph, p=0.5, training=True, key=None):
+    """F.dropout(x, p, training) on this rank's rows (num_local, F) with Tessera's masks: a pure
+    function of (the graph's seed, its epoch, key, global node id, column), so that a node is
+    dropped alike at any number of ranks (torch's dropout draws per rank), and regenerated in
+    backward instead of stored. `key` defaults to the graph's running count of dropouts (restarted
+    by set_epoch). Not collective."""
+    _check_graph(graph, "graph")
+    if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+        raise ValueError(f"p: expected a probability in [0, 1), got {p!r}")
+    _check_rows(x, graph)
+    if not training or p == 0.0:
+        return x
+    return _Dropout.apply(x, graph, float(p), int(graph._next_dropout() if key is None else key))
+
+
+def _check_rows(x, graph):
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise ValueError("x: expected a floating-point torch tensor")
+    if x.device.type != "cpu":
+        raise ValueError(f"x: the tensor is on {x.device}; this build works on CPU tensors")
+    if x.dim() != 2 or x.shape[0] != graph.num_local:
+        raise ValueError(f"x: expected shape (num_local = {graph.num_local}, F), got "
+                         f"{tuple(x.shape)}")
 
 
 def _glorot_(weight):

@@ -199,6 +199,9 @@ class BadInputIsValueError(unittest.TestCase):
              lambda: graph.all_reduce_(torch.ones(3, dtype=torch.int32))),
             (r"call 2 is not in \[0, num_layers = 2\)",
              lambda: tt.aggregate(x, graph, call=2)),
+            (r"p: expected a probability in \[0, 1\), got 1.0",
+             lambda: tt.dropout(x, graph, p=1.0)),
+            (r"x: expected shape \(num_local = 60, F\)", lambda: tt.dropout(x[:3], graph)),
         ]
         for pattern, call in cases:
             with self.subTest(pattern=pattern):

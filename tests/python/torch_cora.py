@@ -2,7 +2,8 @@
 """tessera.torch at K ranks (run on one process, or under mpiexec -n K) against the single-process
 reference (torch_reference.py: PyG's layers when installed, plain torch otherwise):
 
-- gradcheck of the gcn, mean and sum aggregations over the whole (replicated) input;
+- gradcheck of the gcn, mean and sum aggregations and of dropout over the whole (replicated)
+  input; dropout masks that follow the nodes, whatever the partition;
 - a hand-written 2-layer GCN with tessera.torch.GCNConv, 30 epochs on Cora from the same initial
   weights, dropout off: every epoch's loss equal to the reference's to 1e-5 relative; the same
   with SAGEConv;
@@ -75,6 +76,33 @@ def distributed_gradcheck():
         check(ok, f"gradcheck of {op} at {graph.size} ranks")
         expected = torch.sparse.mm(ops[op], x.detach().float())
         check(torch.allclose(fn(x).float(), expected, atol=1e-5), f"{op} forward vs reference")
+    graph.set_epoch(2)
+    ok = torch.autograd.gradcheck(
+        lambda whole: Scatter.apply(tt.dropout(Gather.apply(whole), graph, 0.3, key=1)), (x,),
+        eps=1e-3, atol=1e-4, rtol=1e-3, raise_exception=False)
+    check(ok, f"gradcheck of dropout at {graph.size} ranks")
+
+
+def dropout_masks_follow_the_nodes(data):
+    """A node's dropout mask is the same whichever rank holds it: the whole graph's mask, put
+    together from two different partitions, is one; it keeps 1 - p of the entries, scaled."""
+    whole = {}
+    for method in ("metis", "random"):
+        graph = tt.DistributedGraph(data, partition=method)
+        graph.set_epoch(3)
+        rows = tt.dropout(torch.ones(graph.num_local, 8), graph, 0.25, key=2)
+        full = torch.zeros(data.num_nodes, 8)
+        full[graph.node_ids] = rows
+        whole[method] = graph.all_reduce_(full)
+    check(torch.equal(whole["metis"], whole["random"]), "dropout masks depend on the partition")
+    kept = (whole["metis"] != 0).double().mean().item()
+    check(abs(kept - 0.75) < 0.01, f"dropout kept {kept:.3f} of the entries, expected 0.75")
+    scale = torch.tensor(1.0 / 0.75, dtype=torch.float32).item()
+    check(set(whole["metis"].unique().tolist()) == {0.0, scale}, "dropout scale")
+    again = tt.DistributedGraph(data, partition="metis")
+    again.set_epoch(4)
+    other = tt.dropout(torch.ones(again.num_local, 8), again, 0.25, key=2)
+    check(not torch.equal(other, whole["metis"][again.node_ids]), "the epoch keys no new mask")
 
 
 def graph_edges(src, dst):
@@ -118,6 +146,7 @@ def relative(a, b):
 def main():
     distributed_gradcheck()
     data = ref.CoraData()
+    dropout_masks_follow_the_nodes(data)
     ops = ref.operators(data.edge_index, data.num_nodes)
     _, _, _, reference_name = ref.reference_convs()
     for conv in ("gcn", "sage"):
