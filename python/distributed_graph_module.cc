@@ -59,7 +59,20 @@ std::int64_t checked_pair(const tessera::DistributedGraph& g, py::array& out, co
   return f_in;
 }
 
-// out = A x or d_x = A^T d_out, the GIL released.
+// `op(y, x, f)` on the checked pair with the GIL released: forward writes `out` from `x`,
+// backward `d_x` from `d_out`.
+template <class Op>
+void run_on_rows(const tessera::DistributedGraph& g, py::array& out, const py::array& in,
+                 bool backward, Op op) {
+  float* y = nullptr;
+  const float* x = nullptr;
+  const std::int64_t f =
+      checked_pair(g, out, in, backward ? "d_x" : "out", backward ? "d_out" : "x", &y, &x);
+  py::gil_scoped_release release;
+  op(y, x, f);
+}
+
+// out = A x or d_x = A^T d_out.
 void run_aggregation(tessera::DistributedGraph& g, const std::string& op, py::array& out,
                      const py::array& in, int call, bool backward) {
   const tessera::Aggregation aggregation = [&] {
@@ -69,30 +82,24 @@ void run_aggregation(tessera::DistributedGraph& g, const std::string& op, py::ar
       value_error(std::string("op: ") + e.what());
     }
   }();
-  float* y = nullptr;
-  const float* x = nullptr;
-  const std::int64_t f =
-      checked_pair(g, out, in, backward ? "d_x" : "out", backward ? "d_out" : "x", &y, &x);
-  py::gil_scoped_release release;
-  if (backward) {
-    g.aggregate_backward(aggregation, y, x, f, call);
-  } else {
-    g.aggregate(aggregation, y, x, f, call);
-  }
+  run_on_rows(g, out, in, backward, [&](float* y, const float* x, std::int64_t f) {
+    if (backward) {
+      g.aggregate_backward(aggregation, y, x, f, call);
+    } else {
+      g.aggregate(aggregation, y, x, f, call);
+    }
+  });
 }
 
 void run_dropout(tessera::DistributedGraph& g, py::array& out, const py::array& in, float p,
                  std::uint64_t key, bool backward) {
-  float* y = nullptr;
-  const float* x = nullptr;
-  const std::int64_t f =
-      checked_pair(g, out, in, backward ? "d_x" : "out", backward ? "d_out" : "x", &y, &x);
-  py::gil_scoped_release release;
-  if (backward) {
-    g.dropout_backward(y, x, f, p, key);
-  } else {
-    g.dropout(y, x, f, p, key);
-  }
+  run_on_rows(g, out, in, backward, [&](float* y, const float* x, std::int64_t f) {
+    if (backward) {
+      g.dropout_backward(y, x, f, p, key);
+    } else {
+      g.dropout(y, x, f, p, key);
+    }
+  });
 }
 
 void all_reduce(tessera::DistributedGraph& g, py::array& values) {
