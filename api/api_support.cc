@@ -2,11 +2,13 @@
 // The API boundary's shared pieces (api/api_support.h).
 #include "api/api_support.h"
 
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 
 #include "comm/mpi_communicator.h"
+#include "core/cpu/dispatch.h"
 #include "core/device.h"
 
 namespace tessera::api {
@@ -36,6 +38,19 @@ void rethrow_public(const Error& e) {
       bad_input ? e.message() : "[" + std::string(to_string(e.category())) + "] " + e.message();
   if (bad_input) throw std::invalid_argument(text);
   throw std::runtime_error(text);
+}
+
+void warn_about_blas(const Communicator& comm, int verbosity) {
+  static std::once_flag once;
+  if (comm.rank() != 0 || verbosity < 1) return;
+  std::call_once(once, [] {
+    const cpu::BlasKernels blas = cpu::blas_kernels();
+    if (!blas.weaker) return;
+    std::fprintf(stderr,
+                 "Warning: OpenBLAS chose its %s GEMM kernels, but this CPU runs its %s "
+                 "kernels, which are faster; start with OPENBLAS_CORETYPE=%s to use them\n",
+                 blas.chosen.c_str(), blas.best.c_str(), blas.best.c_str());
+  });
 }
 
 Matrix to_matrix(const Tensor& t) {

@@ -45,6 +45,10 @@ auto guarded(Communicator* comm, F&& body) -> decltype(body()) {
   }
 }
 
+// Rank 0, verbosity >= 1, once per process: a warning on stderr when OpenBLAS chose GEMM
+// kernels weaker than this CPU runs (core/cpu/dispatch.h), with the variable that fixes it.
+void warn_about_blas(const Communicator& comm, int verbosity);
+
 // A host copy of t, wherever t lives.
 Matrix to_matrix(const Tensor& t);
 

@@ -39,6 +39,7 @@ using api::ensure_mpi;
 using api::rethrow_public;
 using api::to_config;
 using api::to_matrix;
+using api::warn_about_blas;
 
 EpochStats to_stats(const EpochRecord& record) {
   EpochStats e;
@@ -224,6 +225,7 @@ Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique
     s.hosts = host_names(*s.comm);
     if (s.comm->rank() == 0 && s.options.verbosity >= 1 && s.launch.slurm)
       std::fprintf(stderr, "Launch: %s\n", describe(s.launch).c_str());
+    warn_about_blas(*s.comm, s.options.verbosity);
     // Threads per rank unless told (threads, OMP_NUM_THREADS): Slurm's CPUs per task, else the
     // node's cores shared among its ranks, so that K OpenMP teams do not fight over the cores.
     if (s.config.threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr) {

@@ -8,7 +8,9 @@
 #include <omp.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "core/error.h"
@@ -147,13 +149,50 @@ const KernelTable& kernels() {
   return *table;
 }
 
+int openblas_core_level(const std::string& core) {
+  std::string name;
+  for (char c : core) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::map<std::string, int> kLevel = {
+      {"katmai", 0},        {"coppermine", 0}, {"northwood", 0},   {"prescott", 0},
+      {"banias", 0},        {"core2", 0},      {"penryn", 0},      {"dunnington", 0},
+      {"nehalem", 0},       {"atom", 0},       {"opteron", 0},     {"opteron_sse3", 0},
+      {"barcelona", 0},     {"bobcat", 0},     {"nano", 0},        {"sandybridge", 1},
+      {"bulldozer", 1},     {"piledriver", 1}, {"steamroller", 1}, {"excavator", 2},
+      {"haswell", 2},       {"zen", 2},        {"skylakex", 3},    {"cooperlake", 3},
+      {"sapphirerapids", 3}};
+  const auto it = kLevel.find(name);
+  return it == kLevel.end() ? -1 : it->second;
+}
+
+BlasKernels blas_kernels() {
+  BlasKernels b;
+  const char* core = openblas_get_corename();
+  b.chosen = core != nullptr ? core : "";
+  if (cpu_supports(CpuLevel::Avx512)) {
+    b.best = "SkylakeX";
+  } else if (cpu_supports(CpuLevel::Avx2)) {
+    b.best = "Haswell";
+  } else if (cpu_supports(CpuLevel::Avx)) {
+    b.best = "SandyBridge";
+  }
+  const int chosen = openblas_core_level(b.chosen);
+  b.weaker = !b.best.empty() && chosen >= 0 && chosen < openblas_core_level(b.best);
+  return b;
+}
+
 std::string cpu_kernels_description() {
   std::string built_list;
   for (CpuLevel level : built_cpu_levels())
     built_list += std::string(built_list.empty() ? "" : ", ") + to_string(level);
   // OpenBLAS's configuration names the kernels it chose for this CPU (DYNAMIC_ARCH builds).
-  return std::string(to_string(cpu_level())) + " (built: " + built_list +
-         "); BLAS: " + openblas_get_config();
+  std::string text = std::string(to_string(cpu_level())) + " (built: " + built_list +
+                     "); BLAS: " + openblas_get_config();
+  const BlasKernels blas = blas_kernels();
+  if (blas.weaker) {
+    text += "; OpenBLAS core " + blas.chosen + " is weaker than this CPU's " + blas.best +
+            " (set OPENBLAS_CORETYPE=" + blas.best + ")";
+  }
+  return text;
 }
 
 void set_num_threads(int threads) {

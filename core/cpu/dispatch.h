@@ -27,8 +27,25 @@ void set_cpu_level(CpuLevel level);
 // The kernels of the level in use.
 const KernelTable& kernels();
 
-// "avx512 (built: baseline, avx, avx2, avx512); BLAS: OpenBLAS 0.3.21 ... Haswell ...":
-// what --version and the summary's provenance say of the CPU code.
+// OpenBLAS's GEMM kernels against this CPU: the core OpenBLAS chose (DYNAMIC_ARCH builds pick
+// one when the library loads) and the widest of its x86-64 cores this CPU runs. OpenBLAS 0.3.21
+// falls back to an older core on CPUs it does not know (Prescott, SSE3 only, on a Xeon with
+// AVX512-FP16; Haswell on an AMD EPYC with AVX-512), and GEMM is then slower than it can be.
+// OPENBLAS_CORETYPE=<best>, set before the program starts, selects the better core.
+struct BlasKernels {
+  std::string chosen;   // openblas_get_corename(), e.g. "Haswell"
+  std::string best;     // e.g. "SkylakeX"; empty when no claim can be made
+  bool weaker = false;  // chosen is a known core with narrower vectors than best
+};
+BlasKernels blas_kernels();
+// The ISA level of an OpenBLAS x86-64 core name (any case), or -1 when unknown: 0 SSE, 1 AVX,
+// 2 AVX2, 3 AVX-512.
+int openblas_core_level(const std::string& core);
+
+// "avx512 (built: baseline, avx, avx2, avx512); BLAS: OpenBLAS 0.3.21 ... Haswell ...", and
+// when OpenBLAS's core is weaker than the CPU allows, "; OpenBLAS core Haswell is weaker than
+// this CPU's SkylakeX (set OPENBLAS_CORETYPE=SkylakeX)": what --version and the summary's
+// provenance say of the CPU code.
 std::string cpu_kernels_description();
 
 // OpenMP threads of the kernels (threads <= 0: unchanged).

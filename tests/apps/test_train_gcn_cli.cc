@@ -282,4 +282,40 @@ TEST(TrainGcnCli, EveryCpuLevelGivesTheSameSummary) {
       << bad.output;
 }
 
+// OpenBLAS's kernels are checked against the CPU: forced onto its SSE3 core (as OpenBLAS 0.3.21
+// picks on CPUs it does not know), --version names the weaker core and the fix, a training
+// warns on stderr (with the set-up messages, --quiet too) and the summary's provenance says it;
+// with the core the CPU runs best, nothing is said.
+TEST(TrainGcnCli, AWeakOpenBlasCoreIsNamedWithItsFix) {
+  const Result probe = run("--version");
+  ASSERT_EQ(probe.exit_code, 0) << probe.output;
+  if (probe.output.find("CPU kernels: baseline") != std::string::npos) {
+    GTEST_SKIP() << "this CPU has no AVX: Prescott is as good as it gets";
+  }
+  const std::string best =
+      probe.output.find("CPU kernels: avx512") != std::string::npos ? "SkylakeX"
+      : probe.output.find("CPU kernels: avx2") != std::string::npos ? "Haswell"
+                                                                    : "SandyBridge";
+  const Result version = run("--version", "OPENBLAS_CORETYPE=Prescott");
+  EXPECT_NE(version.output.find("OpenBLAS core Prescott is weaker than this CPU's " + best +
+                                " (set OPENBLAS_CORETYPE=" + best + ")"),
+            std::string::npos)
+      << version.output;
+  const fs::path summary = work_dir() / "blas.json";
+  const std::string quick = "--dataset synth:default --epochs 2 --hidden-channels 8";
+  const Result weak = run(quick + " --summary " + summary.string(), "OPENBLAS_CORETYPE=Prescott");
+  ASSERT_EQ(weak.exit_code, 0) << weak.output;
+  EXPECT_NE(weak.output.find("Warning: OpenBLAS chose its Prescott GEMM kernels, but this CPU "
+                             "runs its " +
+                             best + " kernels"),
+            std::string::npos)
+      << weak.output;
+  const nlohmann::json s = nlohmann::json::parse(read_file(summary));
+  EXPECT_NE(s["provenance"]["cpu_kernels"].get<std::string>().find("OPENBLAS_CORETYPE=" + best),
+            std::string::npos);
+  const Result right = run(quick, "OPENBLAS_CORETYPE=" + best);
+  ASSERT_EQ(right.exit_code, 0) << right.output;
+  EXPECT_EQ(right.output.find("Warning: OpenBLAS"), std::string::npos) << right.output;
+}
+
 }  // namespace

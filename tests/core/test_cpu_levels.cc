@@ -222,6 +222,29 @@ TEST_F(CpuLevels, TheWidestSupportedLevelRunsByDefault) {
   EXPECT_NE(text.find("BLAS: "), std::string::npos) << text;
 }
 
+// OpenBLAS's core names by the vectors they use, and the check of the chosen core against this
+// CPU: weaker exactly when a known core is below the widest one the CPU runs.
+TEST_F(CpuLevels, OpenBlasCoresAreRankedByTheirVectors) {
+  EXPECT_EQ(cpu::openblas_core_level("Prescott"), 0);
+  EXPECT_EQ(cpu::openblas_core_level("SANDYBRIDGE"), 1);
+  EXPECT_EQ(cpu::openblas_core_level("Haswell"), 2);
+  EXPECT_EQ(cpu::openblas_core_level("Zen"), 2);
+  EXPECT_EQ(cpu::openblas_core_level("SkylakeX"), 3);
+  EXPECT_EQ(cpu::openblas_core_level("cooperlake"), 3);
+  EXPECT_EQ(cpu::openblas_core_level("NoSuchCore"), -1);
+  const cpu::BlasKernels blas = cpu::blas_kernels();
+  EXPECT_FALSE(blas.chosen.empty());
+  const int chosen = cpu::openblas_core_level(blas.chosen);
+  const int best = blas.best.empty() ? -1 : cpu::openblas_core_level(blas.best);
+  EXPECT_EQ(blas.weaker, chosen >= 0 && best >= 0 && chosen < best)
+      << blas.chosen << " " << blas.best;
+  EXPECT_EQ(cpu::cpu_kernels_description().find("OPENBLAS_CORETYPE=") != std::string::npos,
+            blas.weaker);
+  if (cpu::cpu_supports(CpuLevel::Avx512)) {
+    EXPECT_EQ(blas.best, "SkylakeX");
+  }
+}
+
 TEST_F(CpuLevels, ALevelThisCpuLacksIsRefusedByName) {
   for (CpuLevel level : cpu::built_cpu_levels()) {
     if (cpu::cpu_supports(level)) continue;
