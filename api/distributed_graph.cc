@@ -90,6 +90,7 @@ DistributedGraph::DistributedGraph(const Options& options, MPI_Comm comm)
                     "DistributedGraph: device=", s.config.device,
                     ": the caller's arrays are host memory");
     });
+    api::warn_about_blas(*s.comm, options.verbosity);
   });
 }
 

@@ -23,12 +23,13 @@
 #include <vector>
 
 #include "bench/bench_common.h"
-#include "datasets/loaders.h"
-#include "datasets/synthetic.h"
+#include "core/cpu/dispatch.h"
 #include "core/csr.h"
 #include "core/error.h"
 #include "core/kernels.h"
 #include "core/tensor.h"
+#include "datasets/loaders.h"
+#include "datasets/synthetic.h"
 #include "engine/system.h"
 #include "engine/trainer.h"
 
@@ -419,6 +420,8 @@ void print_header(const Flags& flags, const Measurements& m) {
               "threads included; a load above the core count means other processes competed "
               "for the cores and the times are inflated)\n",
               omp_get_num_procs(), m.load_avg_start, m.load_avg_end);
+  // The CPU kernels and OpenBLAS's, with a note when OpenBLAS's core is weaker than the CPU's.
+  std::printf("CPU kernels: %s\n", cpu::cpu_kernels_description().c_str());
 }
 
 void print_copy_spmm_table(const Flags& flags, const Measurements& m) {

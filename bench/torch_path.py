@@ -125,6 +125,9 @@ def main():
             native_1 = next((r[2] for r in rows if r[0].startswith("Tessera") and r[1] == 1), None)
             rows.append(("PyG GCNConv (one process)", 1, pyg, native_1))
 
+    version = subprocess.run([train_gcn, "--version"], check=True, capture_output=True,
+                             text=True, env=env).stdout.strip().splitlines()
+    print(version[-1])  # the CPU kernels and OpenBLAS's core (torch's OpenBLAS is Debian's too)
     print(f"GCN {MODEL['num_layers']}x{MODEL['hidden_channels']} on {args.dataset}, "
           f"{args.epochs} epochs, 1 thread per rank: median training step (epochs 2..)")
     print(f"| {'system':<28} | ranks | step s | vs native |")
