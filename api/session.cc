@@ -6,11 +6,14 @@
 #include "tessera/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -547,6 +550,46 @@ std::vector<Parameter> Session::weights() const {
       out.push_back({p.name, p.rows, p.cols, {values.begin(), values.end()}});
     }
     return out;
+  });
+}
+
+void Session::set_weights(const std::vector<Parameter>& weights) {
+  Impl& s = *impl_;
+  s.guarded([&] {
+    run_agreed(*s.comm, "setting weights", [&] {
+      s.require_trained("set_weights");
+      const Model& model = s.trainer->model();
+      std::vector<float> params = model.host_params();
+      std::map<std::string, const ParamInfo*> known;
+      for (const ParamInfo& p : model.param_info()) known[p.name] = &p;
+      std::set<std::string> given;
+      for (const Parameter& w : weights) {
+        const auto it = known.find(w.name);
+        TESSERA_CHECK(it != known.end(), InvalidArgument, "Session::set_weights: unknown weight '",
+                      w.name, "' (weights() lists this model's)");
+        const ParamInfo& p = *it->second;
+        TESSERA_CHECK(w.rows == p.rows && w.cols == p.cols &&
+                          w.values.size() == static_cast<std::size_t>(p.rows * p.cols),
+                      InvalidArgument, "Session::set_weights: '", w.name, "' is ", w.rows, " x ",
+                      w.cols, " with ", w.values.size(), " values, expected ", p.rows, " x ",
+                      p.cols);
+        TESSERA_CHECK(given.insert(w.name).second, InvalidArgument, "Session::set_weights: '",
+                      w.name, "' is given twice");
+        for (std::size_t i = 0; i < w.values.size(); ++i) {
+          TESSERA_CHECK(std::isfinite(w.values[i]), InvalidArgument, "Session::set_weights: '",
+                        w.name, "'[", i, "] is ", w.values[i], ", expected a finite value");
+        }
+        std::copy(w.values.begin(), w.values.end(),
+                  params.begin() + static_cast<std::ptrdiff_t>(p.offset));
+      }
+      for (const auto& [name, info] : known) {
+        TESSERA_CHECK(given.count(name) != 0, InvalidArgument, "Session::set_weights: '", name,
+                      "' is missing (every weight is set at once)");
+      }
+      const std::vector<float> buffers(model.buffers().begin(), model.buffers().end());
+      s.trainer->load_weights(params, buffers);
+    });
+    s.trainer->evaluate_now();
   });
 }
 

@@ -326,6 +326,21 @@ PYBIND11_MODULE(_core, m) {
           "gather_embeddings",
           [](const tessera::Session& s, int layer) { return to_numpy(s.gather_embeddings(layer)); },
           py::arg("layer"), "Collective: every node's embedding on rank 0 (empty elsewhere).")
+      .def(
+          "_set_weights",
+          [](tessera::Session& s, const py::dict& weights) {
+            std::vector<tessera::Parameter> params;
+            for (const auto& [key, value] : weights) {
+              const std::string name = py::str(key);
+              const py::array array = value.cast<py::array>();
+              const auto values = view_of<float>(array, 2, name.c_str(), "float32");
+              params.push_back(
+                  {name, array.shape(0), array.shape(1), {values.begin(), values.end()}});
+            }
+            py::gil_scoped_release release;
+            s.set_weights(params);
+          },
+          py::arg("weights"))
       .def("weights", [](const tessera::Session& s) {
         py::dict out;
         for (tessera::Parameter& p : s.weights()) {

@@ -162,6 +162,11 @@ class TESSERA_API Session {
   // Trained parameters (identical on every rank; with parallel = "pipeline" or "hybrid", those
   // of this rank's stage, named by their layer in the whole model).
   std::vector<Parameter> weights() const;
+  // Collective, after train() or predict(): sets every weight weights() lists (the same names
+  // and shapes, all of them at once; batch-norm running statistics are kept), then runs an
+  // evaluation pass, so that embeddings(), logits() and predictions() describe the new weights.
+  // A later train() starts from fresh models as always.
+  void set_weights(const std::vector<Parameter>& weights);
 
  private:
   struct Impl;

@@ -53,3 +53,9 @@ stopping = tessera.Session(**options)
 stopping.load("synth:default")
 result = stopping.train(on_epoch=lambda e: stopping.rank != 0 or e["epoch"] < 5)
 assert result["early_stopped"] and result["stop_epoch"] == 5, result
+
+# Weights set back under PyG's names on every rank (collective, with an evaluation pass): the
+# logits of this rank's nodes stay what training left.
+before = stopping.logits()
+stopping.load_state_dict(stopping.state_dict())
+np.testing.assert_allclose(stopping.logits(), before, rtol=1e-6, atol=1e-6)

@@ -158,6 +158,65 @@ class Aggregation(unittest.TestCase):
         self.assertEqual(self.graph.global_sum(torch.tensor([1.5, 2.0])), 3.5)
 
 
+class SessionWeightsInPyGLayout(unittest.TestCase):
+    """A Session's weights read and set under PyG's names and layouts: loaded into a torch model
+    of tessera.torch layers, it computes the Session's logits; set back from that model, the
+    Session computes the torch model's."""
+
+    class Convs(torch.nn.Module):
+        def __init__(self, conv, widths):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(conv(a, b) for a, b in zip(widths[:-1], widths[1:]))
+
+        def forward(self, x, graph):
+            for conv in self.convs[:-1]:
+                x = conv(x, graph).relu()
+            return self.convs[-1](x, graph)
+
+    def test_read_and_set_both_ways(self):
+        data = ring_data()
+        graph = tt.DistributedGraph(data)
+        for kind, conv in (("gcn", tt.GCNConv), ("sage", tt.SAGEConv)):
+            with self.subTest(model=kind):
+                session = tessera.Session(num_layers=2, hidden_channels=8, epochs=5, model=kind,
+                                          lr=0.05)
+                session.load(tessera.Graph(**vars(data)))
+                session.train()
+                model = self.Convs(conv, [5, 8, 2])
+                state = {k: torch.from_numpy(v) for k, v in session.state_dict().items()}
+                model.load_state_dict(state)  # strict: the same names and shapes
+                with torch.no_grad():
+                    torch.testing.assert_close(model(graph.x, graph),
+                                               torch.from_numpy(session.logits()),
+                                               rtol=1e-5, atol=1e-5)
+                    for p in model.parameters():
+                        p.add_(0.25)
+                    session.load_state_dict(model.state_dict())
+                    torch.testing.assert_close(torch.from_numpy(session.logits()),
+                                               model(graph.x, graph), rtol=1e-5, atol=1e-5)
+
+    def test_bad_weights_name_the_problem(self):
+        data = ring_data()
+        session = tessera.Session(num_layers=2, hidden_channels=8, epochs=2)
+        session.load(tessera.Graph(**vars(data)))
+        with self.assertRaisesRegex(ValueError, r"train \(or predict\) first"):
+            session.set_weights({})
+        session.train()
+        state = session.state_dict()
+        with self.assertRaisesRegex(ValueError, r"state: 'convs.1.bias' is missing"):
+            session.load_state_dict({k: v for k, v in state.items() if k != "convs.1.bias"})
+        with self.assertRaisesRegex(ValueError, r"'convs.0.weight' is 8 x 4 with 32 values, "
+                                                r"expected 5 x 8"):
+            session.load_state_dict({**state, "convs.0.lin.weight": np.zeros((4, 8), np.float32)})
+        with self.assertRaisesRegex(ValueError, r"unknown weight 'convs.9.weight'"):
+            session.set_weights({**session.weights(), "convs.9.weight": np.zeros((2, 2))})
+        with self.assertRaisesRegex(ValueError, r"'convs.0.bias'\[1\] is nan"):
+            bad = dict(session.weights())
+            bad["convs.0.bias"] = bad["convs.0.bias"].copy()
+            bad["convs.0.bias"][0, 1] = np.nan
+            session.set_weights(bad)
+
+
 class BadInputIsValueError(unittest.TestCase):
     def test_bad_inputs_name_the_argument(self):
         data = ring_data()
