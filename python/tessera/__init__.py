@@ -100,9 +100,12 @@ def _state_dict(self):
     weights = self.weights()
     out = {}
     for name, (pyg, transposed) in _pyg_names(weights).items():
-        value = weights[name]
-        out[pyg] = _np.ascontiguousarray(value.T) if transposed else value.reshape(-1) \
-            if value.shape[0] == 1 else value
+        value = weights[name]  # matrices in x out, vectors 1 x F
+        if transposed:
+            value = _np.ascontiguousarray(value.T)
+        elif value.shape[0] == 1:
+            value = value.reshape(-1)
+        out[pyg] = value
     return out
 
 

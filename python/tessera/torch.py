@@ -184,44 +184,27 @@ class DistributedGraph:
 _OPS = ("gcn", "mean", "sum")
 
 
-class _Aggregate(torch.autograd.Function):
-    """out = A x on this rank's rows: forward halo exchange + SpMM, backward A^T with the halo
-    gradients sent to their owners."""
+class _RowOp(torch.autograd.Function):
+    """A linear operation on this rank's rows run by the C++ module: forward(out, x) and
+    backward(d_x, d_out) write float32 arrays in place (the aggregations: A x and A^T with the
+    halo gradients sent to their owners; dropout: the mask recomputed). Other float dtypes are
+    converted to float32 and back."""
 
     @staticmethod
-    def forward(ctx, x, graph, op, call):
-        ctx.graph, ctx.op, ctx.call, ctx.dtype = graph, op, call, x.dtype
-        source = _float32(x)
-        out = torch.empty_like(source, memory_format=torch.contiguous_format)
-        graph._core.aggregate(op, out.numpy(), source.numpy(), call)
-        return out if ctx.dtype == torch.float32 else out.to(ctx.dtype)
-
-    @staticmethod
-    def backward(ctx, grad):
-        source = _float32(grad)
-        d_x = torch.empty_like(source, memory_format=torch.contiguous_format)
-        ctx.graph._core.aggregate_backward(ctx.op, d_x.numpy(), source.numpy(), ctx.call)
-        return (d_x if ctx.dtype == torch.float32 else d_x.to(ctx.dtype)), None, None, None
-
-
-class _Dropout(torch.autograd.Function):
-    """Tessera's inverted dropout: the mask a function of (seed, epoch, key, global node id,
-    column), recomputed in backward."""
-
-    @staticmethod
-    def forward(ctx, x, graph, p, key):
-        ctx.graph, ctx.p, ctx.key, ctx.dtype = graph, p, key, x.dtype
-        source = _float32(x)
-        out = torch.empty_like(source, memory_format=torch.contiguous_format)
-        graph._core.dropout(out.numpy(), source.numpy(), p, key)
-        return out if ctx.dtype == torch.float32 else out.to(ctx.dtype)
+    def forward(ctx, x, forward, backward):
+        ctx.backward_op = backward
+        return _run_on_rows(forward, x)
 
     @staticmethod
     def backward(ctx, grad):
-        source = _float32(grad)
-        d_x = torch.empty_like(source, memory_format=torch.contiguous_format)
-        ctx.graph._core.dropout_backward(d_x.numpy(), source.numpy(), ctx.p, ctx.key)
-        return (d_x if ctx.dtype == torch.float32 else d_x.to(ctx.dtype)), None, None, None
+        return _run_on_rows(ctx.backward_op, grad), None, None
+
+
+def _run_on_rows(op, t):
+    source = _float32(t)
+    out = torch.empty_like(source, memory_format=torch.contiguous_format)
+    op(out.numpy(), source.numpy())
+    return out if t.dtype == torch.float32 else out.to(t.dtype)
 
 
 def _float32(t):
@@ -245,9 +228,10 @@ def aggregate(x, graph, op="gcn", call=None):
     if op not in _OPS:
         raise ValueError(f"op: expected one of {', '.join(_OPS)}, got {op!r}")
     _check_rows(x, graph)
-    if call is None:
-        call = graph._next_call()
-    return _Aggregate.apply(x, graph, op, int(call))
+    call = graph._next_call() if call is None else int(call)
+    core = graph._core
+    return _RowOp.apply(x, lambda out, src: core.aggregate(op, out, src, call),
+                        lambda d_x, d_out: core.aggregate_backward(op, d_x, d_out, call))
 
 
 def dropout(x, graph, p=0.5, training=True, key=None):
@@ -262,7 +246,10 @@ def dropout(x, graph, p=0.5, training=True, key=None):
     _check_rows(x, graph)
     if not training or p == 0.0:
         return x
-    return _Dropout.apply(x, graph, float(p), int(graph._next_dropout() if key is None else key))
+    p, key = float(p), int(graph._next_dropout() if key is None else key)
+    core = graph._core
+    return _RowOp.apply(x, lambda out, src: core.dropout(out, src, p, key),
+                        lambda d_x, d_out: core.dropout_backward(d_x, d_out, p, key))
 
 
 def _check_rows(x, graph):
@@ -417,8 +404,20 @@ class BatchNorm1d(torch.nn.BatchNorm1d):
         return xhat * self.weight + self.bias if self.affine else xhat
 
 
-def _flat_grads(module):
-    return [p for p in module.parameters() if p.requires_grad and p.grad is not None]
+def _sum_over_ranks(tensors, graph, keep_root_only=False):
+    """Collective: each tensor replaced by its sum over ranks (rank 0's values alone with
+    keep_root_only), in one float64 message for all of them."""
+    if not tensors:
+        return
+    with torch.no_grad():
+        flat = torch.cat([t.detach().reshape(-1).double() for t in tensors])
+        if keep_root_only and graph.rank != 0:
+            flat.zero_()
+        graph._core.all_reduce_sum(flat.numpy())
+        offset = 0
+        for t in tensors:
+            t.copy_(flat[offset:offset + t.numel()].view_as(t))
+            offset += t.numel()
 
 
 def all_reduce_gradients(module, graph):
@@ -426,33 +425,14 @@ def all_reduce_gradients(module, graph):
     so that an optimizer steps every rank's copy alike. Every rank must have the same set of
     parameters with gradients."""
     _check_graph(graph, "graph")
-    params = _flat_grads(module)
-    if not params:
-        return
-    flat = torch.cat([p.grad.detach().reshape(-1).double() for p in params])
-    graph._core.all_reduce_sum(flat.numpy())
-    offset = 0
-    for p in params:
-        n = p.grad.numel()
-        p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
-        offset += n
+    _sum_over_ranks([p.grad for p in module.parameters()
+                     if p.requires_grad and p.grad is not None], graph)
 
 
 def broadcast_parameters(module, graph):
     """Collective: rank 0's parameters and buffers on every rank (as DistributedDataParallel
     does when it wraps a model), so that every rank starts from the same weights."""
     _check_graph(graph, "graph")
-    tensors = list(module.parameters()) + [b for b in module.buffers()
-                                           if b.is_floating_point()]
-    if not tensors:
-        return
-    with torch.no_grad():
-        flat = torch.cat([t.detach().reshape(-1).double() for t in tensors])
-        if graph.rank != 0:
-            flat.zero_()
-        graph._core.all_reduce_sum(flat.numpy())
-        offset = 0
-        for t in tensors:
-            n = t.numel()
-            t.copy_(flat[offset:offset + n].view_as(t))
-            offset += n
+    _sum_over_ranks(list(module.parameters()) +
+                    [b for b in module.buffers() if b.is_floating_point()], graph,
+                    keep_root_only=True)
