@@ -36,6 +36,7 @@ void rethrow_public(const Error& e) {
       e.category() == ErrorCategory::InvalidArgument || e.category() == ErrorCategory::InvalidInput;
   const std::string text =
       bad_input ? e.message() : "[" + std::string(to_string(e.category())) + "] " + e.message();
+  if (e.category() == ErrorCategory::InvalidArgument) throw OptionError(text);
   if (bad_input) throw std::invalid_argument(text);
   throw std::runtime_error(text);
 }

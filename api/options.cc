@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The public view of the option table (include/tessera/options.h): what train_gcn and the Python
 // module present, and setting or reading an option by name. Errors become
-// std::invalid_argument naming the option, as everywhere at the API boundary.
+// tessera::OptionError (a std::invalid_argument) naming the option, as everywhere at the API
+// boundary.
 #include <sstream>
 #include <stdexcept>
 
+#include "api/api_support.h"
 #include "core/error.h"
 #include "engine/option_table.h"
 #include "tessera/options.h"
@@ -62,7 +64,7 @@ auto at_boundary(F&& body) -> decltype(body()) {
   try {
     return body();
   } catch (const Error& e) {
-    throw std::invalid_argument(e.message());
+    throw OptionError(e.message());
   }
 }
 
@@ -93,6 +95,10 @@ void set_option_text(Options& options, const std::string& name, const std::strin
 
 OptionValue get_option(const Options& options, const std::string& name) {
   return at_boundary([&] { return option_spec(name).get(options); });
+}
+
+void check_options(const Options& options) {
+  at_boundary([&] { (void)api::to_config(options); });
 }
 
 }  // namespace tessera

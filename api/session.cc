@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "engine/checkpoint.h"
 #include "engine/evaluation.h"
+#include "engine/fault_injection.h"
 #include "engine/outputs.h"
 #include "engine/part_loader.h"
 #include "engine/pipeline.h"
@@ -83,6 +84,25 @@ RunStats to_stats(const RunResult& r) {
 
 }  // namespace
 
+// The files one train() or predict() call writes on rank 0, removed again unless the call
+// finished: a failed call leaves none of its outputs behind (each is written through a
+// temporary file and a rename, so none is ever half-written either).
+class WrittenOutputs {
+ public:
+  WrittenOutputs() = default;
+  WrittenOutputs(const WrittenOutputs&) = delete;
+  WrittenOutputs& operator=(const WrittenOutputs&) = delete;
+  ~WrittenOutputs() {
+    std::error_code ignored;
+    for (const std::string& path : paths_) std::filesystem::remove(path, ignored);
+  }
+  void add(const std::string& path) { paths_.push_back(path); }
+  void keep() { paths_.clear(); }  // the call finished
+
+ private:
+  std::vector<std::string> paths_;
+};
+
 struct Session::Impl {
   Options options;
   TrainConfig config;
@@ -128,8 +148,8 @@ struct Session::Impl {
   }
   // After the final evaluation pass (`logits` from Trainer::evaluate_now), the files of
   // --save-predictions and --save-embeddings (gathered onto rank 0 by node id) and, when
-  // `trained`, --save-model. Collective.
-  void write_outputs(const Tensor* logits, bool trained);
+  // `trained`, --save-model; each file written is added to `written` (rank 0). Collective.
+  void write_outputs(const Tensor* logits, bool trained, WrittenOutputs& written);
 };
 
 void Session::Impl::read_predict_model() {
@@ -163,7 +183,7 @@ void Session::Impl::read_predict_model() {
                  config.normalize_features ? " --normalize-features" : "");
 }
 
-void Session::Impl::write_outputs(const Tensor* logits, bool trained) {
+void Session::Impl::write_outputs(const Tensor* logits, bool trained, WrittenOutputs& written) {
   const bool root = comm->rank() == 0;
   const std::vector<GlobalId>& ids = trainer->part().graph.owned_ids;
   if (!config.save_predictions.empty()) {
@@ -172,6 +192,7 @@ void Session::Impl::write_outputs(const Tensor* logits, bool trained) {
       if (!root) return;
       to_probabilities(all, info.task == TaskType::MultiClass);
       write_matrix(config.save_predictions, all);
+      written.add(config.save_predictions);
     });
   }
   if (!config.save_embeddings.empty()) {
@@ -180,7 +201,9 @@ void Session::Impl::write_outputs(const Tensor* logits, bool trained) {
     mine.copy_from(layer);
     const Tensor all = gather_by_id(*comm, &mine, ids, info.num_nodes, mine.cols());
     run_agreed(*comm, "writing --save-embeddings", [&] {
-      if (root) write_matrix(config.save_embeddings, all);
+      if (!root) return;
+      write_matrix(config.save_embeddings, all);
+      written.add(config.save_embeddings);
     });
   }
   if (trained && !config.save_model.empty()) {
@@ -192,6 +215,7 @@ void Session::Impl::write_outputs(const Tensor* logits, bool trained) {
       const std::vector<std::byte> image = model_image(file);
       write_file_atomic(config.save_model,
                         {reinterpret_cast<const char*>(image.data()), image.size()});
+      written.add(config.save_model);
     });
   }
 }
@@ -426,40 +450,52 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
     out.checkpoint = outcome.checkpoint;
     out.resumed_from = outcome.resumed_from;
     for (const RunResult& r : s.results) out.runs.push_back(to_stats(r));
-    // Stopped: the metrics so far are in the checkpoint; a later train() writes the whole files.
+    // Stopped: the metrics so far stay (they are in the checkpoint too); a later train() writes
+    // the whole files.
     if (outcome.stopped) {
+      run_agreed(*s.comm, "writing the metrics", [&] {
+        if (root) metrics->commit();
+      });
       return out;
     }
-    if (s.final_pass()) s.write_outputs(s.trainer->evaluate_now(), true);
+    WrittenOutputs written;
+    if (s.final_pass()) s.write_outputs(s.trainer->evaluate_now(), true, written);
     // Every rank's peak resident memory, one slot each.
     std::vector<std::int64_t> rss(static_cast<std::size_t>(s.comm->size()), 0);
     rss[static_cast<std::size_t>(s.comm->rank())] = static_cast<std::int64_t>(peak_rss_bytes());
     s.comm->all_reduce_max(rss);
     run_agreed(*s.comm, "writing results", [&] {
+      inject_output_fault(fault_injection_from_env(), s.comm->rank());
       if (!root) return;
-      metrics->commit();
-      if (config.summary.empty()) return;
-      RunInfo run_info;
-      run_info.config = &config;
-      run_info.dataset = &s.info;
-      run_info.totals = &s.trainer->totals();
-      run_info.ranks = s.comm->size();
-      run_info.partition_method = s.method;
-      run_info.partition = s.stats ? &*s.stats : nullptr;
-      run_info.load_s = s.load_s;
-      run_info.setup_s = s.trainer->setup_seconds();
-      run_info.total_s = s.since_start.seconds();
-      for (std::int64_t bytes : rss) {
-        run_info.peak_rss_bytes_per_rank.push_back(static_cast<std::uint64_t>(bytes));
-        run_info.peak_rss_bytes_max =
-            std::max(run_info.peak_rss_bytes_max, static_cast<std::uint64_t>(bytes));
-        run_info.peak_rss_bytes_sum += static_cast<std::uint64_t>(bytes);
+      // The summary, then the metrics; a failure here or on another rank removes them all.
+      if (!config.summary.empty()) {
+        RunInfo run_info;
+        run_info.config = &config;
+        run_info.dataset = &s.info;
+        run_info.totals = &s.trainer->totals();
+        run_info.ranks = s.comm->size();
+        run_info.partition_method = s.method;
+        run_info.partition = s.stats ? &*s.stats : nullptr;
+        run_info.load_s = s.load_s;
+        run_info.setup_s = s.trainer->setup_seconds();
+        run_info.total_s = s.since_start.seconds();
+        for (std::int64_t bytes : rss) {
+          run_info.peak_rss_bytes_per_rank.push_back(static_cast<std::uint64_t>(bytes));
+          run_info.peak_rss_bytes_max =
+              std::max(run_info.peak_rss_bytes_max, static_cast<std::uint64_t>(bytes));
+          run_info.peak_rss_bytes_sum += static_cast<std::uint64_t>(bytes);
+        }
+        run_info.parallel = s.trainer->parallel_info();
+        run_info.provenance = {build_info().version, build_info().git_commit,
+                               command_line(),       s.hosts,
+                               s.launch.job_id,      s.launch.array_task};
+        write_file_atomic(config.summary, summary_json(run_info, s.results));
+        written.add(config.summary);
       }
-      run_info.parallel = s.trainer->parallel_info();
-      run_info.provenance = {build_info().version, build_info().git_commit, command_line(), s.hosts,
-                             s.launch.job_id,      s.launch.array_task};
-      write_file_atomic(config.summary, summary_json(run_info, s.results));
+      metrics->commit();
+      if (!config.metrics.empty()) written.add(config.metrics);
     });
+    written.keep();  // every rank got here: the call finished
     return out;
   });
 }
@@ -477,7 +513,9 @@ SplitScores Session::predict() {
     s.predicted = true;
     const Tensor* logits = s.trainer->evaluate_now();
     const SplitMetrics m = evaluate_splits(*s.comm, s.trainer->part(), logits);
-    s.write_outputs(logits, false);
+    WrittenOutputs written;
+    s.write_outputs(logits, false, written);
+    written.keep();
     return SplitScores{m.train, m.valid, m.test};
   });
 }

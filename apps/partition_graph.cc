@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "apps/cli_errors.h"
 #include "core/build_info.h"
 #include "core/error.h"
 #include "datasets/loaders.h"
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera_apps::report_parse_error(app, e, "partition_graph", true);
   }
   try {
     return run(f);

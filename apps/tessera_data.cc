@@ -12,6 +12,7 @@
 #include <iostream>
 #include <string>
 
+#include "apps/cli_errors.h"
 #include "core/build_info.h"
 #include "core/error.h"
 #include "datasets/dataset.h"
@@ -101,7 +102,7 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error);
+    return tessera_apps::report_parse_error(app, error, "tessera_data", true);
   }
 
   const auto start = std::chrono::steady_clock::now();

@@ -24,6 +24,8 @@
 
 #include <tessera/tessera.h>
 
+#include "apps/cli_errors.h"
+
 namespace {
 
 // The flags come from the option table (tessera::option_infos(), declared once in
@@ -101,8 +103,7 @@ std::string settings_line(const tessera::Options& options) {
 
 // Trains (or with --predict evaluates a saved model) as the flags say; returns the exit status.
 // Collective.
-int run(const Flags& flags, bool dataset_given) {
-  const tessera::Options options = options_from(flags);
+int run(const tessera::Options& options, bool dataset_given) {
   tessera::Session session(options, MPI_COMM_WORLD);
   const bool root = session.rank() == 0;
   if (root) {
@@ -165,10 +166,15 @@ int main(int argc, char** argv) {
                  "read flags from FILE, TOML or INI (num_layers = 2, batch_norm = true, "
                  "dataset = \"dataset/ogbn_arxiv\"); flags given on the command line win");
   app.allow_config_extras(false);  // a misspelt name in the file is an error, not ignored
+  static_assert(tessera_apps::kUsageExitStatus == tessera::kUsageExitStatus);
   int status = 0;
   try {
     app.parse(argc, argv);
-    status = run(flags, app.count("--dataset") > 0);
+    // Flag values, ranges and combinations are checked before anything starts (every rank
+    // reads the same command line: the same answer everywhere, no communication).
+    const tessera::Options options = options_from(flags);
+    tessera::check_options(options);
+    status = run(options, app.count("--dataset") > 0);
   } catch (const CLI::ConfigError& e) {
     // CLI11 names the entry but not the file.
     const std::string file = app.get_config_ptr()->as<std::string>();
@@ -177,11 +183,14 @@ int main(int argc, char** argv) {
                    "train_gcn: error: --config %s: %s (expected the flags' names without dashes, "
                    "outside any [section])\n",
                    file.c_str(), e.what());
-    status = e.get_exit_code();
+    status = tessera::kUsageExitStatus;
   } catch (const CLI::ParseError& e) {
-    // Every rank parses the same arguments and fails the same way; only rank 0 speaks.
-    std::ostringstream quiet;
-    status = rank == 0 ? app.exit(e) : app.exit(e, quiet, quiet);
+    status = tessera_apps::report_parse_error(app, e, "train_gcn", rank == 0);
+  } catch (const tessera::OptionError& e) {
+    // A flag, or a combination, refused (here or by the Session against the ranks and the
+    // launch): the same message on every rank, rank 0 reports it.
+    if (rank == 0) std::fprintf(stderr, "train_gcn: error: %s\n", e.what());
+    status = tessera::kUsageExitStatus;
   } catch (const std::exception& e) {
     // The Session agreed on the failure across ranks (or ended the job itself when one rank
     // failed alone): every rank is here with the same message, rank 0 reports it.

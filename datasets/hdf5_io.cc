@@ -222,7 +222,7 @@ void Writer::write_attribute(const char* name, hid_t file_type, hid_t memory_typ
 Reader::Reader(const std::filesystem::path& path, const std::string& label) : label_(label) {
   silence();
   std::error_code ec;
-  TESSERA_CHECK(std::filesystem::exists(path, ec), Io, label_, ": no such file");
+  TESSERA_CHECK(std::filesystem::exists(path, ec), InvalidArgument, label_, ": no such file");
   TESSERA_CHECK(!std::filesystem::is_directory(path, ec), Io, label_,
                 ": is a directory, expected an HDF5 file");
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());

@@ -18,13 +18,15 @@ FaultInjection fault_injection_from_env() {
   char mode[16] = "throw";
   const int fields = std::sscanf(text, "%d:%d:%15s", &f.rank, &f.epoch, mode);
   const std::string m = mode;
-  TESSERA_CHECK(fields >= 2 && f.rank >= 0 && f.epoch >= 1 &&
-                    (m == "throw" || m == "kill" || m == "usr1" || m == "checkpoint"),
-                InvalidArgument, "TESSERA_FAULT_INJECT='", text,
-                "', expected RANK:EPOCH[:throw|kill|usr1|checkpoint]");
+  TESSERA_CHECK(
+      fields >= 2 && f.rank >= 0 && f.epoch >= 1 &&
+          (m == "throw" || m == "kill" || m == "usr1" || m == "checkpoint" || m == "outputs"),
+      InvalidArgument, "TESSERA_FAULT_INJECT='", text,
+      "', expected RANK:EPOCH[:throw|kill|usr1|checkpoint|outputs]");
   f.mode = m == "kill"         ? FaultMode::Kill
            : m == "usr1"       ? FaultMode::Usr1
            : m == "checkpoint" ? FaultMode::Checkpoint
+           : m == "outputs"    ? FaultMode::Outputs
                                : FaultMode::Throw;
   return f;
 }
@@ -40,8 +42,14 @@ void inject_fault(const FaultInjection& f, int epoch) {
       std::raise(SIGKILL);
       break;
     case FaultMode::Usr1: std::raise(SIGUSR1); break;
-    case FaultMode::Checkpoint: break;  // at the checkpoint write
+    case FaultMode::Checkpoint:      // at the checkpoint write
+    case FaultMode::Outputs: break;  // in inject_output_fault
   }
+}
+
+void inject_output_fault(const FaultInjection& f, int rank) {
+  TESSERA_CHECK(f.mode != FaultMode::Outputs || f.rank != rank, Internal,
+                "fault injected while writing the outputs (TESSERA_FAULT_INJECT)");
 }
 
 }  // namespace tessera

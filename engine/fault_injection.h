@@ -10,7 +10,10 @@ namespace tessera {
 //   kill        SIGKILL itself at the start of the epoch (a node or rank lost)
 //   usr1        send itself SIGUSR1 at the start of the epoch (a stop request on one rank)
 //   checkpoint  SIGKILL itself after writing that epoch's checkpoint, before its rename
-enum class FaultMode { Throw, Kill, Usr1, Checkpoint };
+//   outputs     throw while the run's output files are written, after the last epoch: after
+//               --save-predictions, --save-embeddings and --save-model, before the summary
+//               (EPOCH is not used)
+enum class FaultMode { Throw, Kill, Usr1, Checkpoint, Outputs };
 
 struct FaultInjection {
   int rank = -1;
@@ -19,7 +22,10 @@ struct FaultInjection {
 };
 
 FaultInjection fault_injection_from_env();
-// Acts as f.mode says at the start of `epoch` (the Checkpoint mode acts at the checkpoint write).
+// Acts as f.mode says at the start of `epoch` (the Checkpoint mode acts at the checkpoint write,
+// the Outputs mode in inject_output_fault).
 void inject_fault(const FaultInjection& f, int epoch);
+// Throws on the injected rank when f.mode is Outputs.
+void inject_output_fault(const FaultInjection& f, int rank);
 
 }  // namespace tessera

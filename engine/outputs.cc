@@ -141,6 +141,7 @@ void check_output_dirs(const TrainConfig& c) {
       {"--save-predictions", &c.save_predictions},
       {"--save-embeddings", &c.save_embeddings},
       {"--save-model", &c.save_model}};
+  std::vector<std::pair<std::filesystem::path, const char*>> seen;
   for (const auto& [flag, path] : outputs) {
     if (path->empty()) continue;
     std::filesystem::path dir = std::filesystem::path(*path).parent_path();
@@ -150,6 +151,15 @@ void check_output_dirs(const TrainConfig& c) {
                   ": no folder '", dir.string(), "'");
     TESSERA_CHECK(::access(dir.c_str(), W_OK) == 0, InvalidArgument, flag, " ", *path,
                   ": cannot write in '", dir.string(), "': ", std::strerror(errno));
+    TESSERA_CHECK(!std::filesystem::is_directory(*path, ec), InvalidArgument, flag, " ", *path,
+                  ": is a folder; name a file in it");
+    // Two flags naming one file would write over each other.
+    const std::filesystem::path file =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(*path, ec), ec);
+    for (const auto& [other, other_flag] : seen)
+      TESSERA_CHECK(ec || file != other, InvalidArgument, flag, " ", *path, ": the same file as ",
+                    other_flag);
+    if (!ec) seen.emplace_back(file, flag);
   }
 }
 

@@ -36,7 +36,8 @@ void write_matrix(const std::filesystem::path& path, const Tensor& matrix);
 // InvalidArgument naming `flag` unless `path` ends in .npy or .csv.
 void check_matrix_path(const std::string& flag, const std::string& path);
 // InvalidArgument naming the flag when the folder of an output file that is set (--metrics,
-// --summary, --save-predictions, --save-embeddings, --save-model) is missing or not writable.
+// --summary, --save-predictions, --save-embeddings, --save-model) is missing or not writable,
+// when the path is a folder, and when two of them name the same file.
 void check_output_dirs(const TrainConfig& config);
 
 // A model file: the options the weights were trained under (as a checkpoint's identity: the

@@ -125,9 +125,8 @@ MetricsWriter::MetricsWriter(const std::string& path, const std::string& metric,
 }
 
 MetricsWriter::~MetricsWriter() {
-  if (fd_ < 0) return;
-  ::close(fd_);
-  if (lines_ == 0) {
+  if (fd_ >= 0) ::close(fd_);
+  if (!path_.empty() && !committed_) {
     std::error_code ignored;
     std::filesystem::remove(path_, ignored);
   }
@@ -168,7 +167,6 @@ void MetricsWriter::write(const EpochRecord& r) {
   const std::string text = line.dump() + '\n';
   TESSERA_CHECK(write_all(fd_, text.data(), text.size()), Io, "--metrics: writing '", path_,
                 "' failed: ", std::strerror(errno));
-  ++lines_;
 }
 
 void MetricsWriter::commit() {
@@ -176,6 +174,7 @@ void MetricsWriter::commit() {
   const int status = ::close(fd_);
   fd_ = -1;
   TESSERA_CHECK(status == 0, Io, "--metrics: closing '", path_, "' failed: ", std::strerror(errno));
+  committed_ = true;
 }
 
 std::string summary_json(const RunInfo& info, const std::vector<RunResult>& results) {

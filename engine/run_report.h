@@ -28,21 +28,21 @@ class MetricsWriter {
   // Creates (or empties) `path`; an empty path makes a writer that writes nothing. Every line
   // carries the parallel mode, stages and chunks.
   MetricsWriter(const std::string& path, const std::string& metric, ParallelInfo parallel = {});
-  // Closes the file; one that got no line (a run that failed before its first epoch) is removed.
+  // Closes the file; one never committed (a run that failed) is removed.
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
   // Appends the epoch's line with one write(2): a reader sees whole lines only.
   void write(const EpochRecord& record);
-  void commit();  // closes the file: every epoch is in it
+  void commit();  // closes the file and keeps it: the run finished, or stopped to continue later
 
  private:
   std::string path_;
   std::string metric_;
   ParallelInfo parallel_;
   int fd_ = -1;
-  std::int64_t lines_ = 0;
+  bool committed_ = false;
 };
 
 // What the summary says beyond the runs' results: the options (as the option table records them,

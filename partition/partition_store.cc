@@ -254,7 +254,7 @@ void write_partition_store(const std::filesystem::path& dir, const PartBuilder& 
 StoreMeta read_store_meta(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  TESSERA_CHECK(fs::is_directory(dir, ec), Io, dir.string(),
+  TESSERA_CHECK(fs::is_directory(dir, ec), InvalidArgument, dir.string(),
                 ": no such partition store (expected a directory made by partition_graph)");
   const fs::path file = dir / "meta.json";
   const std::string label = file.string();

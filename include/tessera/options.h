@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -220,5 +221,17 @@ TESSERA_API void set_option(Options& options, const std::string& name, const Opt
 TESSERA_API void set_option_text(Options& options, const std::string& name,
                                  const std::string& text);
 TESSERA_API OptionValue get_option(const Options& options, const std::string& name);
+
+// What a bad option throws (set_option, check_options, and a Session's start): the message
+// names the flag and what is wrong with it. Bad input files throw plain std::invalid_argument.
+class TESSERA_API OptionError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Every check of the options that needs no data and no other rank (ranges, choices, modes and
+// combinations) — the ones a Session runs when it starts, done up front: OptionError naming the
+// flag. Checks against the ranks, the launch environment and the files come in the Session.
+TESSERA_API void check_options(const Options& options);
 
 }  // namespace tessera

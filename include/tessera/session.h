@@ -5,10 +5,11 @@
 // graph (one part per rank), exchanges halos (with the configured codecs) and all-reduces
 // gradients inside. On one process it trains the whole graph, without mpiexec.
 //
-// Errors: a bad option or bad input throws std::invalid_argument, any other failure
-// std::runtime_error, with the same message on every rank (collective calls agree on the
-// outcome before returning). A failure of one rank in the middle of a training step, which the
-// others cannot learn of without hanging, ends the whole job (MPI_Abort) after printing it.
+// Errors: a bad option or bad input throws std::invalid_argument (tessera::OptionError when an
+// option, or a combination of them, is what is wrong), any other failure std::runtime_error, with
+// the same message on every rank (collective calls agree on the outcome before returning). A
+// failure of one rank in the middle of a training step, which the others cannot learn of without
+// hanging, ends the whole job (MPI_Abort) after printing it.
 #pragma once
 
 #include <mpi.h>
@@ -97,6 +98,9 @@ struct TrainResult {
 // The exit status programs use after a stop signal ended training with a checkpoint
 // (EX_TEMPFAIL: start again to continue); train_gcn's, which the Slurm scripts requeue on.
 inline constexpr int kStoppedExitStatus = 75;
+// The exit status of a command line that cannot run: an unknown flag, a malformed value, one
+// out of range or a combination that is refused (an OptionError), as argparse's status 2.
+inline constexpr int kUsageExitStatus = 2;
 
 // After every epoch, on every rank; returning false ends training after it (on every rank, as a
 // finished training: the outputs are written), returning nothing goes on.

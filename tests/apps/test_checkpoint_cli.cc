@@ -178,9 +178,10 @@ TEST(CheckpointCli, CheckpointOfFourRanksResumesOnTwo) {
   EXPECT_EQ(metrics("elastic").size(), 30u);
 }
 
-// Bad input: one message on rank 0, exit 1 on every rank, no hang, nothing valid overwritten.
-void expect_refused(const Result& r, const std::string& needle) {
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+// Bad input: one message on rank 0, exit `status` on every rank (2, the usage status: the flags
+// do not fit the checkpoints or the launch; 1: a bad file), no hang, nothing valid overwritten.
+void expect_refused(const Result& r, const std::string& needle, int status) {
+  EXPECT_EQ(r.exit_code, status) << r.output;
   EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in\n"
                                                       << r.output;
   EXPECT_LT(r.seconds, 30.0);
@@ -193,7 +194,7 @@ TEST(CheckpointCli, BadCheckpointsAndDirectoriesAreRefused) {
   const fs::path saved = checkpoints("width") / tessera::checkpoint_file_name(0, 4);
   const std::string before = read_text(saved);
   expect_refused(train_gcn(2, model_args(4, 64) + outputs("width")),
-                 "--hidden-channels: checkpoint 32, this run 64");
+                 "--hidden-channels: checkpoint 32, this run 64", 2);
   EXPECT_EQ(read_text(saved), before);
 
   // A truncated newest checkpoint is set aside with a warning; the older one is used.
@@ -210,22 +211,22 @@ TEST(CheckpointCli, BadCheckpointsAndDirectoriesAreRefused) {
   // Only truncated ones, and --resume: an error.
   for (const auto& f : tessera::list_checkpoints(checkpoints("trunc"))) fs::resize_file(f.path, 100);
   expect_refused(train_gcn(2, model_args(8) + outputs("trunc") + " --resume"),
-                 "no valid checkpoint");
+                 "no valid checkpoint", 2);
 
   // A directory that cannot be created (under a regular file; root ignores permission bits).
   std::ofstream(work_dir() / "plain") << "x";
   expect_refused(train_gcn(2, model_args(4) + " --checkpoint-dir " +
                                   (work_dir() / "plain" / "checkpoints").string()),
-                 "--checkpoint-dir");
+                 "--checkpoint-dir", 1);
 }
 
 TEST(CheckpointCli, SlurmTaskCountMustAgreeWithParts) {
   expect_refused(train_gcn(2, model_args(4) + " --parts 2", "SLURM_JOB_ID=7 SLURM_NTASKS=4"),
-                 "--parts 2 disagrees with the Slurm job's 4 tasks (SLURM_NTASKS)");
+                 "--parts 2 disagrees with the Slurm job's 4 tasks (SLURM_NTASKS)", 2);
   // srun --mpi=none: each task its own 1-rank MPI job, told it is task 3 of 4.
   expect_refused(train_gcn(1, model_args(4),
                            "SLURM_JOB_ID=7 SLURM_NTASKS=4 SLURM_STEP_NUM_TASKS=4 SLURM_PROCID=3"),
-                 "did not join one MPI job");
+                 "did not join one MPI job", 2);
   // mpiexec inside an allocation: every rank sees its proxy's SLURM_PROCID=0. Works.
   const Result inside = train_gcn(
       2, model_args(2), "SLURM_JOB_ID=7 SLURM_NTASKS=2 SLURM_STEP_NUM_TASKS=1 SLURM_PROCID=0");

@@ -285,11 +285,18 @@ TEST(Outputs, BadOutputAndModelInputIsRefusedByNameWritingNothing) {
       {"--predict " + text.string(), "not_a_model.h5"},
       {"--predict " + ref.summary.string(), "ref_summary.json"},
       {"--predict " + ref.model.string() + " --summary " + (dir / "s.json").string(), "--summary"},
+      {"--summary " + dir.string(), "is a folder"},
+      {"--save-predictions " + (dir / "p.npy").string() + " --save-embeddings " + dir.string() +
+           "/./p.npy",
+       "the same file as --save-predictions"},
+      {"--metrics " + (dir / "run.json").string() + " --summary " + (dir / "run.json").string(),
+       "the same file as --metrics"},
   };
   for (int ranks : {1, 2}) {
     for (const Case& c : cases) {
       const Result r = run(train_gcn(ranks, "--epochs 2 " + c.args));
       EXPECT_NE(r.exit_code, 0) << r.output;
+      EXPECT_LT(r.exit_code, 128) << r.output;
       EXPECT_NE(r.output.find(c.message), std::string::npos) << c.message << "\n" << r.output;
       EXPECT_LT(r.seconds, 60.0) << r.output;
     }
@@ -309,6 +316,41 @@ TEST(Outputs, BadOutputAndModelInputIsRefusedByNameWritingNothing) {
     EXPECT_NE(r.output.find("parameters"), std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(dir / "cora.npy"));
   }
+}
+
+// A run that fails after training, while its outputs are written (on rank 0 or on another rank),
+// or during training on rank 0, leaves none of its output files: not the predictions,
+// embeddings or model already renamed into place, not the summary, not the streamed metrics.
+TEST(Outputs, AFailedRunLeavesNoOutputFile) {
+  const fs::path dir = work_dir() / "failed";
+  const auto outputs = [&] {
+    return " --metrics " + (dir / "m.jsonl").string() + " --summary " + (dir / "s.json").string() +
+           " --save-predictions " + (dir / "p.npy").string() + " --save-embeddings " +
+           (dir / "e.csv").string() + " --save-model " + (dir / "model.h5").string();
+  };
+  struct Case {
+    int ranks;
+    std::string fault;
+  };
+  for (const Case& c : {Case{1, "0:1:outputs"}, Case{2, "0:1:outputs"}, Case{2, "1:1:outputs"},
+                        Case{1, "0:2:throw"}, Case{2, "0:2:throw"}}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const Result r = run("env TESSERA_FAULT_INJECT=" + c.fault + " " +
+                         train_gcn(c.ranks, "--epochs 3" + outputs()));
+    EXPECT_NE(r.exit_code, 0) << c.fault << "\n" << r.output;
+    EXPECT_NE(r.output.find("fault injected"), std::string::npos) << r.output;
+    std::vector<std::string> left;
+    for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().string());
+    EXPECT_TRUE(left.empty()) << c.ranks << " ranks, " << c.fault << ": " << left.front();
+  }
+  // The same run without the fault writes every one of them.
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const Result r = run(train_gcn(2, "--epochs 3" + outputs()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* name : {"m.jsonl", "s.json", "p.npy", "e.csv", "model.h5"})
+    EXPECT_TRUE(fs::exists(dir / name)) << name;
 }
 
 }  // namespace

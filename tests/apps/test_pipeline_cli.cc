@@ -71,10 +71,11 @@ std::string line_with(const Result& r, const std::vector<std::string>& pieces) {
 }
 
 // Runs train_gcn (progress lines on, a summary and a metrics file asked for) and expects every
-// rank to exit 1 within 30 s with one message holding every piece, no epoch trained, and
-// neither file left behind. Returns the message line.
+// rank to exit with `status` (2, the usage status: flags refused against each other or the
+// ranks; 1: the run does not fit) within 30 s with one message holding every piece, no epoch
+// trained, and neither file left behind. Returns the message line.
 std::string expect_refused(int ranks, const std::string& args,
-                           const std::vector<std::string>& pieces) {
+                           const std::vector<std::string>& pieces, int status = 2) {
   SCOPED_TRACE(std::to_string(ranks) + " ranks: " + args);
   const fs::path summary = work_dir() / "refused.json", metrics = work_dir() / "refused.jsonl";
   fs::remove(summary);
@@ -84,7 +85,7 @@ std::string expect_refused(int ranks, const std::string& args,
                              work_dir() / "status");
   EXPECT_EQ(r.exit_code, 0) << "the wrapper ends 0; mpiexec or a rank hung or crashed:\n"
                             << r.output;
-  EXPECT_EQ(rank_status(ranks, work_dir() / "status"), std::vector<int>(ranks, 1)) << r.output;
+  EXPECT_EQ(rank_status(ranks, work_dir() / "status"), std::vector<int>(ranks, status)) << r.output;
   EXPECT_LT(r.seconds, 30.0) << r.output;
   EXPECT_EQ(r.output.find("Epoch "), std::string::npos) << "training started:\n" << r.output;
   EXPECT_FALSE(fs::exists(summary)) << "a refused run left its summary behind";
@@ -140,7 +141,7 @@ TEST(PipelineCli, MemoryBudgetBelowTheEstimateIsRefused) {
   const std::string model = " --model resgcn --num-layers 4 --hidden-channels 512 --epochs 1";
   const std::string line =
       expect_refused(2, "--parallel pipeline --memory-budget 0.0001" + model,
-                     {"train_gcn: error:", "needs an estimated", "GiB", "--memory-budget"});
+                     {"train_gcn: error:", "needs an estimated", "GiB", "--memory-budget"}, 1);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(line, m, std::regex("estimated ([0-9.]+) GiB"))) << line;
   const double estimate = std::stod(m[1].str());

@@ -184,9 +184,10 @@ TEST_F(Hdf5Test, CoraRawRoundTripIsBitwise) {
   expect_identical(d, read_hdf5(file));
 }
 
-TEST_F(Hdf5Test, MissingFileIsIo) {
+// A path that names nothing is a bad argument (train_gcn's usage status), as a missing folder is.
+TEST_F(Hdf5Test, MissingFileIsABadArgument) {
   const fs::path file = dir_ / "absent.h5";
-  expect_refused(file, ErrorCategory::Io, {file.string(), "no such file"});
+  expect_refused(file, ErrorCategory::InvalidArgument, {file.string(), "no such file"});
 }
 
 TEST_F(Hdf5Test, NonHdf5FileIsInvalidInput) {
