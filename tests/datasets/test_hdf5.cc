@@ -15,9 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
-#include "core/error.h"
+#include "tests/shared_datasets.h"
 
 namespace tessera {
 namespace {
@@ -177,7 +178,7 @@ TEST_F(Hdf5Test, MultiLabelRoundTripKeepsNaN) {
 
 TEST_F(Hdf5Test, CoraRawRoundTripIsBitwise) {
   const fs::path cora = fs::path(TESSERA_SHARED_DATASETS) / "cora";
-  if (!fs::exists(cora)) GTEST_SKIP() << cora << " not present";
+  TESSERA_NEED_SHARED_DATASET(cora);
   const Dataset d = read_ogb_raw(cora);
   const fs::path file = dir_ / "cora.h5";
   write_hdf5(d, file);

@@ -9,8 +9,9 @@
 
 #include <unistd.h>
 
-#include "datasets/loaders.h"
 #include "core/error.h"
+#include "datasets/loaders.h"
+#include "tests/shared_datasets.h"
 
 namespace tessera {
 namespace {
@@ -69,7 +70,7 @@ TEST(LoadDataset, DirectoryAndHdf5) {
 
 TEST(LoadDataset, CoraDirectory) {
   fs::path cora = fs::path(TESSERA_SHARED_DATASETS) / "cora";
-  if (!fs::exists(cora)) GTEST_SKIP() << "Cora not found at " << cora;
+  TESSERA_NEED_SHARED_DATASET(cora);
   Dataset d = load_dataset(cora.string());
   EXPECT_EQ(d.num_nodes(), 2708);
 }

@@ -16,10 +16,11 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "datasets/dataset.h"
 #include "datasets/gzip_stream.h"
 #include "datasets/loaders.h"
-#include "core/error.h"
+#include "tests/shared_datasets.h"
 
 namespace tessera {
 namespace {
@@ -406,9 +407,7 @@ TEST(Fields, ParsersFollowPandas) {
 class Cora : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kCoraDir / "meta.json")) {
-      GTEST_SKIP() << "Cora not found at " << kCoraDir << " (set TESSERA_SHARED_DATASETS)";
-    }
+    TESSERA_NEED_SHARED_DATASET(kCoraDir / "meta.json");
     meta_ = nlohmann::json::parse(read_bytes(kCoraDir / "meta.json"));
   }
   nlohmann::json meta_;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // K ranks equal 1 rank (under mpiexec at 2 and 4 ranks): GCN and GraphSAGE on Cora (skipped
 // when ../shared/datasets is absent) and on a synthetic graph, with batch norm, METIS and random
-// parts, and a multi-label task (ROC-AUC gathered on rank 0). Every rank also trains the whole
-// graph alone (the 1-rank reference); per-epoch losses must agree to 1e-5 relative and the
-// accuracies exactly.
+// parts, and a multi-label task (ROC-AUC gathered on rank 0), with weight decay but for batch norm.
+// Every rank also trains the whole graph alone (the 1-rank reference); per-epoch losses must agree
+// to 1e-5 relative and the accuracies exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "core/kernels.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
-#include "core/kernels.h"
 #include "engine/halo_propagator.h"
 #include "engine/trainer.h"
 #include "partition/graph_part.h"
+#include "tests/shared_datasets.h"
 
 namespace tessera {
 namespace {
@@ -31,6 +32,9 @@ struct Case {
   ModelKind model;
   PartitionMethod method;
   bool batch_norm;
+  // Without weight decay Adam is invariant to the gradients' scale: a sum-versus-mean slip in
+  // the gradient all-reduce would still give K ranks the 1-rank losses.
+  float weight_decay = 5e-4f;
 };
 
 std::vector<EpochRecord> train_records(Trainer& trainer) {
@@ -61,6 +65,7 @@ class DistributedTraining : public ::testing::Test {
   void check(const Dataset& dataset, TrainConfig config, const Case& c) {
     config.model = to_string(c.model);
     config.batch_norm = c.batch_norm;
+    config.weight_decay = c.weight_decay;
     Trainer single(config, dataset);
     const std::vector<EpochRecord> reference = train_records(single);
 
@@ -141,18 +146,20 @@ TEST_F(DistributedTraining, HaloPropagatorMatchesWholeGraphSpmm) {
 
 TEST_F(DistributedTraining, SyntheticGcnSageBatchNormAndPartitioners) {
   const Dataset dataset = synthetic_graph();
-  for (const Case& c : {Case{"gcn metis", ModelKind::Gcn, PartitionMethod::Metis, false},
-                        Case{"sage metis", ModelKind::Sage, PartitionMethod::Metis, false},
-                        Case{"gcn random batch-norm", ModelKind::Gcn, PartitionMethod::Random, true},
-                        Case{"sage block batch-norm", ModelKind::Sage, PartitionMethod::Block, true}}) {
+  for (const Case& c :
+       {Case{"gcn metis", ModelKind::Gcn, PartitionMethod::Metis, false},
+        Case{"sage metis", ModelKind::Sage, PartitionMethod::Metis, false},
+        // Batch norm's statistics sum over ranks in another order; with weight
+        // decay that drifts to 1.3e-5 by epoch 14 on 4 random parts.
+        Case{"gcn random batch-norm", ModelKind::Gcn, PartitionMethod::Random, true, 0.0f},
+        Case{"sage block batch-norm", ModelKind::Sage, PartitionMethod::Block, true, 0.0f}}) {
     check(dataset, small_config(15), c);
   }
 }
 
 TEST_F(DistributedTraining, CoraGcnAndSageKipfWellingSetup) {
   const std::filesystem::path dir = std::filesystem::path(TESSERA_SHARED_DATASETS) / "cora";
-  if (!std::filesystem::exists(dir / "raw" / "edge.csv.gz"))
-    GTEST_SKIP() << "Cora not found at " << dir << " (the shared datasets folder is absent)";
+  TESSERA_NEED_SHARED_DATASET(dir / "raw" / "edge.csv.gz");
   const Dataset cora = read_ogb_raw(dir);
   TrainConfig config = small_config(30);
   config.hidden_channels = 16;

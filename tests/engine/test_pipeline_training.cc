@@ -19,10 +19,11 @@
 #include "comm/mpi_communicator.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
-#include "engine/trainer.h"
 #include "engine/traffic_model.h"
+#include "engine/trainer.h"
 #include "partition/graph_part.h"
 #include "partition/partition_plan.h"
+#include "tests/shared_datasets.h"
 
 namespace tessera {
 namespace {
@@ -65,9 +66,7 @@ const Data& synthetic() {
   return *data;
 }
 
-#define SKIP_WITHOUT_CORA()                                                                 \
-  if (cora() == nullptr)                                                                    \
-  GTEST_SKIP() << "Cora not found at " << cora_dir() << " (the shared datasets folder is absent)"
+#define SKIP_WITHOUT_CORA() TESSERA_NEED_SHARED_DATASET(cora_dir() / "raw" / "edge.csv.gz")
 
 // This rank's part for `mode` on `ranks` ranks: graph mode one METIS part per rank; pipeline the
 // whole graph on every rank; hybrid ranks / stages METIS parts, part rank / stages. METIS seed 0

@@ -11,14 +11,14 @@
 #include "engine/system.h"
 #include "engine/trainer.h"
 #include "tests/engine/kipf_welling.h"
+#include "tests/shared_datasets.h"
 
 namespace tessera {
 namespace {
 
 TEST(TrainCora, KipfWellingSetupReachesPublishedAccuracy) {
   const std::filesystem::path dir = std::filesystem::path(TESSERA_SHARED_DATASETS) / "cora";
-  if (!std::filesystem::exists(dir / "raw" / "edge.csv.gz"))
-    GTEST_SKIP() << "Cora not found at " << dir << " (the shared datasets folder is absent)";
+  TESSERA_NEED_SHARED_DATASET(dir / "raw" / "edge.csv.gz");
   Dataset cora = read_ogb_raw(dir);
   TrainConfig config = test::kipf_welling_config();
   config.dataset = dir.string();

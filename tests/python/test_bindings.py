@@ -12,8 +12,8 @@ import unittest
 import numpy as np
 
 import tessera
+from shared_datasets import CORA, need_cora
 
-CORA = os.path.join(os.environ.get("TESSERA_SHARED_DATASETS", ""), "cora")
 TRAIN_GCN = os.environ.get("TESSERA_TRAIN_GCN", "")
 FAST = dict(num_layers=2, hidden_channels=16, epochs=20, lr=0.05)
 
@@ -33,8 +33,7 @@ def two_rings(n=400, f=6):
 
 class CoraMatchesTrainGcn(unittest.TestCase):
     def test_same_accuracy_and_loss_as_train_gcn(self):
-        if not os.path.exists(os.path.join(CORA, "raw", "edge.csv.gz")):
-            self.skipTest(f"Cora not found at {CORA} (the shared datasets folder is absent)")
+        need_cora(self)
         flags = dict(num_layers=2, hidden_channels=16, dropout=0.5, input_dropout=0.5, lr=0.01,
                      weight_decay=5e-4, epochs=60, seed=3, normalize_features=True)
         session = tessera.Session(**flags)

@@ -17,6 +17,7 @@ import torch
 import tessera
 import tessera.torch as tt
 import torch_reference as ref
+from shared_datasets import need_cora
 
 PARTITION_GRAPH = os.environ.get("TESSERA_PARTITION_GRAPH", "")
 
@@ -68,8 +69,7 @@ class Sources(unittest.TestCase):
                                                 train_mask=data.train_mask), "gcn"), expected)
 
     def test_ogb_folder_matches_its_arrays(self):
-        if not os.path.exists(os.path.join(ref.CORA, "raw", "edge.csv.gz")):
-            self.skipTest(f"Cora not found at {ref.CORA}")
+        need_cora(self)
         data = ref.CoraData()
         graph = tt.DistributedGraph(ref.CORA)
         self.assert_same_part(graph, data)
