@@ -3,11 +3,17 @@
 // phase agreed across ranks. In-process parts travel as size (8 bytes) then the HDF5 image.
 #include "engine/part_loader.h"
 
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <span>
+#include <vector>
 
 #include "comm/agreement.h"
 #include "comm/message_tags.h"
 #include "core/error.h"
+#include "core/hash.h"
+#include "core/rng.h"
 #include "datasets/loaders.h"
 #include "engine/system.h"
 #include "partition/partition_store.h"
@@ -33,6 +39,25 @@ std::string canonical_spec(const std::string& spec) {
   return ec ? spec : path.string();
 }
 
+// 64-bit values summed over ranks exactly (mod 2^64) through the double all-reduce: each as its
+// two 32-bit halves, whose sums stay exact below 2^21 ranks.
+void push_u64(std::vector<double>& sums, std::uint64_t x) {
+  sums.push_back(static_cast<double>(x & 0xFFFFFFFFu));
+  sums.push_back(static_cast<double>(x >> 32));
+}
+std::uint64_t summed_u64(const std::vector<double>& sums, std::size_t at) {
+  return static_cast<std::uint64_t>(sums[at]) + (static_cast<std::uint64_t>(sums[at + 1]) << 32);
+}
+
+// The hash of one halo block (a count and the global ids, in the order they travel) between
+// `from` and `to`, so that the blocks of different pairs never cancel.
+std::uint64_t block_hash(int from, int to, std::span<const GlobalId> ids) {
+  Hasher hasher;
+  hasher.add_word(static_cast<std::uint64_t>(from) << 32 | static_cast<std::uint32_t>(to));
+  hasher.add_section(1, ids);
+  return hasher.finish();
+}
+
 LoadedPart from_store(const PartSource& source, Communicator& comm) {
   LoadedPart out;
   Stopwatch watch;
@@ -54,6 +79,9 @@ LoadedPart from_store(const PartSource& source, Communicator& comm) {
                   part_file_name(comm.rank()), ": part has no training node");
     return part;
   });
+  check_part_set(
+      comm, out.part,
+      (std::filesystem::path(source.partitions_dir) / part_file_name(comm.rank())).string());
   out.method = to_string(meta.method);
   out.stats = meta.stats;
   out.dataset_spec = meta.dataset_spec;
@@ -134,10 +162,57 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
   run_agreed(comm, "building part 0", [&] {
     if (root) out.part = builder->build(0);
   });
+  check_part_set(comm, out.part, "part " + std::to_string(comm.rank()));
   return out;
 }
 
 }  // namespace
+
+void check_part_set(Communicator& comm, const GraphPart& part, const std::string& label) {
+  const LocalGraph& g = part.graph;
+  const int k = comm.size(), me = comm.rank();
+  std::uint64_t plan = g.plan_fingerprint;
+  comm.broadcast({reinterpret_cast<std::byte*>(&plan), sizeof plan}, 0, TrafficCategory::Setup);
+  run_agreed(comm, "checking the parts against each other", [&] {
+    TESSERA_CHECK(g.plan_fingerprint == plan, InvalidInput, label,
+                  ": from another partitioning than rank 0's part (plan fingerprint ",
+                  fingerprint_hex(g.plan_fingerprint), ", rank 0's ", fingerprint_hex(plan),
+                  "): every part of a job must come from one partitioning");
+  });
+  const std::int64_t n = part.dataset.num_nodes;
+  constexpr std::uint64_t kSalt = 0x7e55e7a0f00dull;
+  std::uint64_t owned = 0, expected = 0, sent = 0, expects = 0;
+  for (const GlobalId v : g.owned_ids) owned += splitmix64(static_cast<std::uint64_t>(v) ^ kSalt);
+  // Every rank hashes its slice of [0, N): the sum over ranks is that of every node once.
+  for (std::int64_t v = me * n / k; v < (me + 1) * n / k; ++v)
+    expected += splitmix64(static_cast<std::uint64_t>(v) ^ kSalt);
+  std::vector<GlobalId> ids;
+  for (int peer = 0; peer < k; ++peer) {
+    ids.clear();
+    for (std::int64_t i = g.halo.send_offsets[peer]; i < g.halo.send_offsets[peer + 1]; ++i)
+      ids.push_back(g.owned_ids[static_cast<std::size_t>(g.halo.send_rows[i])]);
+    sent += block_hash(me, peer, ids);
+    const std::span<const GlobalId> halo(g.halo_ids);
+    expects += block_hash(peer, me,
+                          halo.subspan(static_cast<std::size_t>(g.halo.recv_offsets[peer]),
+                                       static_cast<std::size_t>(g.halo.recv_count(peer))));
+  }
+  std::vector<double> sums = {static_cast<double>(g.num_owned())};
+  for (const std::uint64_t x : {owned, expected, sent, expects}) push_u64(sums, x);
+  comm.all_reduce_sum(std::span<double>(sums), TrafficCategory::Setup);
+  run_agreed(comm, "checking the parts against each other", [&] {
+    TESSERA_CHECK(
+        static_cast<std::int64_t>(sums[0]) == n && summed_u64(sums, 1) == summed_u64(sums, 3),
+        InvalidInput, "the ", k, " parts do not own the ", n,
+        " nodes of the graph exactly once (they own ", static_cast<std::int64_t>(sums[0]),
+        (static_cast<std::int64_t>(sums[0]) == n ? ", but not each once" : ""),
+        "): they come from different partitionings");
+    TESSERA_CHECK(summed_u64(sums, 5) == summed_u64(sums, 7), InvalidInput,
+                  "the halo plans of the ", k,
+                  " parts disagree: what some rank sends is not "
+                  "what its peer expects (parts of different partitionings?)");
+  });
+}
 
 LoadedPart load_part(const PartSource& source, Communicator& comm) {
   run_agreed(comm, "checking flags", [&] { check_parts_flag(source, comm); });

@@ -40,6 +40,16 @@ struct LoadedPart {
 };
 
 // Collective over `comm`. Throws AgreedError (the same on every rank) when any rank fails.
+// The parts are checked against each other (check_part_set) before it returns.
 LoadedPart load_part(const PartSource& source, Communicator& comm);
+
+// The parts of a job against each other, collectively and cheaply (one broadcast of 8 bytes and
+// one all-reduce of 10 numbers, no point-to-point traffic): one partitioning (rank 0's plan
+// fingerprint on every rank); owned nodes covering the graph exactly once (their count, and a
+// sum of hashed ids that overlaps or gaps change); and every halo block a rank expects from a
+// peer equal, in count and in global ids, to what that peer sends it (sums over all blocks of
+// both sides' hashes). `label` names this rank's part (its file).
+// Collective; AgreedError (InvalidInput) on every rank when they disagree.
+void check_part_set(Communicator& comm, const GraphPart& part, const std::string& label);
 
 }  // namespace tessera

@@ -73,7 +73,11 @@ Csr training_graph(const Dataset& dataset) {
 
 PartBuilder::PartBuilder(const Dataset& dataset, const Csr& graph, const PartitionPlan& plan,
                          const DatasetInfo& info)
-    : dataset_(dataset), graph_(graph), plan_(plan), info_(info) {
+    : dataset_(dataset),
+      graph_(graph),
+      plan_(plan),
+      info_(info),
+      plan_fingerprint_(tessera::plan_fingerprint(plan)) {
   TESSERA_CHECK(graph.num_rows() == dataset.num_nodes() && graph.num_cols() == graph.num_rows(),
                 InvalidArgument, "PartBuilder: graph has ", graph.num_rows(), " rows, dataset ",
                 dataset.num_nodes(), " nodes");
@@ -183,6 +187,7 @@ GraphPart PartBuilder::build(int part) const {
   LocalGraph& g = out.graph;
   g.part = part;
   g.num_parts = k;
+  g.plan_fingerprint = plan_fingerprint_;
   std::vector<NodeId> local_of;
   localise(g, graph_, plan_.owner, local_of);
   g.adjacency = local_adjacency(g, graph_, local_of);

@@ -47,6 +47,9 @@ struct LocalGraph {
   // a part is weighted exactly as the whole graph is).
   std::vector<float> degrees;
   HaloPlan halo;
+  // plan_fingerprint() of the partitioning the part was cut from (0: the whole graph, no plan):
+  // every part of one job must carry the same.
+  std::uint64_t plan_fingerprint = 0;
 
   std::int64_t num_owned() const { return static_cast<std::int64_t>(owned_ids.size()); }
   std::int64_t num_halo() const { return static_cast<std::int64_t>(halo_ids.size()); }
@@ -83,12 +86,14 @@ class PartBuilder {
   PartBuilder(const Dataset& dataset, const Csr& graph, const PartitionPlan& plan,
               const DatasetInfo& info);
   GraphPart build(int part) const;
+  std::uint64_t plan_fingerprint() const { return plan_fingerprint_; }
 
  private:
   const Dataset& dataset_;
   const Csr& graph_;
   const PartitionPlan& plan_;
   const DatasetInfo& info_;
+  std::uint64_t plan_fingerprint_;
 };
 
 // The whole dataset as part 0 of 1 (single process): features, labels and targets are moved

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/rng.h"
 #include "partition/metis_partition.h"
 
@@ -149,6 +150,13 @@ std::string to_string(PartitionMethod method) {
   for (const auto& [known, name] : kMethods)
     if (known == method) return name;
   TESSERA_FAIL(InvalidArgument, "unknown PartitionMethod ", static_cast<int>(method));
+}
+
+std::uint64_t plan_fingerprint(const PartitionPlan& plan) {
+  Hasher hasher;
+  hasher.add_word(static_cast<std::uint64_t>(plan.num_parts));
+  hasher.add_section(1, std::span<const std::int32_t>(plan.owner));
+  return hasher.finish();
 }
 
 void check_num_parts(std::int64_t num_nodes, int num_parts) {

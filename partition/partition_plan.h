@@ -25,6 +25,10 @@ struct PartitionPlan {
   std::vector<std::int32_t> owner;  // (N) part of every node, in [0, num_parts)
 };
 
+// A fingerprint of the plan (K and every node's part): which partitioning a part came from, so
+// that parts of different partitionings of one dataset are never trained together.
+std::uint64_t plan_fingerprint(const PartitionPlan& plan);
+
 // Throws InvalidArgument unless 1 <= num_parts <= num_nodes (every partitioner checks this).
 void check_num_parts(std::int64_t num_nodes, int num_parts);
 

@@ -27,7 +27,8 @@ using hdf5::kInt64;
 
 constexpr const char* kPartFormat = "tessera-part";
 constexpr const char* kStoreFormat = "tessera-partitions";
-constexpr std::int64_t kFormatVersion = 1;
+// Version 2 added the plan fingerprint (meta.json and every part file).
+constexpr std::int64_t kFormatVersion = 2;
 
 TaskType parse_task(const std::string& text, const std::string& where) {
   TESSERA_CHECK(text == "multiclass" || text == "multilabel", InvalidInput, where, ": task '",
@@ -58,6 +59,7 @@ void write_part(hdf5::Writer& out, const GraphPart& p) {
   out.attribute("num_edges", d.num_edges);
   out.attribute("num_features", d.num_features);
   out.attribute("fingerprint", d.fingerprint);
+  out.attribute("plan_fingerprint", g.plan_fingerprint);
   write_vector(out, "/owned_ids", kInt64, g.owned_ids);
   write_vector(out, "/halo_ids", kInt64, g.halo_ids);
   out.group("/graph");
@@ -103,6 +105,7 @@ GraphPart read_part_contents(hdf5::Reader& in, const std::string& label) {
   d.num_edges = in.int64_attribute("num_edges");
   d.num_features = in.int64_attribute("num_features");
   d.fingerprint = in.uint64_attribute("fingerprint");
+  g.plan_fingerprint = in.uint64_attribute("plan_fingerprint");
 
   g.owned_ids = in.vector<GlobalId>("/owned_ids", kInt64, -1);
   g.halo_ids = in.vector<GlobalId>("/halo_ids", kInt64, -1);
@@ -175,6 +178,7 @@ std::string meta_text(const StoreMeta& m) {
                       {"num_parts", m.num_parts},
                       {"method", to_string(m.method)},
                       {"seed", m.seed},
+                      {"plan_fingerprint", fingerprint_hex(m.plan_fingerprint)},
                       {"stats", stats_json(m.stats)}};
   nlohmann::json files = nlohmann::json::array();
   for (int p = 0; p < m.num_parts; ++p) files.push_back(part_file_name(p));
@@ -192,6 +196,12 @@ void check_part_matches(const GraphPart& p, const StoreMeta& meta, int part,
                 ": made from another dataset ('", p.dataset.name, "', fingerprint ",
                 fingerprint_hex(p.dataset.fingerprint), "; meta.json has '", meta.dataset.name,
                 "', ", fingerprint_hex(meta.dataset.fingerprint), ")");
+  TESSERA_CHECK(p.graph.plan_fingerprint == meta.plan_fingerprint, InvalidInput, label,
+                ": from another partitioning of the dataset (plan fingerprint ",
+                fingerprint_hex(p.graph.plan_fingerprint), "; meta.json has ",
+                fingerprint_hex(meta.plan_fingerprint),
+                "): every part file of a store must come from the partition_graph run that "
+                "wrote its meta.json");
   const DatasetInfo& a = p.dataset;
   const DatasetInfo& b = meta.dataset;
   TESSERA_CHECK(a.name == b.name && a.task == b.task && a.eval_metric == b.eval_metric &&
@@ -235,8 +245,10 @@ void write_partition_store(const std::filesystem::path& dir, const PartBuilder& 
     }
     bar.finish();
     {
+      StoreMeta stored = meta;
+      stored.plan_fingerprint = builder.plan_fingerprint();
       std::ofstream out(temporary / "meta.json");
-      out << meta_text(meta);
+      out << meta_text(stored);
       out.close();
       TESSERA_CHECK(out.good(), Io, (dir / "meta.json").string(), ": cannot write");
     }
@@ -283,6 +295,7 @@ StoreMeta read_store_meta(const std::filesystem::path& dir) {
     m.num_parts = j.at("num_parts").get<int>();
     m.method = parse_partition_method(j.at("method").get<std::string>());
     m.seed = j.at("seed").get<std::uint64_t>();
+    m.plan_fingerprint = std::stoull(j.at("plan_fingerprint").get<std::string>(), nullptr, 16);
     m.stats = stats_from_json(j.at("stats"));
   } catch (const nlohmann::json::exception& error) {
     TESSERA_FAIL(InvalidInput, label, ": ", error.what());

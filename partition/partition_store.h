@@ -24,6 +24,7 @@ struct StoreMeta {
   PartitionMethod method = PartitionMethod::Metis;
   std::uint64_t seed = 0;
   PartitionStats stats;
+  std::uint64_t plan_fingerprint = 0;  // of the partitioning (set by write_partition_store)
 };
 
 std::string part_file_name(int part);  // "part-00003.h5"
@@ -36,8 +37,9 @@ void write_partition_store(const std::filesystem::path& dir, const PartBuilder& 
 
 // meta.json of a store; InvalidInput naming the file when it is missing keys or malformed.
 StoreMeta read_store_meta(const std::filesystem::path& dir);
-// Part `part` of the store, checked against meta (part index, K, dataset fingerprint) and
-// validated; a missing or corrupt file is an Io / InvalidInput error naming it.
+// Part `part` of the store, checked against meta (part index, K, dataset and plan fingerprints:
+// a part file of another store is refused by name) and validated; a missing or corrupt file is an
+// Io / InvalidInput error naming it.
 GraphPart read_part(const std::filesystem::path& dir, const StoreMeta& meta, int part);
 
 // A part as an in-memory HDF5 image (the part-file layout) and back (checked and validated).

@@ -271,6 +271,25 @@ TEST(DistributedCli, CorruptPartFileIsNamedWithItsRank) {
                        {file.string(), "rank 1", "checksum"});
 }
 
+// Two stores of one dataset and K (METIS, and METIS with another seed): part-00001.h5 of the
+// other one moved into a copy of the first gets past every count and the dataset fingerprint,
+// but not the plan fingerprint, and is refused naming the file; the job never trains.
+TEST(DistributedCli, TransplantedPartFileIsRefusedByName) {
+  ASSERT_EQ(store(2).made.exit_code, 0) << store(2).made.output;
+  const fs::path other = work_dir() / "other_seed_store";
+  fs::remove_all(other);
+  const Result made =
+      run(partition_graph("--dataset synth:default --seed 5 --parts 2 --partition "
+                          "metis --out " +
+                          other.string()));
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const fs::path dir = copy_of_store(2, "transplanted_store");
+  const fs::path file = dir / tessera::part_file_name(1);
+  fs::copy_file(other / tessera::part_file_name(1), file, fs::copy_options::overwrite_existing);
+  expect_train_refused(2, "--partitions " + dir.string() + " --epochs 2",
+                       {file.string(), "from another partitioning", "plan fingerprint"});
+}
+
 TEST(DistributedCli, MissingPartFileIsNamedWithItsRank) {
   const fs::path dir = copy_of_store(2, "incomplete_store");
   const fs::path file = dir / tessera::part_file_name(1);
