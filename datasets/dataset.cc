@@ -51,8 +51,9 @@ void validate_features(const Tensor& features, std::int64_t num_nodes, const std
 void validate_labels(const Dataset& dataset, const std::string& source) {
   const std::int64_t num_nodes = dataset.num_nodes();
   if (dataset.task == TaskType::MultiClass) {
-    TESSERA_CHECK(dataset.num_classes >= 1, InvalidInput, source, ": num_classes = ",
-                  dataset.num_classes, ", expected >= 1");
+    TESSERA_CHECK(dataset.num_classes >= 1 && dataset.num_classes <= kMaxOutputs, InvalidInput,
+                  source, ": num_classes = ", dataset.num_classes, ", expected in [1, ",
+                  kMaxOutputs, "]");
     TESSERA_CHECK(static_cast<std::int64_t>(dataset.labels.size()) == num_nodes, InvalidInput,
                   source, ": ", dataset.labels.size(), " labels for ", num_nodes, " nodes");
     for (std::size_t v = 0; v < dataset.labels.size(); ++v) {
@@ -63,8 +64,8 @@ void validate_labels(const Dataset& dataset, const std::string& source) {
     }
     return;
   }
-  TESSERA_CHECK(dataset.num_tasks >= 1, InvalidInput, source, ": num_tasks = ", dataset.num_tasks,
-                ", expected >= 1");
+  TESSERA_CHECK(dataset.num_tasks >= 1 && dataset.num_tasks <= kMaxOutputs, InvalidInput, source,
+                ": num_tasks = ", dataset.num_tasks, ", expected in [1, ", kMaxOutputs, "]");
   const Tensor& targets = dataset.targets;
   TESSERA_CHECK(targets.dtype() == DType::F32 && targets.rows() == num_nodes &&
                     targets.cols() == dataset.num_tasks,

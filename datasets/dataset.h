@@ -46,8 +46,14 @@ struct Dataset {
   std::int64_t num_outputs() const { return task == TaskType::MultiClass ? num_classes : num_tasks; }
 };
 
-// Checks the cross-array invariants (sizes agree, labels in [0, C) or -1, split ids in range
-// and unique within a split, finite features); throws InvalidInput naming `source` otherwise.
+// The most classes (or tasks) a dataset may declare: far past any node-property benchmark
+// (ogbn-papers100M has 172 classes, ogbn-proteins 112 tasks), low enough that a count a file
+// got wrong is refused by name instead of reaching the allocator as an N x C tensor.
+inline constexpr std::int64_t kMaxOutputs = std::int64_t{1} << 20;
+
+// Checks the cross-array invariants (sizes agree, C or T in [1, kMaxOutputs], labels in [0, C) or
+// -1, split ids in range and unique within a split, finite features); throws InvalidInput naming
+// `source` otherwise.
 void validate(const Dataset& dataset, const std::string& source);
 
 // 64-bit fingerprint of the graph, features, labels and splits (stable across runs and

@@ -24,6 +24,9 @@ namespace fs = std::filesystem;
 using Edge = std::array<NodeId, 2>;  // (source, destination) as listed in edge.csv.gz
 
 constexpr std::int64_t kMaxNodes = std::numeric_limits<NodeId>::max();
+// A feature width past any dataset's (ogbn-papers100M: 128, ogbn-products: 100); a wider one in
+// meta.json is a wrong count.
+constexpr std::int64_t kMaxFeatures = std::int64_t{1} << 24;
 constexpr std::int64_t kReserveCap = std::int64_t{1} << 24;  // never trust a count for memory
 
 // The flags of one dataset (OGB's master.csv row, or meta.json).
@@ -110,10 +113,13 @@ std::string json_string(const nlohmann::json& meta, const char* key, const std::
   return value->get<std::string>();
 }
 
+// A count from meta.json, in [minimum, maximum], before anything is sized by it.
 std::int64_t json_count(const nlohmann::json& value, const char* key, const std::string& file,
-                        std::int64_t minimum) {
-  TESSERA_CHECK(value.is_number_integer() && value.get<std::int64_t>() >= minimum, InvalidInput,
-                file, ": key '", key, "' must be an integer >= ", minimum, ", found ", value.dump());
+                        std::int64_t minimum, std::int64_t maximum) {
+  TESSERA_CHECK(value.is_number_integer() && value.get<std::int64_t>() >= minimum &&
+                    value.get<std::int64_t>() <= maximum,
+                InvalidInput, file, ": key '", key, "' must be an integer in [", minimum, ", ",
+                maximum, "], found ", value.dump());
   return value.get<std::int64_t>();
 }
 
@@ -147,9 +153,9 @@ OgbFlags flags_from_meta(const fs::path& meta_path) {
     flags.task = TaskType::MultiClass;
     TESSERA_CHECK(classes, InvalidInput, file, ": missing key 'num_classes' (needed for task_type '",
                   task_type, "')");
-    flags.num_classes = json_count(*classes, "num_classes", file, 1);
+    flags.num_classes = json_count(*classes, "num_classes", file, 1, kMaxOutputs);
     if (tasks) {
-      TESSERA_CHECK(json_count(*tasks, "num_tasks", file, 1) == 1, InvalidInput, file,
+      TESSERA_CHECK(json_count(*tasks, "num_tasks", file, 1, kMaxOutputs) == 1, InvalidInput, file,
                     ": num_tasks = ", tasks->dump(),
                     ": multiclass datasets with several tasks are not supported");
     }
@@ -159,8 +165,8 @@ OgbFlags flags_from_meta(const fs::path& meta_path) {
     flags.task = TaskType::MultiLabel;
     TESSERA_CHECK(tasks, InvalidInput, file, ": missing key 'num_tasks' (needed for task_type '",
                   task_type, "')");
-    flags.num_tasks = json_count(*tasks, "num_tasks", file, 1);
-    flags.num_classes = classes ? json_count(*classes, "num_classes", file, 0) : 2;
+    flags.num_tasks = json_count(*tasks, "num_tasks", file, 1, kMaxOutputs);
+    flags.num_classes = classes ? json_count(*classes, "num_classes", file, 0, kMaxOutputs) : 2;
     TESSERA_CHECK(flags.eval_metric == "rocauc", InvalidInput, file, ": eval_metric '",
                   flags.eval_metric, "' does not fit task_type '", task_type,
                   "' (expected rocauc)");
@@ -171,10 +177,10 @@ OgbFlags flags_from_meta(const fs::path& meta_path) {
   }
   if (find_key(meta, "has_node_attr")) flags.has_node_attr = json_bool(meta, "has_node_attr", file);
   if (const nlohmann::json* value = find_key(meta, "num_nodes")) {
-    flags.num_nodes = json_count(*value, "num_nodes", file, 0);
+    flags.num_nodes = json_count(*value, "num_nodes", file, 0, kMaxNodes);
   }
   if (const nlohmann::json* value = find_key(meta, "num_features")) {
-    flags.num_features = json_count(*value, "num_features", file, 0);
+    flags.num_features = json_count(*value, "num_features", file, 0, kMaxFeatures);
   }
   return flags;
 }

@@ -279,6 +279,22 @@ TEST_F(BadInput, MetaJsonWrongType) {
   expect_refused(ErrorCategory::InvalidInput, {"meta.json", "'num_classes' must be an integer"});
 }
 
+// A count no dataset has is refused naming the file and key before anything is sized by it
+// (it used to reach the allocator as a (hidden, C) weight).
+TEST_F(BadInput, MetaJsonAbsurdCount) {
+  files_["meta.json"] = R"({"add_inverse_edge": true, "split": "public",
+    "num_classes": 1000000000000, "task_type": "multiclass classification", "eval_metric": "acc"})";
+  expect_refused(
+      ErrorCategory::InvalidInput,
+      {"meta.json", "'num_classes' must be an integer in [1, 1048576]", "1000000000000"});
+  files_["meta.json"] = R"({"add_inverse_edge": true, "split": "public", "num_tasks": 99999999,
+    "task_type": "binary classification", "eval_metric": "rocauc"})";
+  expect_refused(ErrorCategory::InvalidInput, {"meta.json", "'num_tasks'", "99999999"});
+  files_["meta.json"] = R"({"add_inverse_edge": true, "split": "public", "num_classes": 3,
+    "num_features": 100000000000, "task_type": "multiclass classification", "eval_metric": "acc"})";
+  expect_refused(ErrorCategory::InvalidInput, {"meta.json", "'num_features'", "100000000000"});
+}
+
 TEST_F(BadInput, MetaJsonUnknownTaskType) {
   files_["meta.json"] = R"({"add_inverse_edge": true, "split": "public", "num_classes": 3,
     "task_type": "regression", "eval_metric": "mae"})";
