@@ -24,6 +24,23 @@ void ensure_mpi() {
   });
 }
 
+std::unique_ptr<MpiCommunicator> make_communicator(MPI_Comm comm, double timeout_s) {
+  try {
+    if (comm == MPI_COMM_NULL) {
+      ensure_mpi();
+      comm = MPI_COMM_WORLD;
+    }
+    return std::make_unique<MpiCommunicator>(comm, timeout_s);
+  } catch (const Error& e) {
+    if (e.category() == ErrorCategory::Timeout) {
+      std::fprintf(stderr, "tessera: error: %s\n", e.what());
+      std::fflush(stderr);
+      MPI_Abort(comm, 1);
+    }
+    rethrow_public(e);
+  }
+}
+
 TrainConfig to_config(const Options& options) {
   TrainConfig config(options);
   config.device = resolve_device_number(options.device);  // OGB's --device N

@@ -4,11 +4,15 @@
 // into std:: exceptions, and the collective-call guard. Private to api/.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "comm/agreement.h"
 #include "comm/communicator.h"
+#include "comm/mpi_communicator.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "engine/train_config.h"
@@ -18,6 +22,11 @@ namespace tessera::api {
 
 // MPI initialised once (and finalised at exit) unless the caller has done it.
 void ensure_mpi();
+
+// The communicator of a Session or DistributedGraph over `comm` (MPI_COMM_NULL: MPI_COMM_WORLD,
+// MPI initialised if need be), as std:: exceptions on failure. When a rank never joins, this
+// one's wait ends after `timeout_s` and the job is aborted: the absent rank could not be told.
+std::unique_ptr<MpiCommunicator> make_communicator(MPI_Comm comm, double timeout_s);
 
 // The options validated, with OGB's --device N resolved.
 TrainConfig to_config(const Options& options);

@@ -68,15 +68,7 @@ DistributedGraph::DistributedGraph(const Options& options, MPI_Comm comm)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.options = options;
-  try {
-    if (comm == MPI_COMM_NULL) {
-      api::ensure_mpi();
-      comm = MPI_COMM_WORLD;
-    }
-    s.comm = std::make_unique<MpiCommunicator>(comm, options.comm_timeout);
-  } catch (const Error& e) {
-    api::rethrow_public(e);
-  }
+  s.comm = api::make_communicator(comm, options.comm_timeout);
   s.guarded([&] {
     run_agreed(*s.comm, "checking options", [&] {
       s.config = api::to_config(options);

@@ -225,15 +225,7 @@ Session::Session(const Options& options) : Session(options, MPI_COMM_NULL) {}
 Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.options = options;
-  try {
-    if (comm == MPI_COMM_NULL) {
-      ensure_mpi();
-      comm = MPI_COMM_WORLD;
-    }
-    s.comm = std::make_unique<MpiCommunicator>(comm, options.comm_timeout);
-  } catch (const Error& e) {
-    rethrow_public(e);
-  }
+  s.comm = api::make_communicator(comm, options.comm_timeout);
   s.guarded([&] {
     run_agreed(*s.comm, "checking options", [&] { s.config = to_config(options); });
     // Output files go where rank 0 can write them: known now, not after hours of training.

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "comm/stall_injection.h"
+
 namespace tessera {
 namespace {
 
@@ -40,9 +42,16 @@ AgreedError::AgreedError(ErrorCategory category, std::string message, int failed
 
 void agree_on_status(Communicator& comm, std::string_view phase, std::exception_ptr local_error) {
   const int ranks = comm.size();
+  stall_if_injected(comm.rank(), phase);
   // The maximum of (size - rank) over failing ranks picks the lowest failing rank; 0: none.
   std::int64_t vote = local_error ? ranks - comm.rank() : 0;
-  comm.all_reduce_max(std::span<std::int64_t>(&vote, 1));
+  try {
+    comm.all_reduce_max(std::span<std::int64_t>(&vote, 1));
+  } catch (const Error& e) {
+    // A rank that never finishes the phase: say which phase it is stuck in.
+    if (e.category() != ErrorCategory::Timeout) throw;
+    TESSERA_FAIL(Timeout, "waiting for every rank to finish ", phase, ": ", e.message());
+  }
   if (vote == 0) return;
   TESSERA_CHECK(vote >= 1 && vote <= ranks, Internal, "agree_on_status(", phase,
                 "): expected a vote in [0, ", ranks, "], the all-reduce gave ", vote);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/stall_injection.h"
 #include "core/error.h"
 
 namespace tessera {
@@ -279,9 +280,19 @@ MpiSession::~MpiSession() {
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, double timeout_s) : timeout_s_(timeout_s) {
-  // MPI_Comm_dup is collective and blocking: it runs before any timeout can apply.
-  TESSERA_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
+  // The duplicate, under the deadline like every collective: a rank that never joins ends the
+  // others' wait after timeout_s.
+  {
+    int ranks = 0, rank = 0;
+    MPI_Comm_size(comm, &ranks);
+    MPI_Comm_rank(comm, &rank);
+    stall_if_injected(rank, "creating the communicator");
+    MPI_Request request = MPI_REQUEST_NULL;
+    TESSERA_MPI_CHECK(MPI_Comm_idup(comm, &comm_, &request));
+    poll_collective(request, Deadline(timeout_s), timeout_s, ranks, "creating the communicator");
+  }
   try {
+    // Blocking, but only once every rank has joined the duplicate above (microseconds apart).
     TESSERA_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     TESSERA_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     TESSERA_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -302,6 +313,12 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, double timeout_s) : timeout_s_(t
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {
+  // MPI has no non-blocking split: every rank first meets in a barrier under the deadline, so
+  // the blocking split starts only when all are there.
+  stall_if_injected(rank_, "splitting the communicator");
+  MPI_Request request = MPI_REQUEST_NULL;
+  TESSERA_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  poll_collective(request, Deadline(timeout_s_), timeout_s_, size_, "splitting the communicator");
   MPI_Comm part = MPI_COMM_NULL;
   TESSERA_MPI_CHECK(MPI_Comm_split(comm_, color, key, &part));
   try {

@@ -348,4 +348,34 @@ TEST_P(FaultInjection, FailingRankEndsTheJobQuickly) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, FaultInjection, ::testing::Values(2, 4));
 
+// A rank that stops (TESSERA_STALL) in a set-up step: every other rank gives up after
+// --comm-timeout, naming the step, and the job ends — it never waits for the absent rank.
+struct Stall {
+  const char* args;   // the mode
+  const char* rank;   // the rank that stalls
+  const char* phase;  // where
+};
+
+class StalledSetUp : public ::testing::TestWithParam<Stall> {};
+
+TEST_P(StalledSetUp, EndsTheJobAtTheTimeoutNamingTheStep) {
+  const Stall& s = GetParam();
+  expect_train_refused(2, std::string(s.args) + " --epochs 2 --comm-timeout 2",
+                       {"did not complete within 2 s", s.phase},
+                       "TESSERA_STALL='" + std::string(s.rank) + ":" + s.phase + "'", 20.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Steps, StalledSetUp,
+    ::testing::Values(Stall{"", "1", "creating the communicator"},
+                      Stall{"", "1", "checking options"}, Stall{"", "0", "checking options"},
+                      Stall{"", "1", "checking the launch environment"},
+                      Stall{"", "1", "loading the dataset"}, Stall{"", "1", "partitioning"},
+                      Stall{"", "1", "receiving part 1"},
+                      Stall{"", "1", "checking the parts against each other"},
+                      Stall{"", "1", "setting up training"},
+                      Stall{"--parallel pipeline", "1", "checking --parallel"},
+                      Stall{"--parallel pipeline", "1", "splitting the communicator"},
+                      Stall{"--parallel pipeline", "1", "loading the graph parts"}));
+
 }  // namespace

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `mpiexec -n K train_gcn --parallel pipeline|hybrid` from the outside: every kind of bad
 // pipeline input (stages against layers and ranks, chunks, memory budget, options a pipeline
-// cannot honour) ends every rank with exit status 1 before the first epoch, with one message
+// cannot honour) ends every rank with the usage status 2 (a stage over the memory budget: 1)
+// before the first epoch, with one message
 // naming the flag and no summary or metrics file; good pipeline and hybrid runs write the
 // layout and per-epoch bytes equal to the traffic model into their summary.
 #include <gtest/gtest.h>
