@@ -29,7 +29,7 @@ class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
   virtual void* allocate(std::size_t bytes) = 0;  // aligned to 64 bytes; never null
-  virtual void deallocate(void* ptr, std::size_t bytes) = 0;
+  virtual void deallocate(void* ptr, std::size_t bytes) = 0;  // bytes as given to allocate
   virtual void memset_zero(void* ptr, std::size_t bytes) = 0;
   // Copies between this device and host (or within this device).
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;

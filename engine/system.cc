@@ -2,6 +2,7 @@
 // Stopwatch helpers, peak RSS via getrusage, statistics, atomic file writes, stop signals.
 #include "engine/system.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -44,6 +45,12 @@ std::uint64_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
                                : 0;
+}
+
+void release_free_heap() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
 }
 
 std::uint64_t peak_rss_bytes() {
