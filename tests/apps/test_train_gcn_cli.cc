@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -182,7 +183,28 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--dataset synth:nonsense --epochs 1", "nonsense", 2},
         BadFlag{"--dataset /nonexistent/dir --epochs 1", "/nonexistent/dir", 2},
         BadFlag{"--dataset /nonexistent/file.h5 --epochs 1", "/nonexistent/file.h5", 2},
-        BadFlag{"--partitions /nonexistent/store --epochs 1", "/nonexistent/store", 2}));
+        BadFlag{"--partitions /nonexistent/store --epochs 1", "/nonexistent/store", 2},
+        BadFlag{"--codec-backward int3", "--codec-backward", 2},
+        BadFlag{"--resume", "--resume needs --checkpoint-dir", 2},
+        BadFlag{"--parallel pipeline --predict m.h5", "--predict", 2},
+        BadFlag{"--keep-checkpoints 0 --checkpoint-dir ck", "--keep-checkpoints", 2},
+        BadFlag{"--codec adaptive --bit-budget 9", "--bit-budget", 2},
+        BadFlag{"--embedding-layer 7 --save-embeddings e.npy", "--embedding-layer", 2},
+        BadFlag{"--threads -1", "--threads", 2},
+        BadFlag{"--memory-budget -1", "--memory-budget", 2}));
+
+// The launch environment: a Slurm variable that is not what Slurm writes is refused by name, on
+// the usage status, before anything else runs.
+TEST(TrainGcnCli, MalformedSlurmVariablesAreRefusedByName) {
+  for (const auto& [env, message] :
+       {std::pair{"SLURM_JOB_ID=7 SLURM_NTASKS=1 SLURM_PROCID=abc", "SLURM_PROCID='abc'"},
+        std::pair{"SLURM_JOB_ID=7 SLURM_NTASKS=1 SLURM_CPUS_PER_TASK=0",
+                  "SLURM_CPUS_PER_TASK=0"}}) {
+    const Result r = run("--epochs 1", env);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  }
+}
 
 // A sweep's settings in a file (CLI11's TOML/INI): both spellings of the names, switches and
 // booleans, comments; the command line wins over the file.
