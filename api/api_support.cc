@@ -34,8 +34,7 @@ std::unique_ptr<MpiCommunicator> make_communicator(MPI_Comm comm, double timeout
   } catch (const Error& e) {
     if (e.category() == ErrorCategory::Timeout) {
       std::fprintf(stderr, "tessera: error: %s\n", e.what());
-      std::fflush(stderr);
-      MPI_Abort(comm, 1);
+      abort_mpi_job(1);
     }
     rethrow_public(e);
   }

@@ -150,6 +150,8 @@ struct Session::Impl {
   // --save-predictions and --save-embeddings (gathered onto rank 0 by node id) and, when
   // `trained`, --save-model; each file written is added to `written` (rank 0). Collective.
   void write_outputs(const Tensor* logits, bool trained, WrittenOutputs& written);
+  // The summary JSON of the finished call (rank 0), with every rank's peak memory `rss`.
+  void write_summary(const std::vector<std::int64_t>& rss);
 };
 
 void Session::Impl::read_predict_model() {
@@ -218,6 +220,29 @@ void Session::Impl::write_outputs(const Tensor* logits, bool trained, WrittenOut
       written.add(config.save_model);
     });
   }
+}
+
+void Session::Impl::write_summary(const std::vector<std::int64_t>& rss) {
+  RunInfo run_info;
+  run_info.config = &config;
+  run_info.dataset = &info;
+  run_info.totals = &trainer->totals();
+  run_info.ranks = comm->size();
+  run_info.partition_method = method;
+  run_info.partition = stats ? &*stats : nullptr;
+  run_info.load_s = load_s;
+  run_info.setup_s = trainer->setup_seconds();
+  run_info.total_s = since_start.seconds();
+  for (std::int64_t bytes : rss) {
+    run_info.peak_rss_bytes_per_rank.push_back(static_cast<std::uint64_t>(bytes));
+    run_info.peak_rss_bytes_max =
+        std::max(run_info.peak_rss_bytes_max, static_cast<std::uint64_t>(bytes));
+    run_info.peak_rss_bytes_sum += static_cast<std::uint64_t>(bytes);
+  }
+  run_info.parallel = trainer->parallel_info();
+  run_info.provenance = {build_info().version, build_info().git_commit, command_line(), hosts,
+                         launch.job_id,        launch.array_task};
+  write_file_atomic(config.summary, summary_json(run_info, results));
 }
 
 Session::Session(const Options& options) : Session(options, MPI_COMM_NULL) {}
@@ -461,27 +486,7 @@ TrainResult Session::train(const OnEpoch& on_epoch) {
       if (!root) return;
       // The summary, then the metrics; a failure here or on another rank removes them all.
       if (!config.summary.empty()) {
-        RunInfo run_info;
-        run_info.config = &config;
-        run_info.dataset = &s.info;
-        run_info.totals = &s.trainer->totals();
-        run_info.ranks = s.comm->size();
-        run_info.partition_method = s.method;
-        run_info.partition = s.stats ? &*s.stats : nullptr;
-        run_info.load_s = s.load_s;
-        run_info.setup_s = s.trainer->setup_seconds();
-        run_info.total_s = s.since_start.seconds();
-        for (std::int64_t bytes : rss) {
-          run_info.peak_rss_bytes_per_rank.push_back(static_cast<std::uint64_t>(bytes));
-          run_info.peak_rss_bytes_max =
-              std::max(run_info.peak_rss_bytes_max, static_cast<std::uint64_t>(bytes));
-          run_info.peak_rss_bytes_sum += static_cast<std::uint64_t>(bytes);
-        }
-        run_info.parallel = s.trainer->parallel_info();
-        run_info.provenance = {build_info().version, build_info().git_commit,
-                               command_line(),       s.hosts,
-                               s.launch.job_id,      s.launch.array_task};
-        write_file_atomic(config.summary, summary_json(run_info, s.results));
+        s.write_summary(rss);
         written.add(config.summary);
       }
       metrics->commit();

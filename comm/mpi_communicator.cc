@@ -343,7 +343,9 @@ void MpiCommunicator::barrier() {
   poll_collective(request, Deadline(timeout_s_), timeout_s_, size_, "barrier");
 }
 
-void MpiCommunicator::abort(int code) {
+void MpiCommunicator::abort(int code) { abort_mpi_job(code); }
+
+void abort_mpi_job(int code) {
   // The launcher forwards this rank's stderr asynchronously; MPI_Abort right after the last
   // write sometimes loses it (seen with MPICH's Hydra in a few percent of runs). A short pause
   // lets the message that names the failing rank get out first.

@@ -78,6 +78,10 @@ class MpiCommunicator final : public Communicator {
 namespace tessera {
 std::string mpi_error_string(int code);
 
+// Ends the whole MPI job (MPI_Abort on the world communicator) after flushing stdout and stderr
+// and a 200 ms pause, so that the launcher forwards this rank's last message first.
+[[noreturn]] void abort_mpi_job(int code);
+
 namespace detail {
 // Test hook: sets the largest number of bytes one MPI call moves (messages and collectives
 // above it are split) and returns the previous value. Every rank must use the same value.

@@ -44,7 +44,7 @@ struct LoadedPart {
 LoadedPart load_part(const PartSource& source, Communicator& comm);
 
 // The parts of a job against each other, collectively and cheaply (one broadcast of 8 bytes and
-// one all-reduce of 10 numbers, no point-to-point traffic): one partitioning (rank 0's plan
+// one all-reduce of 9 numbers, no point-to-point traffic): one partitioning (rank 0's plan
 // fingerprint on every rank); owned nodes covering the graph exactly once (their count, and a
 // sum of hashed ids that overlaps or gaps change); and every halo block a rank expects from a
 // peer equal, in count and in global ids, to what that peer sends it (sums over all blocks of

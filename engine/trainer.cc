@@ -193,9 +193,7 @@ Trainer::EpochEnd Trainer::train_epoch(RunState& state, const EpochCallback& on_
   record.bit_plan = s.runner->begin_epoch(epoch, result.seed);
   const TrafficCounter traffic_before = comm.traffic();
   if (s.fault.rank == comm.rank() && s.fault.epoch == epoch) inject_fault(s.fault, epoch);
-  // Every 16 epochs, before the step's clock starts: the free chunks the last steps left inside
-  // the heap go back to the system (engine/system.h).
-  if (epoch % 16 == 0) release_free_heap();
+  if (epoch % 16 == 0) release_free_heap();  // before the clock starts (engine/system.h)
   Stopwatch step;
   model.zero_grad();
   StepSums sums;

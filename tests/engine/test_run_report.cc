@@ -116,19 +116,26 @@ TEST(RunReport, MetricsFileGrowsALineAtEveryEpoch) {
   std::getline(in, line);
   EXPECT_TRUE(nlohmann::json::parse(line)["valid_acc"].is_null());
 
-  // A run that failed before its first epoch leaves no file; one that failed later keeps the
-  // whole lines of the epochs it finished.
+  // A run that failed, before its first epoch or after some, leaves no file; one that finished
+  // (or stopped to continue later) commits it and keeps every line.
   fs::path abandoned = dir / "abandoned.jsonl";
   { MetricsWriter writer(abandoned.string(), "acc"); }
   EXPECT_FALSE(fs::exists(abandoned));
+  EpochRecord r;
+  r.epoch = 1;
   fs::path failed = dir / "failed.jsonl";
   {
     MetricsWriter writer(failed.string(), "acc");
-    EpochRecord r;
-    r.epoch = 1;
     writer.write(r);
   }
-  EXPECT_EQ(lines_of(failed).size(), 1u);
+  EXPECT_FALSE(fs::exists(failed));
+  fs::path committed = dir / "committed.jsonl";
+  {
+    MetricsWriter writer(committed.string(), "acc");
+    writer.write(r);
+    writer.commit();
+  }
+  EXPECT_EQ(lines_of(committed).size(), 1u);
 }
 
 TEST(RunReport, WriteFileAtomicReplacesWholeFile) {
