@@ -3,8 +3,6 @@
 // (core/cuda/) is registered when Tessera is built with it (TESSERA_HAVE_CUDA).
 #include "core/device.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -18,46 +16,22 @@
 namespace tessera {
 namespace {
 
-// Host blocks of at least kMapBytes come straight from mmap and go back with munmap. Through
-// malloc, glibc raises its mmap threshold after the first such block is freed and serves the
-// next ones from the brk heap, where the blocks a training step frees every epoch, between
-// long-lived small ones, fragment it without bound: a 4-rank training on one node grew by
-// 0.3 MiB an epoch (bench/soak.py). Smaller blocks stay with malloc.
-constexpr std::size_t kMapBytes = std::size_t{128} << 10;
-
 class CpuBackend final : public DeviceBackend {
  public:
   void* allocate(std::size_t bytes) override {
     // aligned_alloc needs a size that is a multiple of the alignment.
-    const std::size_t rounded = rounded_size(bytes);
-    if (rounded >= kMapBytes) {
-      void* ptr =
-          ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      TESSERA_CHECK(ptr != MAP_FAILED, Internal, "out of host memory allocating ", bytes, " bytes");
-      return ptr;  // page-aligned
-    }
+    std::size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0) rounded = 64;
     void* ptr = std::aligned_alloc(64, rounded);
     TESSERA_CHECK(ptr != nullptr, Internal, "out of host memory allocating ", bytes, " bytes");
     return ptr;
   }
-  void deallocate(void* ptr, std::size_t bytes) override {
-    const std::size_t rounded = rounded_size(bytes);
-    if (rounded >= kMapBytes) {
-      ::munmap(ptr, rounded);
-    } else {
-      std::free(ptr);
-    }
-  }
+  void deallocate(void* ptr, std::size_t) override { std::free(ptr); }
   void memset_zero(void* ptr, std::size_t bytes) override {
     if (bytes) std::memset(ptr, 0, bytes);
   }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
-  }
-
- private:
-  static std::size_t rounded_size(std::size_t bytes) {
-    return bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
   }
 };
 
