@@ -50,6 +50,9 @@ struct Dataset {
 // (ogbn-papers100M has 172 classes, ogbn-proteins 112 tasks), low enough that a count a file
 // got wrong is refused by name instead of reaching the allocator as an N x C tensor.
 inline constexpr std::int64_t kMaxOutputs = std::int64_t{1} << 20;
+// The widest feature rows (or any matrix) a dataset may hold: past any dataset's (ogbn-papers100M:
+// 128, ogbn-products: 100); a wider count in a file is a wrong one.
+inline constexpr std::int64_t kMaxFeatures = std::int64_t{1} << 24;
 
 // Checks the cross-array invariants (sizes agree, C or T in [1, kMaxOutputs], labels in [0, C) or
 // -1, split ids in range and unique within a split, finite features); throws InvalidInput naming

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <type_traits>
 
+#include "datasets/dataset.h"
 #include "datasets/progress.h"
 
 namespace tessera::hdf5 {
@@ -332,8 +333,8 @@ Tensor Reader::matrix(const char* path, std::int64_t expected_rows) {
   auto [rows, cols] = shape(path, kFloat32, 2);
   TESSERA_CHECK(rows == expected_rows || (rows == 0 && cols == 0), InvalidInput, where(path),
                 ": expected ", expected_rows, " rows, found ", rows);
-  TESSERA_CHECK(cols >= 0 && cols <= (std::int64_t{1} << 24), InvalidInput, where(path),
-                ": ", cols, " columns is not a plausible width (corrupt file?)");
+  TESSERA_CHECK(cols >= 0 && cols <= kMaxFeatures, InvalidInput, where(path), ": ", cols,
+                " columns is not a plausible width (corrupt file?)");
   Tensor values(rows, cols);
   read(path, kFloat32, values.empty() ? nullptr : values.raw(), rows, cols);
   return values;

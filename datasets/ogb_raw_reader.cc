@@ -24,9 +24,6 @@ namespace fs = std::filesystem;
 using Edge = std::array<NodeId, 2>;  // (source, destination) as listed in edge.csv.gz
 
 constexpr std::int64_t kMaxNodes = std::numeric_limits<NodeId>::max();
-// A feature width past any dataset's (ogbn-papers100M: 128, ogbn-products: 100); a wider one in
-// meta.json is a wrong count.
-constexpr std::int64_t kMaxFeatures = std::int64_t{1} << 24;
 constexpr std::int64_t kReserveCap = std::int64_t{1} << 24;  // never trust a count for memory
 
 // The flags of one dataset (OGB's master.csv row, or meta.json).
