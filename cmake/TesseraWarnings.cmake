@@ -5,7 +5,10 @@
 # for every Tessera target, so the flags live in one place.
 function(tessera_target_defaults target part)
   tessera_part_include(${target} ${part})
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow=local -Wnon-virtual-dtor)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wnon-virtual-dtor)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(${target} PRIVATE -Wshadow=local)
+  endif()
   # GCC 12 reports false -Wrestrict positives inside libstdc++'s std::string operator+
   # (GCC bug 105651); the warning stays on for other compilers and versions.
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)

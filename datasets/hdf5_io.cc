@@ -8,11 +8,31 @@
 #include <system_error>
 #include <type_traits>
 
+#include "core/fuzzing.h"
 #include "datasets/dataset.h"
 #include "datasets/progress.h"
 
 namespace tessera::hdf5 {
 namespace {
+
+// The most an array's bytes can exceed what HDF5 stores for it: deflate's limit (1032:1).
+constexpr double kMaxCompression = 1032.0;
+
+// Whether a dataset has a filter that may store it in fewer bytes than it holds (anything but
+// the checksum and shuffle filters).
+bool is_compressed(hid_t dataset, const std::string& where) {
+  Handle create(TESSERA_H5(H5Dget_create_plist(dataset), Io, where, ": H5Dget_create_plist"),
+                H5Pclose);
+  const int filters = TESSERA_H5(H5Pget_nfilters(create.get()), Io, where, ": H5Pget_nfilters");
+  for (int i = 0; i < filters; ++i) {
+    unsigned flags = 0;
+    std::size_t values = 0;
+    const H5Z_filter_t id = H5Pget_filter2(create.get(), static_cast<unsigned>(i), &flags, &values,
+                                           nullptr, 0, nullptr, nullptr);
+    if (id != H5Z_FILTER_FLETCHER32 && id != H5Z_FILTER_SHUFFLE) return true;
+  }
+  return false;
+}
 
 // Rows per HDF5 call and per feature chunk: about this many bytes.
 constexpr std::int64_t kBlockBytes = 64ll << 20;
@@ -42,6 +62,10 @@ void transfer_rows(hid_t dataset, const ElementType& type, void* buffer, std::in
                     H5Sclose);
   const int ndims = TESSERA_H5(H5Sget_simple_extent_ndims(file_space.get()), Io, where,
                                ": cannot get dataspace rank");
+  Handle transfer(TESSERA_H5(H5Pcreate(H5P_DATASET_XFER), Io, where, ": H5Pcreate"), H5Pclose);
+  if (!kVerifyChecksums) {
+    TESSERA_H5(H5Pset_edc_check(transfer.get(), H5Z_DISABLE_EDC), Io, where, ": H5Pset_edc_check");
+  }
   for (std::int64_t begin = 0; begin < rows; begin += block) {
     const std::int64_t count = std::min(block, rows - begin);
     hsize_t start[2] = {static_cast<hsize_t>(begin), 0};
@@ -59,7 +83,7 @@ void transfer_rows(hid_t dataset, const ElementType& type, void* buffer, std::in
                  Io, where, ": cannot write rows ", begin, "..", begin + count);
     } else {
       TESSERA_H5(H5Dread(dataset, memory_type_of(type), memory_space.get(), file_space.get(),
-                         H5P_DEFAULT, block_data),
+                         transfer.get(), block_data),
                  Io, where, ": cannot read rows ", begin, "..", begin + count);
     }
     done += static_cast<std::uint64_t>(count * row_bytes);
@@ -319,6 +343,19 @@ std::pair<std::int64_t, std::int64_t> Reader::shape(const char* path, const Elem
                        (type.type_class != H5T_INTEGER || H5Tget_sign(file_type.get()) == type.sign);
   TESSERA_CHECK(type_ok && found_ndims == ndims, InvalidInput, where(path), ": expected ",
                 type.name, " with ", ndims, " dimension(s), found ", found, " with ", found_ndims);
+  // An extent the file cannot hold (a corrupt header) is refused before anything is sized by
+  // it: an uncompressed array stores at least its bytes, a compressed one at least
+  // 1/kMaxCompression of them. (This also keeps HDF5 1.10 from copying past a compact
+  // dataset's buffer when its stored size disagrees with its extent.)
+  const double declared = static_cast<double>(dims[0]) *
+                          static_cast<double>(ndims == 2 ? dims[1] : 1) *
+                          static_cast<double>(type.size);
+  const auto stored = static_cast<double>(H5Dget_storage_size(dataset.get()));
+  const double ratio = is_compressed(dataset.get(), where(path)) ? kMaxCompression : 1.0;
+  TESSERA_CHECK(declared <= ratio * stored, InvalidInput, where(path), ": declares ", dims[0],
+                ndims == 2 ? " x " + std::to_string(dims[1]) : std::string(), " entries (",
+                declared, " bytes) but stores ", stored,
+                " bytes: the file is corrupt or truncated");
   return {static_cast<std::int64_t>(dims[0]), ndims == 2 ? static_cast<std::int64_t>(dims[1]) : 1};
 }
 

@@ -4,8 +4,10 @@
 // (hdf5_format.cc), synthetic presets (synthetic.cc).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 
 #include "datasets/dataset.h"
@@ -32,5 +34,7 @@ void write_ogb_raw(const Dataset& dataset, const std::filesystem::path& dir);
 // /features, /labels or /targets, /split/{train,valid,test}, attributes for the flags.
 void write_hdf5(const Dataset& dataset, const std::filesystem::path& file);
 Dataset read_hdf5(const std::filesystem::path& file, const LoadOptions& options = {});
+// The same format from an in-memory file image (the bytes of a .h5 file); errors name `label`.
+Dataset read_hdf5_image(std::span<const std::byte> image, const std::string& label);
 
 }  // namespace tessera

@@ -14,9 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
-#include "datasets/hdf5_io.h"
-#include "datasets/progress.h"
 #include "core/error.h"
+#include "datasets/hdf5_io.h"
+#include "datasets/json_fields.h"
+#include "datasets/progress.h"
 
 namespace tessera {
 namespace {
@@ -149,11 +150,11 @@ nlohmann::json stats_json(const PartitionStats& s) {
 
 PartitionStats stats_from_json(const nlohmann::json& j) {
   PartitionStats s;
-  s.edge_cut = j.at("edge_cut").get<std::int64_t>();
-  s.owned_nodes = j.at("owned_nodes").get<std::vector<std::int64_t>>();
-  s.halo_nodes = j.at("halo_nodes").get<std::vector<std::int64_t>>();
-  s.halo_nodes_total = j.at("halo_nodes_total").get<std::int64_t>();
-  s.train_nodes = j.at("train_nodes").get<std::vector<std::int64_t>>();
+  s.edge_cut = json_integer_at<std::int64_t>(j, "edge_cut");
+  s.owned_nodes = json_integers_at<std::int64_t>(j, "owned_nodes");
+  s.halo_nodes = json_integers_at<std::int64_t>(j, "halo_nodes");
+  s.halo_nodes_total = json_integer_at<std::int64_t>(j, "halo_nodes_total");
+  s.train_nodes = json_integers_at<std::int64_t>(j, "train_nodes");
   s.replication_factor = j.at("replication_factor").get<double>();
   s.node_imbalance = j.at("node_imbalance").get<double>();
   s.train_imbalance = j.at("train_imbalance").get<double>();
@@ -278,7 +279,7 @@ StoreMeta read_store_meta(const std::filesystem::path& dir) {
     const std::string format = j.at("format").get<std::string>();
     TESSERA_CHECK(format == kStoreFormat, InvalidInput, label, ": format '", format,
                   "', expected '", kStoreFormat, "'");
-    const auto version = j.at("format_version").get<std::int64_t>();
+    const auto version = json_integer_at<std::int64_t>(j, "format_version");
     TESSERA_CHECK(version == kFormatVersion, InvalidInput, label, ": format version ", version,
                   " is not supported (this build reads version ", kFormatVersion, ")");
     m.dataset_spec = j.at("dataset").get<std::string>();
@@ -287,17 +288,19 @@ StoreMeta read_store_meta(const std::filesystem::path& dir) {
     d.fingerprint = std::stoull(j.at("fingerprint").get<std::string>(), nullptr, 16);
     d.task = parse_task(j.at("task").get<std::string>(), label);
     d.eval_metric = j.at("eval_metric").get<std::string>();
-    d.num_classes = j.at("num_classes").get<std::int64_t>();
-    d.num_tasks = j.at("num_tasks").get<std::int64_t>();
-    d.num_nodes = j.at("num_nodes").get<std::int64_t>();
-    d.num_edges = j.at("num_edges").get<std::int64_t>();
-    d.num_features = j.at("num_features").get<std::int64_t>();
-    m.num_parts = j.at("num_parts").get<int>();
+    d.num_classes = json_integer_at<std::int64_t>(j, "num_classes");
+    d.num_tasks = json_integer_at<std::int64_t>(j, "num_tasks");
+    d.num_nodes = json_integer_at<std::int64_t>(j, "num_nodes");
+    d.num_edges = json_integer_at<std::int64_t>(j, "num_edges");
+    d.num_features = json_integer_at<std::int64_t>(j, "num_features");
+    m.num_parts = json_integer_at<int>(j, "num_parts");
     m.method = parse_partition_method(j.at("method").get<std::string>());
-    m.seed = j.at("seed").get<std::uint64_t>();
+    m.seed = json_integer_at<std::uint64_t>(j, "seed");
     m.plan_fingerprint = std::stoull(j.at("plan_fingerprint").get<std::string>(), nullptr, 16);
     m.stats = stats_from_json(j.at("stats"));
   } catch (const nlohmann::json::exception& error) {
+    TESSERA_FAIL(InvalidInput, label, ": ", error.what());
+  } catch (const std::domain_error& error) {  // json_integer_at
     TESSERA_FAIL(InvalidInput, label, ": ", error.what());
   } catch (const std::logic_error& error) {  // stoull
     TESSERA_FAIL(InvalidInput, label, ": bad fingerprint (", error.what(), ")");
