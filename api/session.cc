@@ -24,6 +24,7 @@
 #include "comm/message_tags.h"
 #include "comm/mpi_communicator.h"
 #include "core/build_info.h"
+#include "core/cpu/dispatch.h"
 #include "core/error.h"
 #include "engine/checkpoint.h"
 #include "engine/evaluation.h"
@@ -252,7 +253,12 @@ Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique
   s.options = options;
   s.comm = api::make_communicator(comm, options.comm_timeout);
   s.guarded([&] {
-    run_agreed(*s.comm, "checking options", [&] { s.config = to_config(options); });
+    run_agreed(*s.comm, "checking options", [&] {
+      s.config = to_config(options);
+      // TESSERA_CPU is read now: a bad value is a usage error here, not an exception escaping
+      // the first kernel (std::terminate).
+      cpu::cpu_level();
+    });
     // Output files go where rank 0 can write them: known now, not after hours of training.
     run_agreed(*s.comm, "checking the output files", [&] {
       if (s.comm->rank() == 0) check_output_dirs(s.config);

@@ -162,8 +162,11 @@ const CodecSpec& codec_spec(CodecKind kind) {
 }
 
 std::vector<std::string> codec_names() {
+  // Every level's table has the same codecs: the baseline's names them without resolving the
+  // level in use (a bad TESSERA_CPU is reported by whoever trains, not by a flag listing).
   std::vector<std::string> names;
-  for (const CodecSpec& codec : codec_table()) names.emplace_back(codec.name);
+  for (const CodecSpec& codec : detail::baseline::level_codec_table())
+    names.emplace_back(codec.name);
   return names;
 }
 
