@@ -59,9 +59,11 @@ fi
 # finding whose bad access or allocation happens inside libhdf5 is HDF5's own (filed apart, in
 # WORK/findings/hdf5-library/), every other one is Tessera's.
 culprit() {
-  "$build/fuzz/fuzz_$1" "$2" 2>&1 | grep -E '^ +#[0-9]+ ' |
-    grep -v -E ' in (__interceptor_|malloc|calloc|realloc|free|operator new|operator delete|__asan|__ubsan|__sanitizer)' |
-    head -1
+  local report
+  report=$("$build/fuzz/fuzz_$1" -rss_limit_mb=2560 -malloc_limit_mb=1048576 "$2" 2>&1 || true)
+  grep -E '^ +#[0-9]+ ' <<<"$report" |
+    grep -v -E ' in (__interceptor_|malloc|calloc|realloc|free|strdup|operator new|operator delete|__asan|__ubsan|__sanitizer|__mem)' |
+    sed -n 1p
 }
 
 mkdir -p "$work/findings/hdf5-library" "$work/logs"
@@ -76,7 +78,7 @@ for t in "${targets[@]}"; do
     "$build/fuzz/fuzz_$t" -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 \
     -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2560 -malloc_limit_mb=1048576 \
     -artifact_prefix="$work/findings/$t-" "$work/corpus/$t" "$seeds/$t" >"$log" 2>&1 || true
-  cpu=$(awk '{printf "%.0f", $1 + $2}' "$work/logs/$t.time" 2>/dev/null || echo "?")
+  cpu=$(tail -1 "$work/logs/$t.time" | awk '{printf "%.0f", $1 + $2}')
   last=$(grep -E '^#[0-9]+: cov:' "$log" | tail -1)
   runs=$(sed -E 's/^#([0-9]+):.*/\1/' <<<"$last")
   cov=$(sed -E 's/.* cov: ([0-9]+) .*/\1/' <<<"$last")
@@ -85,7 +87,7 @@ for t in "${targets[@]}"; do
   hdf5=0
   for f in "$work/findings/$t"-*; do
     [ -f "$f" ] || continue
-    if culprit "$t" "$f" | grep -q libhdf5; then
+    if [[ $(culprit "$t" "$f") == *libhdf5* ]]; then
       mv "$f" "$work/findings/hdf5-library/"
       hdf5=$((hdf5 + 1))
     else
