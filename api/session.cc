@@ -210,11 +210,10 @@ void Session::Impl::write_outputs(const Tensor* logits, bool trained, WrittenOut
     });
   }
   if (trained && !config.save_model.empty()) {
+    auto [params, buffers] = trainer->whole_weights();  // collective: a pipeline's stages
     run_agreed(*comm, "writing --save-model", [&] {
       if (!root) return;
-      const Model& model = trainer->model();
-      ModelFile file{checkpoint_identity(config, info), model.host_params(),
-                     std::vector<float>(model.buffers().begin(), model.buffers().end())};
+      ModelFile file{checkpoint_identity(config, info), std::move(params), std::move(buffers)};
       const std::vector<std::byte> image = model_image(file);
       write_file_atomic(config.save_model,
                         {reinterpret_cast<const char*>(image.data()), image.size()});

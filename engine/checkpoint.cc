@@ -170,6 +170,9 @@ std::string state_text(const CheckpointState& s) {
          {"raw_total", std::vector<double>(s.raw_total.begin(), s.raw_total.end())},
          {"history", std::move(history)},
          {"adam_steps", s.adam_steps}};
+  Json names = Json::array();  // runner_state_<i> in the file
+  for (const NodeArray& a : s.runner_state) names.push_back(a.name);
+  j["runner_state"] = std::move(names);
   return j.dump();
 }
 
@@ -192,7 +195,15 @@ void state_from_text(CheckpointState& s, const std::string& text) {
   std::copy(raw_total.begin(), raw_total.end(), s.raw_total.begin());
   for (const Json& r : j.at("history")) s.history.push_back(record_from(r));
   s.adam_steps = json_integer_at<std::int64_t>(j, "adam_steps");
+  // Format 3: the names of the runner arrays, read before the text (their count is an attribute).
+  const Json names = j.value("runner_state", Json::array());
+  TESSERA_CHECK(names.is_array() && names.size() == s.runner_state.size(), InvalidInput,
+                names.size(), " runner array names for ", s.runner_state.size(), " arrays");
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s.runner_state[i].name = names[i].get<std::string>();
 }
+
+std::string runner_array_path(std::size_t i) { return "runner_state_" + std::to_string(i); }
 
 std::uint64_t checksum_of(const CheckpointState& s, const std::string& text) {
   Checksum sum;
@@ -202,6 +213,7 @@ std::uint64_t checksum_of(const CheckpointState& s, const std::string& text) {
   sum.add(s.buffers.data(), s.buffers.size() * sizeof(float));
   sum.add(s.best_params.data(), s.best_params.size() * sizeof(float));
   sum.add(s.best_buffers.data(), s.best_buffers.size() * sizeof(float));
+  for (const NodeArray& a : s.runner_state) sum.add(a.values.raw(), a.values.bytes());
   sum.add(text.data(), text.size());
   return sum.value();
 }
@@ -268,6 +280,11 @@ std::vector<std::byte> checkpoint_image(const CheckpointState& s) {
   write_floats(w, "buffers", s.buffers);
   write_floats(w, "best_params", s.best_params);
   write_floats(w, "best_buffers", s.best_buffers);
+  w.attribute("runner_arrays", static_cast<std::int64_t>(s.runner_state.size()));
+  for (std::size_t i = 0; i < s.runner_state.size(); ++i) {
+    const Tensor& t = s.runner_state[i].values;
+    w.array(runner_array_path(i).c_str(), hdf5::kFloat32, t.raw(), t.rows(), t.cols(), 2, false);
+  }
   w.array("state", hdf5::kInt64, packed.data(), static_cast<std::int64_t>(packed.size()), 1, 1,
           false);
   return w.image();
@@ -280,7 +297,7 @@ CheckpointState checkpoint_from_image(std::span<const std::byte> image, const st
     TESSERA_CHECK(r.has_attribute("kind") && r.string_attribute("kind") == kKind, InvalidInput,
                   label, ": not a Tessera checkpoint");
     const std::int64_t format = r.int64_attribute("format");
-    TESSERA_CHECK(format == 1 || format == kCheckpointFormat, InvalidInput, label,
+    TESSERA_CHECK(format >= 1 && format <= kCheckpointFormat, InvalidInput, label,
                   ": checkpoint format ", format, ", this version reads formats 1 to ",
                   kCheckpointFormat);
     const std::int64_t state_bytes = r.int64_attribute("state_bytes");
@@ -292,6 +309,18 @@ CheckpointState checkpoint_from_image(std::span<const std::byte> image, const st
     if (format >= 2) {
       s.best_params = r.vector<float>("best_params", hdf5::kFloat32, -1);
       s.best_buffers = r.vector<float>("best_buffers", hdf5::kFloat32, -1);
+    }
+    const std::int64_t arrays = format >= 3 ? r.int64_attribute("runner_arrays") : 0;
+    TESSERA_CHECK(arrays >= 0 && arrays <= kMaxRunnerArrays, InvalidInput, label, ": ", arrays,
+                  " runner arrays, outside [0, ", kMaxRunnerArrays, "]");
+    s.runner_state.resize(static_cast<std::size_t>(arrays));
+    for (std::size_t i = 0; i < s.runner_state.size(); ++i) {
+      const std::string path = runner_array_path(i);
+      const auto [rows, cols] =
+          r.shape(path.c_str(), hdf5::kFloat32, 2);  // checked against the file
+      Tensor& values = s.runner_state[i].values;
+      values.resize(rows, cols);
+      r.read(path.c_str(), hdf5::kFloat32, values.empty() ? nullptr : values.raw(), rows, cols);
     }
     TESSERA_CHECK(state_bytes >= 0 && state_bytes <= kMaxStateBytes, InvalidInput, label,
                   ": state size ", state_bytes, " is outside [0, ", kMaxStateBytes, "]");

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Checkpoints: the global state of a training job (weights, Adam moments and step, batch-norm
 // running statistics, run and epoch, the results and metrics records so far, the identity of the
-// configuration and dataset) as one HDF5 file, written by rank 0 to a temporary file, synced and
-// renamed, with a 64-bit checksum over every payload byte that load verifies. Nothing in it is
-// per rank, so a checkpoint taken on K ranks resumes on any K'. Relies on datasets/hdf5_io.h.
+// configuration and dataset, the pipeline's historical buffers) as one HDF5 file, written by rank 0
+// to a temporary file, synced and renamed, with a 64-bit checksum over every payload byte that load
+// verifies. Nothing in it is per rank, so a checkpoint taken on K ranks resumes on any K', in any
+// parallel mode (the whole model's weights, gathered from the stages of a pipeline). Relies on
+// datasets/hdf5_io.h.
 #pragma once
 
 #include <array>
@@ -22,8 +24,11 @@
 
 namespace tessera {
 
-// Format 2 adds the best epoch's weights (--restore-best); format 1 files still load.
-inline constexpr std::int64_t kCheckpointFormat = 2;
+// Format 2 adds the best epoch's weights (--restore-best), format 3 the runner's state (the
+// pipeline's historical buffers); files of formats 1 and 2 still load.
+inline constexpr std::int64_t kCheckpointFormat = 3;
+// Runner arrays one checkpoint may hold (a pipeline keeps two per layer).
+inline constexpr std::int64_t kMaxRunnerArrays = 4096;
 
 // The settings that decide a run's trajectory, as (flag, value) pairs: a checkpoint resumes
 // only under the same ones (threads, checkpointing, output files and the number of ranks may
@@ -47,6 +52,8 @@ struct CheckpointState {
   std::vector<float> buffers;            // batch-norm running statistics (may be empty)
   // --restore-best: the weights after the run's best validation epoch so far (else empty).
   std::vector<float> best_params, best_buffers;
+  // The mode runner's state in node-id order (engine/mode_runner.h; empty in graph mode).
+  std::vector<NodeArray> runner_state;
 };
 
 // The HDF5 image of a checkpoint, and back. from_image verifies format and checksum and throws

@@ -13,6 +13,7 @@
 #include "comm/communicator.h"
 #include "comm/halo_exchange.h"
 #include "core/device.h"
+#include "core/tensor.h"
 #include "engine/loss.h"
 #include "layers/model.h"
 
@@ -27,6 +28,14 @@ struct ParallelInfo {
   int stages = 1;
   int chunks = 1;
   std::vector<int> stage_first_layer{0};  // (stages)
+};
+
+// A runner's state that outlives an epoch besides the model (a pipeline's historical buffers),
+// as a checkpoint holds it: one (num_nodes, cols) array in node-id order per name, so that it
+// does not depend on how the ranks share the work.
+struct NodeArray {
+  std::string name;  // e.g. "history.1.inputs"
+  Tensor values;
 };
 
 class ModeRunner {
@@ -51,6 +60,20 @@ class ModeRunner {
   virtual ModelConfig model_config(const ModelConfig& whole) const { return whole; }
   virtual Device device() const { return Device::cpu(); }
   virtual Communicator& gradient_comm() = 0;
+  // Whether this rank's model slice is one of the copies a checkpoint is gathered from (every
+  // layer once: all ranks in graph mode, where rank 0 alone is read; the stages of part 0 in
+  // the pipelined modes).
+  virtual bool holds_model_copy() const { return true; }
+
+  // Checkpoints. save_state: the runner's state after the epochs so far, gathered on rank 0
+  // (empty elsewhere, and in modes that keep none). Collective. restore_state: local, from a
+  // checkpoint's arrays (those of another mode or layout may be absent: the state then starts
+  // as a new run's); InvalidInput when an array has the wrong shape. after_restore: the
+  // collective work that rebuilds what follows from it, as after epoch `epoch` of a run with
+  // `seed`.
+  virtual std::vector<NodeArray> save_state() { return {}; }
+  virtual void restore_state(const std::vector<NodeArray>& /*arrays*/) {}
+  virtual void after_restore(int /*epoch*/, std::uint64_t /*seed*/) {}
 
   // A run starts from a new model: residuals and historical buffers are forgotten.
   virtual void begin_run() = 0;

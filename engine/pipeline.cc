@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/kernels.h"
 #include "engine/loss.h"
+#include "engine/outputs.h"
 #include "engine/system.h"
 
 namespace tessera {
@@ -256,6 +257,7 @@ ModelConfig PipelineEngine::stage_model(const ModelConfig& whole) const {
 }
 
 void PipelineEngine::reset_run() {
+  restored_ = false;
   history_->clear();
   if (part_exchange_) part_exchange_->reset();
 }
@@ -409,6 +411,84 @@ void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) 
   for (std::int64_t r = 0; r < n; ++r)
     std::copy_n(output.row<float>(r), output.cols(),
                 logits.row<float>(chunks_.order[static_cast<std::size_t>(r)]));
+}
+
+namespace {
+
+std::string history_name(int layer, const char* what) {
+  return "history." + std::to_string(layer) + "." + what;
+}
+
+}  // namespace
+
+std::vector<NodeArray> PipelineEngine::save_history(Communicator& world) {
+  const int layers = layout_.stage_first.back();
+  // Per layer, from the ranks that keep it: the width of its buffers and whether a backward
+  // aggregated gradients.
+  std::vector<std::int64_t> shape(2 * static_cast<std::size_t>(layers), 0);
+  for (int l = layout_.first_layer(); l < layout_.first_layer() + layout_.num_layers(); ++l) {
+    const History::Layer& h = history_->layer(l);
+    shape[2 * static_cast<std::size_t>(l)] = h.inputs.cols();
+    shape[2 * static_cast<std::size_t>(l) + 1] = h.backward_used ? 1 : 0;
+  }
+  world.all_reduce_max(shape);
+  std::vector<NodeArray> arrays;
+  auto gather = [&](int l, const Tensor* mine, const char* what) {
+    const std::int64_t f = shape[2 * static_cast<std::size_t>(l)];
+    Tensor all = gather_by_id(
+        world, mine, mine ? std::span<const GlobalId>(owned_ids_) : std::span<const GlobalId>(),
+        global_nodes_, f);
+    if (world.rank() == 0) arrays.push_back({history_name(l, what), std::move(all)});
+  };
+  for (int l = 0; l < layers; ++l) {
+    if (shape[2 * static_cast<std::size_t>(l)] == 0) continue;  // not trained yet
+    History::Layer* h = history_->has(l) ? &history_->layer(l) : nullptr;
+    gather(l, h ? &h->inputs : nullptr, "inputs");
+    if (shape[2 * static_cast<std::size_t>(l) + 1] != 0)
+      gather(l, h ? &h->grads : nullptr, "grads");
+  }
+  return arrays;
+}
+
+void PipelineEngine::restore_history(const std::vector<NodeArray>& arrays) {
+  auto find = [&arrays](const std::string& name) -> const Tensor* {
+    for (const NodeArray& a : arrays)
+      if (a.name == name) return &a.values;
+    return nullptr;
+  };
+  const std::int64_t n = op_->num_owned();
+  // Rows in chunk order from the checkpoint's node-id order.
+  auto pick = [&](Tensor& dst, const Tensor& all) {
+    for (std::int64_t r = 0; r < n; ++r)
+      std::copy_n(all.row<float>(owned_ids_[static_cast<std::size_t>(r)]), all.cols(),
+                  dst.row<float>(r));
+  };
+  for (int l = layout_.first_layer(); l < layout_.first_layer() + layout_.num_layers(); ++l) {
+    const Tensor* inputs = find(history_name(l, "inputs"));
+    const Tensor* grads = find(history_name(l, "grads"));
+    if (inputs == nullptr) continue;  // a checkpoint of graph mode: as a new run
+    for (const Tensor* t : {inputs, grads}) {
+      TESSERA_CHECK(
+          t == nullptr ||
+              (t->rows() == global_nodes_ && t->cols() == inputs->cols() && t->cols() > 0),
+          InvalidInput, "checkpoint: the historical buffers of layer ", l, " are ",
+          t->shape_string(), ", expected ", global_nodes_, " rows of width ", inputs->cols());
+    }
+    History::Layer& h = history_->sized(l, inputs->cols());
+    pick(h.inputs, *inputs);
+    if (grads != nullptr) {
+      pick(h.grads, *grads);
+      h.backward_used = true;
+    }
+    restored_ = true;
+  }
+}
+
+void PipelineEngine::refresh_restored(std::int64_t epoch, std::uint64_t seed) {
+  // Every rank of a stage restored the same arrays, so all take part or none.
+  if (!part_exchange_ || !restored_) return;
+  part_exchange_->refresh(*history_, *op_, layout_.first_layer(), layout_.num_layers(), epoch,
+                          seed);
 }
 
 }  // namespace tessera

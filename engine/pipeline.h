@@ -25,6 +25,7 @@
 #include "comm/halo_exchange.h"
 #include "core/halo_plan.h"
 #include "engine/chunk_graph.h"
+#include "engine/mode_runner.h"
 #include "engine/train_config.h"
 #include "layers/model.h"
 #include "partition/graph_part.h"
@@ -123,6 +124,16 @@ class PipelineEngine {
   // Communication of the last train_step: stream waits and halo exchanges.
   ExchangeTimes times() const;
 
+  // Checkpoints (engine/mode_runner.h). save_history: every layer's historical buffers as
+  // (num_nodes, F) arrays in node-id order on rank 0 of `world` ("history.L.inputs", and
+  // "history.L.grads" where a backward aggregated gradients); collective over `world`.
+  // restore_history: this stage's layers from such arrays (absent ones: a new run's zeros);
+  // local. refresh_restored: in hybrid mode, the halo refresh of the epoch they were taken
+  // after (the halo rows and the other parts' gradient contributions follow from the buffers).
+  std::vector<NodeArray> save_history(Communicator& world);
+  void restore_history(const std::vector<NodeArray>& arrays);
+  void refresh_restored(std::int64_t epoch, std::uint64_t seed);
+
  private:
   struct Chunk;
   void forward_chunk(Model& model, int c, std::int64_t epoch, std::uint64_t seed);
@@ -157,6 +168,7 @@ class PipelineEngine {
   double wait_s_ = 0.0;  // blocked on stream messages in the last step
   double encode_s_ = 0.0, decode_s_ = 0.0;
   ExchangeTimes halo_times_;  // of the last refresh between the parts (hybrid)
+  bool restored_ = false;     // the buffers came from a checkpoint (refresh_restored has work)
 };
 
 }  // namespace tessera

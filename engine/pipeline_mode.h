@@ -28,6 +28,14 @@ class PipelineRunner final : public ModeRunner {
   ParallelInfo info() const override;
   ModelConfig model_config(const ModelConfig& whole) const override;
   Communicator& gradient_comm() override { return engine_->stage_comm(); }
+  bool holds_model_copy() const override { return layout_->group == 0; }
+  std::vector<NodeArray> save_state() override { return engine_->save_history(comm_); }
+  void restore_state(const std::vector<NodeArray>& arrays) override {
+    engine_->restore_history(arrays);
+  }
+  void after_restore(int epoch, std::uint64_t seed) override {
+    engine_->refresh_restored(epoch, seed);
+  }
   void begin_run() override { engine_->reset_run(); }
   std::string begin_epoch(int, std::uint64_t) override { return {}; }
   double train_step(Model& model, int epoch, std::uint64_t seed) override;

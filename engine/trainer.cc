@@ -166,6 +166,7 @@ Trainer::RunState Trainer::begin_run(int run) {
   model_config.batch_norm = config_.batch_norm;
   model_config.seed = config_.seed + static_cast<std::uint64_t>(run);
   s.model = std::make_unique<Model>(s.runner->model_config(model_config));
+  index_model_slice(s.model_index, *s.model, model_config);
   s.model->to(s.runner->device());  // built on the host, trained where the data lives
   RunState state;
   state.run = run;
@@ -175,8 +176,8 @@ Trainer::RunState Trainer::begin_run(int run) {
   state.result.run = run;
   state.result.seed = model_config.seed;
   state.result.best_valid = -1.0;
-  // Error-feedback residuals (and pipeline histories) start empty in every run, and after a
-  // resume (they are per rank and not part of a checkpoint).
+  // Error-feedback residuals and pipeline histories start empty in every run (a resume then
+  // restores the histories from the checkpoint; residuals are per rank and not part of it).
   s.runner->begin_run();
   return state;
 }

@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -127,8 +128,12 @@ class Trainer {
   // its checkpoint. Collective; throws AgreedError on bad checkpoints or directories.
   TrainOutcome train(const EpochCallback& on_epoch = {});
 
-  // The model of the last run (its weights, embeddings of the last forward, owned rows).
+  // The model of the last run (its weights, embeddings of the last forward, owned rows): on a
+  // pipeline stage, the stage's slice.
   const Model& model() const;
+  // The whole model's parameters and batch-norm buffers on rank 0, gathered from the stages in
+  // the pipelined modes (empty elsewhere). Collective.
+  std::pair<std::vector<float>, std::vector<float>> whole_weights();
   const GraphPart& part() const;
   const GraphTotals& totals() const;
   // How the ranks share the work (mode, parts, stages, chunks), for reports.

@@ -17,6 +17,14 @@ namespace tessera {
 
 inline constexpr int kCategories = static_cast<int>(TrafficCategory::Count);
 
+// Where each parameter and buffer value of a rank's model sits in the whole model's (a
+// checkpoint holds the whole model; engine/trainer_checkpoints.cc); empty when it is whole.
+struct ModelIndex {
+  std::vector<GlobalId> params, buffers;
+  std::int64_t whole_params = 0, whole_buffers = 0;
+  bool known = false;  // the same in every run: indexed once
+};
+
 struct Trainer::Impl {
   GraphPart part;
   std::unique_ptr<Communicator> own_comm;  // the SelfCommunicator of a single-process trainer
@@ -28,6 +36,7 @@ struct Trainer::Impl {
   std::vector<EpochRecord> history;  // train(): every record so far (checkpoints hold them)
   std::vector<RunResult> finished;   // train(): the runs finished so far
   std::unique_ptr<Model> model;
+  ModelIndex model_index;
 };
 
 struct Trainer::RunState {
@@ -43,6 +52,10 @@ struct Trainer::RunState {
 
 // Sets the model's parameters and batch-norm buffers; InvalidInput naming `source` (a checkpoint,
 // a model file) when their sizes are not the model's.
+// Fills `index` for `slice`, a slice of the model `whole` describes (left empty when it is the
+// whole model), unless it is known already.
+void index_model_slice(ModelIndex& index, const Model& slice, const ModelConfig& whole);
+
 void set_model_weights(Model& model, std::span<const float> params, std::span<const float> buffers,
                        const char* source);
 

@@ -119,10 +119,7 @@
   X(replan_every, int, 10, Flag(), WhenAdaptive(AtLeast(1)), IdentityIfAdaptive(),                 \
     "adaptive codec: re-plan the bits every N epochs from the observed row ranges")                \
   /* Checkpoints and stopping. */                                                                  \
-  X(checkpoint_dir, std::string, "", Flag(),                                                       \
-    RefusedBy(kPipelined,                                                                          \
-              "is not available: checkpoints are written in --parallel graph only (a "             \
-              "stage holds only its layers' weights)"),                                            \
+  X(checkpoint_dir, std::string, "", Flag(), Any(),                                                \
     NotRecorded("how the run is kept and continued, not what it computes: a run stopped and "      \
                 "resumed gives the summary of the uninterrupted one"),                             \
     "write checkpoints to DIR (rank 0) and continue from the newest valid one there")              \
@@ -166,11 +163,7 @@
   X(restore_best, bool, false, Flag(), Any(), IdentityUnlessDefault(),                             \
     "end every run with the weights of its best validation epoch: they are the ones --save-*"      \
     " write (the figures reported are at that epoch either way)")                                  \
-  X(save_model, std::string, "", Flag(),                                                           \
-    RefusedBy(kPipelined,                                                                          \
-              "needs every layer's weights on one rank (a stage holds its own); use "              \
-              "--parallel graph"),                                                                 \
-    NotRecorded("an output path"),                                                                 \
+  X(save_model, std::string, "", Flag(), Any(), NotRecorded("an output path"),                     \
     "write the last run's weights and the options that define the model to FILE (HDF5), for "      \
     "--predict")                                                                                   \
   X(predict, std::string, "", Flag(),                                                              \

@@ -182,17 +182,29 @@ TEST(Outputs, PredictionsAtFourRanksEqualThoseAtOneRank) {
 
 // The pipelined modes train another model (chunks see stale halos), so their predictions are
 // checked against their own summary: the file's classes, in node-id order, score its accuracy.
-TEST(Outputs, PipelinedModesGatherTheLastStagesRows) {
+// The pipelined modes: predictions are the last stage's rows gathered by node id, and the model
+// file is the whole model gathered from the stages by parameter name, so --predict at 1 rank
+// (graph mode) predicts what the pipeline's exact evaluation did.
+TEST(Outputs, PipelinedModesGatherTheLastStagesRowsAndTheWholeModel) {
   for (const auto& [ranks, mode] : {std::pair{2, "pipeline"}, std::pair{4, "hybrid"}}) {
     const fs::path out = file(std::string("predictions_") + mode + ".npy");
     const fs::path summary = file(std::string("summary_") + mode + ".json");
-    const Result r = run(train_gcn(ranks, kTrain + "--parallel " + mode + " --stages 2" +
-                                              " --save-predictions " + out.string() +
-                                              " --summary " + summary.string()));
+    const fs::path model = file(std::string("model_") + mode + ".h5");
+    const Result r =
+        run(train_gcn(ranks, kTrain + "--parallel " + mode + " --stages 2" +
+                                 " --save-predictions " + out.string() + " --summary " +
+                                 summary.string() + " --save-model " + model.string()));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const Matrix p = read_npy(out);
     ASSERT_EQ(p.rows, 3000) << mode;
     EXPECT_NEAR(test_accuracy(p), read_json(summary).at("last_test").get<double>(), 1e-12) << mode;
+    const fs::path again = file(std::string("predicted_") + mode + ".npy");
+    const Result predicted =
+        run(train_gcn(1, "--predict " + model.string() + " --save-predictions " + again.string()));
+    ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+    const Matrix q = read_npy(again);
+    EXPECT_LE(max_difference(p, q), 1e-5f) << mode << ": one evaluation's rounding";
+    EXPECT_EQ(argmax_differences(p, q), 0) << mode;
   }
 }
 
@@ -280,7 +292,6 @@ TEST(Outputs, BadOutputAndModelInputIsRefusedByNameWritingNothing) {
       {"--save-predictions " + (dir / "missing_dir" / "p.npy").string(), "missing_dir"},
       {"--embedding-layer 3 --save-embeddings " + (dir / "e.npy").string(), "--embedding-layer"},
       {"--parallel pipeline --save-embeddings " + (dir / "e.npy").string(), "--save-embeddings"},
-      {"--parallel pipeline --save-model " + (dir / "m.h5").string(), "--save-model"},
       {"--predict " + (dir / "absent.h5").string(), "absent.h5"},
       {"--predict " + text.string(), "not_a_model.h5"},
       {"--predict " + ref.summary.string(), "ref_summary.json"},

@@ -68,7 +68,28 @@ CheckpointState sample_state() {
   s.adam_v = {1e-9f, 2e-9f, 3e-9f};
   s.adam_steps = 7;
   s.buffers = {0.5f};
+  // A pipeline's historical buffers: (num_nodes, F) in node-id order.
+  NodeArray inputs{"history.1.inputs", Tensor(3, 2)}, grads{"history.1.grads", Tensor(3, 2)};
+  for (std::int64_t i = 0; i < 6; ++i) {
+    inputs.values.f32()[i] = 0.25f * static_cast<float>(i) - 1.0f;
+    grads.values.f32()[i] = 1e-20f * static_cast<float>(i + 1);
+  }
+  s.runner_state.push_back(std::move(inputs));
+  s.runner_state.push_back(std::move(grads));
   return s;
+}
+
+std::vector<float> values_of(const Tensor& t) { return {t.f32(), t.f32() + t.numel()}; }
+
+void expect_same_runner_state(const CheckpointState& a, const CheckpointState& b,
+                              const std::string& where) {
+  ASSERT_EQ(a.runner_state.size(), b.runner_state.size()) << where;
+  for (std::size_t i = 0; i < a.runner_state.size(); ++i) {
+    EXPECT_EQ(a.runner_state[i].name, b.runner_state[i].name) << where;
+    EXPECT_EQ(a.runner_state[i].values.shape_string(), b.runner_state[i].values.shape_string())
+        << where;
+    EXPECT_EQ(values_of(a.runner_state[i].values), values_of(b.runner_state[i].values)) << where;
+  }
 }
 
 TEST(CheckpointFile, RoundTripsEveryFieldExactly) {
@@ -95,6 +116,7 @@ TEST(CheckpointFile, RoundTripsEveryFieldExactly) {
   EXPECT_EQ(t.adam_v, s.adam_v);
   EXPECT_EQ(t.adam_steps, 7);
   EXPECT_EQ(t.buffers, s.buffers);
+  expect_same_runner_state(t, s, "round trip");
 }
 
 TEST(CheckpointFile, CorruptOrTruncatedImagesAreRefused) {
@@ -111,6 +133,7 @@ TEST(CheckpointFile, CorruptOrTruncatedImagesAreRefused) {
       EXPECT_EQ(t.params, good.params) << "byte " << at;
       EXPECT_EQ(t.adam_v, good.adam_v) << "byte " << at;
       EXPECT_EQ(t.history.size(), 1u) << "byte " << at;
+      expect_same_runner_state(t, good, "byte " + std::to_string(at));
     } catch (const Error& e) {
       ++refused;
       EXPECT_NE(e.message().find("bad"), std::string::npos) << e.message();

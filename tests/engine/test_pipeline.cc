@@ -228,17 +228,16 @@ TEST(PipelineLayoutTest, ValidateRefusesWhatPipelinesCannotDo) {
   c = layout_config(ParallelMode::Hybrid, 4, 2, 0);
   c.error_feedback = true;
   bad(c, {"--error-feedback"});
-  c = layout_config(ParallelMode::Pipeline, 4, 0, 0);
-  c.checkpoint_dir = "/tmp/x";
-  bad(c, {"checkpoint"});
   bad(layout_config(ParallelMode::Hybrid, 4, 0, 0), {"--stages"});
   bad(layout_config(ParallelMode::Hybrid, 4, 2, 1), {"--chunks 1", "--stages 2"});
   c = layout_config(ParallelMode::Pipeline, 4, 0, 0);
   c.memory_budget = -1.0;
   bad(c, {"--memory-budget"});
-  // The fixed codecs apply to the streams.
+  // The fixed codecs apply to the streams; checkpoints and model files hold the whole model.
   c = layout_config(ParallelMode::Pipeline, 4, 0, 0);
   c.codec = "int8";
+  c.checkpoint_dir = "/tmp/x";
+  c.save_model = "/tmp/x.h5";
   EXPECT_NO_THROW(validate(c));
 }
 

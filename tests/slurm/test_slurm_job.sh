@@ -6,7 +6,9 @@
 #  2. a longer 4-task job sent `scancel --signal=USR1` mid-training: it checkpoints, exits 75,
 #     requeues itself, runs again (SLURM_RESTART_COUNT=1), resumes from the checkpoint and
 #     finishes with every epoch in its metrics and summary;
-#  3. the sweep template as a 2-point job array over settings files (train_gcn --config): each
+#  3. the same with a 4-stage pipeline (--parallel pipeline, one graph part): stopped, requeued,
+#     resumed with the stages' weights and historical buffers, finished;
+#  4. the sweep template as a 2-point job array over settings files (train_gcn --config): each
 #     point's summary has its settings and array task, scripts/sweep_table.py lists both, and
 #     submitting the array again skips the finished points.
 # The cluster is torn down however the test ends. Exit 77 (skipped) when not root or when Slurm
@@ -94,7 +96,44 @@ lines = [json.loads(l) for l in open(folder + "/metrics.jsonl")]
 assert [l["epoch"] for l in lines] == list(range(1, epochs + 1)), "metrics epochs"
 print("requeued job: %d metrics lines, final test %.4f" % (len(lines), s["final_test_acc"]))
 PY
-# 3. A sweep: a job array of two points, one settings file each.
+# 3. A pipelined job (4 stages over one graph part) stopped, requeued and resumed the same way.
+epochs=3000
+pipe_model="--dataset synth:default --hidden-channels 32 --num-layers 4 --quiet --parallel pipeline"
+job=$(sbatch --parsable --export="$common,TESSERA_WORK=$work/pipe,TESSERA_PARTS=1,TESSERA_CHECKPOINT_EVERY=500" \
+      "$template" $pipe_model --epochs $epochs) || fail "sbatch (pipeline)"
+start=$(date +%s)
+until [ "$(cat "$work/pipe/metrics.jsonl" 2>/dev/null | wc -l)" -ge 20 ]; do
+  [ $(( $(date +%s) - start )) -lt 120 ] || fail "job $job did not start training"
+  sleep 0.2
+done
+scancel --signal=USR1 "$job" || fail "scancel (pipeline)"
+state=""
+until [ "$state" = COMPLETED ]; do
+  state=$(scontrol show job "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+  case "$state" in FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) fail "job $job: $state";; esac
+  [ $(( $(date +%s) - start )) -lt 240 ] || fail "job $job not done after 240 s ($state)"
+  sleep 1
+done
+echo "pipeline job $job: completed after $(( $(date +%s) - start )) s"
+restarts=$(scontrol show job "$job" | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
+[ "$restarts" = 1 ] || fail "job $job restarted $restarts times, expected 1"
+out=$work/tessera-$job.out
+grep -q "Stopped by SIGUSR1 after run 1, epoch" "$out" || fail "no stop line (pipeline)"
+grep -q "Resuming from $work/pipe/checkpoints/checkpoint-r0000-e" "$out" || fail "no resume (pipeline)"
+grep -q "holds no historical buffers" "$out" && fail "pipeline resumed without its buffers"
+grep -q "train_gcn exited with status 0" "$out" || fail "second start did not finish (pipeline)"
+python3 - "$work/pipe" $epochs <<'PY' || fail "outputs of job $job"
+import json, sys
+folder, epochs = sys.argv[1], int(sys.argv[2])
+s = json.load(open(folder + "/summary.json"))
+assert s["epochs"] == epochs and s["ranks"] == 4, (s["epochs"], s["ranks"])
+assert s["parallel"] == "pipeline" and s["stages"] == 4, (s["parallel"], s["stages"])
+lines = [json.loads(l) for l in open(folder + "/metrics.jsonl")]
+assert [l["epoch"] for l in lines] == list(range(1, epochs + 1)), "metrics epochs"
+print("requeued pipeline job: %d metrics lines, final test %.4f" % (len(lines), s["final_test_acc"]))
+PY
+
+# 4. A sweep: a job array of two points, one settings file each.
 sweep=$work/sweep
 mkdir -p "$sweep"
 printf 'hidden_channels = 16\nlr = 0.02\n' > "$sweep/small.toml"
