@@ -36,7 +36,9 @@ void agree_on_status(Communicator& comm, std::string_view phase, std::exception_
 
 // Runs fn() and agrees on the outcome: fn's result when every rank succeeded. fn must not call
 // collectives that a failure could make some ranks skip, unless they are themselves agreed
-// phases: an AgreedError from inside fn is passed on as it is (all ranks hold it already).
+// phases: an AgreedError from inside fn is passed on as it is (all ranks hold it already). So is
+// a Timeout (a rank that did not answer within --comm-timeout would not answer the agreement
+// either): the error names the step that waited, and no second timeout follows.
 template <class F>
 auto run_agreed(Communicator& comm, std::string_view phase, F&& fn) {
   std::exception_ptr error;
@@ -45,6 +47,9 @@ auto run_agreed(Communicator& comm, std::string_view phase, F&& fn) {
       fn();
     } catch (const AgreedError&) {
       throw;  // agreed inside fn: every rank already holds this same error
+    } catch (const Error& e) {
+      if (e.category() == ErrorCategory::Timeout) throw;  // a peer is gone: nobody to agree with
+      error = std::current_exception();
     } catch (...) {
       error = std::current_exception();
     }
@@ -55,6 +60,9 @@ auto run_agreed(Communicator& comm, std::string_view phase, F&& fn) {
       result = fn();
     } catch (const AgreedError&) {
       throw;  // agreed inside fn: every rank already holds this same error
+    } catch (const Error& e) {
+      if (e.category() == ErrorCategory::Timeout) throw;  // a peer is gone: nobody to agree with
+      error = std::current_exception();
     } catch (...) {
       error = std::current_exception();
     }

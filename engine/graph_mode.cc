@@ -10,6 +10,7 @@
 
 #include "comm/agreement.h"
 #include "comm/gpu_communicator.h"
+#include "comm/stall_injection.h"
 #include "core/error.h"
 #include "core/kernels.h"
 #include "engine/halo_propagator.h"
@@ -35,6 +36,18 @@ class GraphRunner final : public ModeRunner {
   void build(const LossRows& loss) override;
   void start(std::int64_t loss_terms) override {
     loss_scale_ = 1.0f / static_cast<float>(loss_terms);
+  }
+  // The adaptive codec's receiver weights, between the peers.
+  void wire() override {
+    if (!config_.adaptive()) return;
+    stall_if_injected(comm_.rank(), "sharing the receiver weights");
+    try {
+      propagator_->share_receiver_weights();
+    } catch (const Error& e) {
+      throw Error(e.category(),
+                  "sharing the receiver weights of the adaptive codec: " + e.message(), __FILE__,
+                  __LINE__);
+    }
   }
 
   std::int64_t operator_nnz() const override { return propagator_->nnz(); }

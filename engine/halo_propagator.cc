@@ -62,13 +62,14 @@ HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry,
   all_rows_.resize(static_cast<std::size_t>(n));
   std::iota(all_rows_.begin(), all_rows_.end(), NodeId{0});
   // How strongly each halo row enters this rank's output: Σ over its column of A[u][v]².
-  std::vector<double> halo_weight(static_cast<std::size_t>(h), 0.0);
+  halo_weight_.assign(static_cast<std::size_t>(h), 0.0);
   for (EdgeOffset j = 0; j < static_cast<EdgeOffset>(halo_.nnz()); ++j) {
     const double v = values ? static_cast<double>(halo_.values()[j]) : 1.0;
-    halo_weight[static_cast<std::size_t>(halo_.indices()[j])] += v * v;
+    halo_weight_[static_cast<std::size_t>(halo_.indices()[j])] += v * v;
   }
-  exchange_.set_receiver_weights(halo_weight);
 }
+
+void HaloPropagator::share_receiver_weights() { exchange_.set_receiver_weights(halo_weight_); }
 
 void HaloPropagator::upload(Device device) {
   for (Csr* a : {&owned_, &owned_t_, &halo_, &halo_t_})

@@ -31,6 +31,11 @@ class HaloPropagator final : public Propagator {
   // Puts the operator on `device` (once): a GPU run aggregates there, while its exchange moves
   // the halo rows between the GPUs (an NCCL communicator).
   void upload(Device device);
+  // Sends each halo row's weight in this rank's aggregation (Σ of its column's squared
+  // entries) to the row's owner and receives those of its own rows: the adaptive codec plans
+  // bits with them (a no-op for the other codecs). Point-to-point with every peer: call it
+  // outside agreed phases, once every rank has built its propagator.
+  void share_receiver_weights();
 
  private:
   // spmm of `a` over all its rows in chunks, polling the exchange between chunks; on a GPU one
@@ -49,6 +54,7 @@ class HaloPropagator final : public Propagator {
   Tensor halo_x_;     // (H, F) received halo rows
   Tensor boundary_;   // (B, F) A_halo·halo (forward) / d_out of boundary rows (backward)
   Tensor d_halo_;     // (H, F) gradients for the owners of halo rows
+  std::vector<double> halo_weight_;  // (H) for share_receiver_weights
 };
 
 }  // namespace tessera

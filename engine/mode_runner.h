@@ -42,14 +42,19 @@ class ModeRunner {
  public:
   virtual ~ModeRunner() = default;
 
-  // Set-up, called by the Trainer in this order on every rank, each step agreed across ranks:
-  //   connect()      collective work before the local set-up (GPU communicators)
-  //   build(loss)    local work only: operators, exchanges, data placement; `loss` are the
-  //                  part's training rows with labels
-  //   start(terms)   collective work once the loss terms of all ranks are known
+  // Set-up, called by the Trainer in this order on every rank. Local work runs inside agreed
+  // phases (comm/agreement.h), so that a failure on one rank ends every rank at once with its
+  // message; communication runs outside them, every call under --comm-timeout:
+  //   connect()      communicators before the local set-up (GPU communicators, pipeline
+  //                  groups); agrees on its own local checks
+  //   build(loss)    local work only (agreed): operators, exchanges, data placement; `loss`
+  //                  are the part's training rows with labels
+  //   start(terms)   local work only (agreed) once the loss terms of all ranks are known
+  //   wire()         point-to-point set-up between peers once every rank has started
   virtual void connect() {}
   virtual void build(const LossRows& loss) = 0;
   virtual void start(std::int64_t loss_terms) = 0;
+  virtual void wire() {}
 
   // Whether this rank's rows count in the totals over ranks (each part once).
   virtual bool counts_part() const { return true; }

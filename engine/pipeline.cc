@@ -173,13 +173,15 @@ struct PipelineEngine::Chunk {
 };
 
 PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& layout,
-                               GraphPart& part, Communicator& world, const Csr& op,
+                               GraphPart& part, std::unique_ptr<Communicator> pipe_comm,
+                               std::unique_ptr<Communicator> stage_comm, const Csr& op,
                                MatrixSymmetry owned_symmetry, std::span<const NodeId> loss_rows,
                                std::int64_t loss_terms_total,
                                const PartExchangeFactory& part_exchange)
-    : config_(config), layout_(layout) {
-  pipe_comm_ = world.split(layout.group, layout.stage);
-  stage_comm_ = world.split(layout.stage, layout.group);
+    : config_(config),
+      layout_(layout),
+      pipe_comm_(std::move(pipe_comm)),
+      stage_comm_(std::move(stage_comm)) {
   const LocalGraph& g = part.graph;
   const std::int64_t n = g.num_owned();
   chunks_ = make_chunks(g.adjacency, part.train_rows, layout.chunks, config.seed);

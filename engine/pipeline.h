@@ -94,15 +94,17 @@ using PartExchangeFactory = std::function<std::unique_ptr<PartExchange>(
 
 class PipelineEngine {
  public:
-  // Collective over `world`. `part` is this rank's group's part (owned rows in local order);
-  // `op` (N, N + H) its normalised operator; loss_rows the local rows with a training label.
-  // The engine keeps what it needs (features of its chunks on the first stage, labels on the
-  // last) and releases part.features. `part_exchange` (hybrid) makes the exchange between the
-  // parts. Throws InvalidArgument when the layout does not fit.
+  // Local. `pipe_comm` and `stage_comm` are this part's stages (rank = stage) and this stage in
+  // every part (rank = part), split from the job's communicator (pipeline_comms). `part` is
+  // this rank's group's part (owned rows in local order); `op` (N, N + H) its normalised
+  // operator; loss_rows the local rows with a training label. The engine keeps what it needs
+  // (features of its chunks on the first stage, labels on the last) and releases
+  // part.features. `part_exchange` (hybrid) makes the exchange between the parts. Throws
+  // InvalidArgument when the layout does not fit.
   PipelineEngine(const TrainConfig& config, const PipelineLayout& layout, GraphPart& part,
-                 Communicator& world, const Csr& op, MatrixSymmetry owned_symmetry,
-                 std::span<const NodeId> loss_rows, std::int64_t loss_terms_total,
-                 const PartExchangeFactory& part_exchange = {});
+                 std::unique_ptr<Communicator> pipe_comm, std::unique_ptr<Communicator> stage_comm,
+                 const Csr& op, MatrixSymmetry owned_symmetry, std::span<const NodeId> loss_rows,
+                 std::int64_t loss_terms_total, const PartExchangeFactory& part_exchange = {});
   ~PipelineEngine();
 
   const PipelineLayout& layout() const { return layout_; }

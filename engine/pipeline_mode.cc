@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "comm/agreement.h"
 #include "core/error.h"
 #include "engine/modes.h"
 #include "engine/system.h"
@@ -50,12 +51,21 @@ PipelineRunner::PipelineRunner(const TrainConfig& config, GraphPart& part, Commu
 
 PipelineRunner::~PipelineRunner() = default;
 
+// The layout (agreed: it checks the flags against the ranks and layers), then this part's
+// stages and this stage's parts as communicators (collective, under --comm-timeout).
+void PipelineRunner::connect() {
+  run_agreed(comm_, "laying out the pipeline", [&] {
+    const DatasetInfo& data = part_.dataset;
+    const std::vector<double> cost =
+        layer_costs(config_.kind(), config_.num_layers, data.num_features, config_.hidden_channels,
+                    data.num_outputs(), data.num_nodes, 2 * data.num_edges + data.num_nodes);
+    layout_ = pipeline_layout(config_, comm_.rank(), comm_.size(), cost);
+  });
+  pipe_comm_ = comm_.split(layout_->group, layout_->stage);
+  stage_comm_ = comm_.split(layout_->stage, layout_->group);
+}
+
 void PipelineRunner::build(const LossRows& loss) {
-  const DatasetInfo& data = part_.dataset;
-  const std::vector<double> cost =
-      layer_costs(config_.kind(), config_.num_layers, data.num_features, config_.hidden_channels,
-                  data.num_outputs(), data.num_nodes, 2 * data.num_edges + data.num_nodes);
-  layout_ = pipeline_layout(config_, comm_.rank(), comm_.size(), cost);
   TESSERA_CHECK(part_.graph.num_parts == layout_->groups && part_.graph.part == layout_->group,
                 InvalidArgument, "part ", part_.graph.part, " of ", part_.graph.num_parts,
                 " given to rank ", comm_.rank(), ", which trains part ", layout_->group, " of ",
@@ -68,9 +78,9 @@ void PipelineRunner::build(const LossRows& loss) {
 }
 
 void PipelineRunner::start(std::int64_t loss_terms) {
-  engine_ = std::make_unique<PipelineEngine>(config_, *layout_, part_, comm_, operator_,
-                                             config_.kind()->op->symmetry, loss_rows_, loss_terms,
-                                             part_exchange_);
+  engine_ = std::make_unique<PipelineEngine>(
+      config_, *layout_, part_, std::move(pipe_comm_), std::move(stage_comm_), operator_,
+      config_.kind()->op->symmetry, loss_rows_, loss_terms, part_exchange_);
   operator_ = Csr();
 }
 

@@ -21,6 +21,7 @@ class PipelineRunner final : public ModeRunner {
                  PartExchangeFactory part_exchange = {});
   ~PipelineRunner() override;
 
+  void connect() override;
   void build(const LossRows& loss) override;
   void start(std::int64_t loss_terms) override;
   bool counts_part() const override { return layout_->first_stage(); }
@@ -48,6 +49,7 @@ class PipelineRunner final : public ModeRunner {
   Communicator& comm_;
   PartExchangeFactory part_exchange_;
   std::optional<PipelineLayout> layout_;
+  std::unique_ptr<Communicator> pipe_comm_, stage_comm_;  // until the engine takes them
   Csr operator_;  // until the engine takes it
   std::int64_t operator_nnz_ = 0;
   std::vector<NodeId> loss_rows_;

@@ -121,6 +121,7 @@ void Trainer::setup() {
   TESSERA_CHECK(s.loss_terms > 0, InvalidInput, "dataset '", s.part.dataset.name,
                 "' has no labelled training node");
   run_agreed(comm, "starting the parallel mode", [&] { s.runner->start(s.loss_terms); });
+  s.runner->wire();
   setup_s_ = watch.seconds();
 }
 

@@ -367,15 +367,17 @@ TEST_P(StalledSetUp, EndsTheJobAtTheTimeoutNamingTheStep) {
 
 INSTANTIATE_TEST_SUITE_P(
     Steps, StalledSetUp,
-    ::testing::Values(Stall{"", "1", "creating the communicator"},
-                      Stall{"", "1", "checking options"}, Stall{"", "0", "checking options"},
-                      Stall{"", "1", "checking the launch environment"},
-                      Stall{"", "1", "loading the dataset"}, Stall{"", "1", "partitioning"},
-                      Stall{"", "1", "receiving part 1"},
-                      Stall{"", "1", "checking the parts against each other"},
-                      Stall{"", "1", "setting up training"},
-                      Stall{"--parallel pipeline", "1", "checking --parallel"},
-                      Stall{"--parallel pipeline", "1", "splitting the communicator"},
-                      Stall{"--parallel pipeline", "1", "loading the graph parts"}));
+    ::testing::Values(
+        Stall{"", "1", "creating the communicator"}, Stall{"", "1", "checking options"},
+        Stall{"", "0", "checking options"}, Stall{"", "1", "checking the launch environment"},
+        Stall{"", "1", "loading the dataset"}, Stall{"", "1", "partitioning"},
+        Stall{"", "1", "receiving part 1"}, Stall{"", "1", "checking the parts against each other"},
+        Stall{"", "1", "setting up training"}, Stall{"", "1", "building the graph operator"},
+        Stall{"--codec adaptive", "1", "sharing the receiver weights"},
+        Stall{"--parallel pipeline", "1", "laying out the pipeline"},
+        Stall{"--parallel pipeline", "0", "starting the parallel mode"},
+        Stall{"--parallel pipeline", "1", "checking --parallel"},
+        Stall{"--parallel pipeline", "1", "splitting the communicator"},
+        Stall{"--parallel pipeline", "1", "loading the graph parts"}));
 
 }  // namespace
