@@ -210,10 +210,11 @@ void Session::Impl::write_outputs(const Tensor* logits, bool trained, WrittenOut
     });
   }
   if (trained && !config.save_model.empty()) {
-    auto [params, buffers] = trainer->whole_weights();  // collective: a pipeline's stages
+    auto weights = trainer->whole_weights();  // collective: a pipeline's stages
     run_agreed(*comm, "writing --save-model", [&] {
       if (!root) return;
-      ModelFile file{checkpoint_identity(config, info), std::move(params), std::move(buffers)};
+      ModelFile file{checkpoint_identity(config, info), std::move(weights.first),
+                     std::move(weights.second)};
       const std::vector<std::byte> image = model_image(file);
       write_file_atomic(config.save_model,
                         {reinterpret_cast<const char*>(image.data()), image.size()});

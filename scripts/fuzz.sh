@@ -49,7 +49,11 @@ if [ ! -f "$seeds/.done" ]; then
     --checkpoint-dir "$seeds/files/checkpoints" --checkpoint-every 2 --quiet >/dev/null 2>&1
   "${quiet[@]}" "$build/apps/train_gcn" --dataset "$cut" --epochs 2 --hidden-channels 8 --batch-norm \
     --restore-best --checkpoint-dir "$seeds/files/checkpoints-bn" --quiet >/dev/null 2>&1
+  # A pipelined one (one rank: one stage over two chunks) holds the historical buffers too.
+  "${quiet[@]}" "$build/apps/train_gcn" --dataset "$cut" --epochs 2 --hidden-channels 8 \
+    --parallel pipeline --chunks 2 --checkpoint-dir "$seeds/files/checkpoints-pipe" --quiet >/dev/null 2>&1
   cp "$seeds/files/checkpoints/"*.h5 "$seeds/checkpoint/"
+  for f in "$seeds/files/checkpoints-pipe/"*.h5; do cp "$f" "$seeds/checkpoint/pipe-$(basename "$f")"; done
   for f in "$seeds/files/checkpoints-bn/"*.h5; do cp "$f" "$seeds/checkpoint/bn-$(basename "$f")"; done
   "${quiet[@]}" "$build/fuzz/write_message_seeds" "$cut" "$seeds/message"
   touch "$seeds/.done"

@@ -283,6 +283,27 @@ void expect_refused(const Result& r, const std::string& needle, int status) {
   EXPECT_LT(r.seconds, 30.0);
 }
 
+// A pipelined checkpoint whose historical buffers do not fit the graph (rewritten with a valid
+// checksum, as a file from another dataset of the same settings could not be) is refused on
+// resume, naming the layer, on every rank.
+TEST(CheckpointCli, HistoricalBuffersOfTheWrongShapeAreRefused) {
+  const std::string args = model_args(4) + " --parallel pipeline --chunks 3" + outputs("shape");
+  const Result first = train_gcn(2, args);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const fs::path file = checkpoints("shape") / tessera::checkpoint_file_name(0, 4);
+  tessera::CheckpointState c =
+      tessera::checkpoint_from_image(tessera::read_file_bytes(file), "checkpoint");
+  ASSERT_FALSE(c.runner_state.empty());
+  c.epoch = 3;  // resumable under --epochs 4
+  c.adam_steps = 3;
+  c.history.pop_back();
+  tessera::Tensor& values = c.runner_state.front().values;
+  values.resize(values.rows() - 1, values.cols());
+  fs::remove(file);
+  tessera::write_checkpoint(checkpoints("shape"), c, false);
+  expect_refused(train_gcn(2, args), "the historical buffers of layer", 1);
+}
+
 TEST(CheckpointCli, BadCheckpointsAndDirectoriesAreRefused) {
   // A checkpoint of another width: refused naming the flag; the file is untouched.
   const Result first = train_gcn(2, model_args(4) + outputs("width"));

@@ -60,33 +60,41 @@ assert s["partition"]["method"] == "metis", s["partition"]
 print("summary: 4 ranks, 20 epochs, final test", s["final_test_acc"])
 PY
 
+# Waits until job $1 (writing $2/metrics.jsonl) has trained 20 epochs, sends it the warning
+# signal, waits until it has requeued itself, run again and completed, and checks the stop, the
+# requeue and the resume in its output file.
+stop_requeue_resume() {
+  local job=$1 folder=$2 start state restarts out
+  start=$(date +%s)
+  until [ "$(cat "$folder/metrics.jsonl" 2>/dev/null | wc -l)" -ge 20 ]; do
+    [ $(( $(date +%s) - start )) -lt 120 ] || fail "job $job did not start training"
+    sleep 0.2
+  done
+  scancel --signal=USR1 "$job" || fail "scancel $job"
+  echo "job $job: SIGUSR1 after $(( $(date +%s) - start )) s"
+  state=""
+  until [ "$state" = COMPLETED ]; do
+    state=$(scontrol show job "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    case "$state" in FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) fail "job $job: $state";; esac
+    [ $(( $(date +%s) - start )) -lt 240 ] || fail "job $job not done after 240 s ($state)"
+    sleep 1
+  done
+  echo "job $job: completed after $(( $(date +%s) - start )) s"
+  restarts=$(scontrol show job "$job" | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
+  [ "$restarts" = 1 ] || fail "job $job restarted $restarts times, expected 1"
+  out=$work/tessera-$job.out
+  grep -q "Stopped by SIGUSR1 after run 1, epoch" "$out" || fail "job $job: no stop line"
+  grep -q "requeueing job $job" "$out" || fail "job $job: no requeue"
+  grep -q "restart 1, 4 tasks" "$out" || fail "job $job: no second start"
+  grep -q "Resuming from $folder/checkpoints/checkpoint-r0000-e" "$out" || fail "job $job: no resume"
+  grep -q "train_gcn exited with status 0" "$out" || fail "job $job: second start did not finish"
+}
+
 # 2. The warning signal mid-training: checkpoint, requeue, resume, finish.
 epochs=600
 job=$(sbatch --parsable --export="$common,TESSERA_WORK=$work/two,TESSERA_CHECKPOINT_EVERY=100" \
       "$template" $model --epochs $epochs) || fail "sbatch"
-start=$(date +%s)
-until [ "$(cat "$work/two/metrics.jsonl" 2>/dev/null | wc -l)" -ge 20 ]; do
-  [ $(( $(date +%s) - start )) -lt 120 ] || fail "job $job did not start training"
-  sleep 0.2
-done
-scancel --signal=USR1 "$job" || fail "scancel"
-echo "job $job: SIGUSR1 after $(( $(date +%s) - start )) s"
-state=""
-until [ "$state" = COMPLETED ]; do
-  state=$(scontrol show job "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-  case "$state" in FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) fail "job $job: $state";; esac
-  [ $(( $(date +%s) - start )) -lt 240 ] || fail "job $job not done after 240 s ($state)"
-  sleep 1
-done
-echo "job $job: completed after $(( $(date +%s) - start )) s"
-restarts=$(scontrol show job "$job" | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
-[ "$restarts" = 1 ] || fail "job $job restarted $restarts times, expected 1"
-out=$work/tessera-$job.out
-grep -q "Stopped by SIGUSR1 after run 1, epoch" "$out" || fail "no stop line"
-grep -q "requeueing job $job" "$out" || fail "no requeue"
-grep -q "restart 1, 4 tasks" "$out" || fail "no second start"
-grep -q "Resuming from $work/two/checkpoints/checkpoint-r0000-e" "$out" || fail "no resume"
-grep -q "train_gcn exited with status 0" "$out" || fail "second start did not finish"
+stop_requeue_resume "$job" "$work/two"
 python3 - "$work/two" $epochs <<'PY' || fail "outputs of job $job"
 import json, sys
 folder, epochs = sys.argv[1], int(sys.argv[2])
@@ -101,27 +109,8 @@ epochs=3000
 pipe_model="--dataset synth:default --hidden-channels 32 --num-layers 4 --quiet --parallel pipeline"
 job=$(sbatch --parsable --export="$common,TESSERA_WORK=$work/pipe,TESSERA_PARTS=1,TESSERA_CHECKPOINT_EVERY=500" \
       "$template" $pipe_model --epochs $epochs) || fail "sbatch (pipeline)"
-start=$(date +%s)
-until [ "$(cat "$work/pipe/metrics.jsonl" 2>/dev/null | wc -l)" -ge 20 ]; do
-  [ $(( $(date +%s) - start )) -lt 120 ] || fail "job $job did not start training"
-  sleep 0.2
-done
-scancel --signal=USR1 "$job" || fail "scancel (pipeline)"
-state=""
-until [ "$state" = COMPLETED ]; do
-  state=$(scontrol show job "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-  case "$state" in FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) fail "job $job: $state";; esac
-  [ $(( $(date +%s) - start )) -lt 240 ] || fail "job $job not done after 240 s ($state)"
-  sleep 1
-done
-echo "pipeline job $job: completed after $(( $(date +%s) - start )) s"
-restarts=$(scontrol show job "$job" | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
-[ "$restarts" = 1 ] || fail "job $job restarted $restarts times, expected 1"
-out=$work/tessera-$job.out
-grep -q "Stopped by SIGUSR1 after run 1, epoch" "$out" || fail "no stop line (pipeline)"
-grep -q "Resuming from $work/pipe/checkpoints/checkpoint-r0000-e" "$out" || fail "no resume (pipeline)"
-grep -q "holds no historical buffers" "$out" && fail "pipeline resumed without its buffers"
-grep -q "train_gcn exited with status 0" "$out" || fail "second start did not finish (pipeline)"
+stop_requeue_resume "$job" "$work/pipe"
+grep -q "holds no historical buffers" "$work/tessera-$job.out" && fail "pipeline resumed without its buffers"
 python3 - "$work/pipe" $epochs <<'PY' || fail "outputs of job $job"
 import json, sys
 folder, epochs = sys.argv[1], int(sys.argv[2])
