@@ -73,9 +73,9 @@ class ModeRunner {
   // Checkpoints. save_state: the runner's state after the epochs so far, gathered on rank 0
   // (empty elsewhere, and in modes that keep none). Collective. restore_state: local, from a
   // checkpoint's arrays (those of another mode or layout may be absent: the state then starts
-  // as a new run's); InvalidInput when an array has the wrong shape. after_restore: the
-  // collective work that rebuilds what follows from it, as after epoch `epoch` of a run with
-  // `seed`.
+  // as a new run's); InvalidInput when an array has the wrong shape. after_restore (when the
+  // checkpoint had arrays): the collective work that rebuilds what follows from them, as after
+  // epoch `epoch` of a run with `seed`.
   virtual std::vector<NodeArray> save_state() { return {}; }
   virtual void restore_state(const std::vector<NodeArray>& /*arrays*/) {}
   virtual void after_restore(int /*epoch*/, std::uint64_t /*seed*/) {}

@@ -259,7 +259,6 @@ ModelConfig PipelineEngine::stage_model(const ModelConfig& whole) const {
 }
 
 void PipelineEngine::reset_run() {
-  restored_ = false;
   history_->clear();
   if (part_exchange_) part_exchange_->reset();
 }
@@ -482,13 +481,11 @@ void PipelineEngine::restore_history(const std::vector<NodeArray>& arrays) {
       pick(h.grads, *grads);
       h.backward_used = true;
     }
-    restored_ = true;
   }
 }
 
 void PipelineEngine::refresh_restored(std::int64_t epoch, std::uint64_t seed) {
-  // Every rank of a stage restored the same arrays, so all take part or none.
-  if (!part_exchange_ || !restored_) return;
+  if (!part_exchange_) return;
   part_exchange_->refresh(*history_, *op_, layout_.first_layer(), layout_.num_layers(), epoch,
                           seed);
 }

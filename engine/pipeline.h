@@ -170,7 +170,6 @@ class PipelineEngine {
   double wait_s_ = 0.0;  // blocked on stream messages in the last step
   double encode_s_ = 0.0, decode_s_ = 0.0;
   ExchangeTimes halo_times_;  // of the last refresh between the parts (hybrid)
-  bool restored_ = false;     // the buffers came from a checkpoint (refresh_restored has work)
 };
 
 }  // namespace tessera

@@ -110,7 +110,9 @@ void Trainer::restore_run(RunState& state, const CheckpointState& checkpoint) {
     state.best_buffers = buffers(checkpoint.best_buffers);
     s.runner->restore_state(checkpoint.runner_state);
   });
-  s.runner->after_restore(checkpoint.epoch, state.result.seed);
+  // (A checkpoint of graph mode has no state to rebuild from.)
+  if (!checkpoint.runner_state.empty())
+    s.runner->after_restore(checkpoint.epoch, state.result.seed);
   const bool pipelined = s.runner->info().mode != "graph" && s.runner->info().mode != "single";
   if (pipelined && checkpoint.runner_state.empty() && checkpoint.epoch > 0 && s.comm->rank() == 0)
     std::fprintf(stderr,
@@ -143,12 +145,14 @@ std::string Trainer::save_checkpoint(const RunState& state, std::uint64_t partit
   auto buffers = [&](std::span<const float> slice) {
     return whole_values(comm, *s.runner, slice, index.buffers, index.whole_buffers);
   };
-  c.params = params(model.host_params());
-  c.buffers = buffers(model.buffers());
-  c.adam_m = params(state.adam->first_moment());
-  c.adam_v = params(state.adam->second_moment());
-  c.best_params = params(state.best_params);
-  c.best_buffers = buffers(state.best_buffers);
+  if (!index.params.empty() || comm.rank() == 0) {  // a whole model: rank 0's own copy
+    c.params = params(model.host_params());
+    c.buffers = buffers(model.buffers());
+    c.adam_m = params(state.adam->first_moment());
+    c.adam_v = params(state.adam->second_moment());
+    c.best_params = params(state.best_params);
+    c.best_buffers = buffers(state.best_buffers);
+  }
   c.runner_state = s.runner->save_state();
   std::string path;
   run_agreed(comm, "writing a checkpoint", [&] {
