@@ -638,4 +638,6 @@ std::string version() { return build_info().version; }
 
 std::string build_description() { return build_text(); }
 
+void use_best_blas_core(char** argv) { cpu::use_best_blas_core(argv); }
+
 }  // namespace tessera

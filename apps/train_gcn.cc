@@ -150,6 +150,7 @@ int run(const tessera::Options& options, bool dataset_given) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tessera::use_best_blas_core(argv);
   int provided = 0;
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "train_gcn: error: MPI_Init_thread failed\n");

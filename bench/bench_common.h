@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "core/build_info.h"
+#include "core/cpu/dispatch.h"
 
 namespace tessera {
 
 template <class Flags, class AddFlags, class Run>
 int bench_main(int argc, char** argv, const char* name, const std::string& description,
                AddFlags add_flags, Run run) {
+  cpu::use_best_blas_core(argv);  // the GEMM kernels the CPU runs best, as train_gcn's
   CLI::App app{std::string(name) + ": " + description};
   app.set_version_flag("--version", std::string(name) + ", " + build_text());
   Flags flags;

@@ -8,17 +8,19 @@
 #include <omp.h>
 #include <zlib.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <unistd.h>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,8 @@ struct Flags {
   std::int64_t stream_mb = 256;
   std::string json_file;
   std::string tmpdir;
+  std::string blas_cores = "all";  // GEMM again with each of these OpenBLAS cores
+  bool gemm_only = false;          // a child of the comparison: the GEMM lines only
 };
 
 // ---- output ----
@@ -261,6 +265,59 @@ std::vector<GemmResult> measure_gemm(const std::vector<GemmShape>& shapes, int r
   return results;
 }
 
+// ---- 3b. the same shapes with each OpenBLAS core the CPU runs ----
+
+// GFLOP/s per shape (in the order of gcn_gemm_shapes) of one core, measured by a child
+// bench_foundation started with OPENBLAS_CORETYPE=<asked>: the core a DYNAMIC_ARCH OpenBLAS
+// takes only when it loads. `got` is the core the child's OpenBLAS reports.
+struct CoreGemm {
+  std::string asked, got;
+  std::vector<double> gflops;
+  std::vector<std::string> shapes;  // "m x k x n", to check they are the parent's
+};
+
+std::string shape_text(const GemmShape& s) {
+  return std::to_string(s.m) + " x " + std::to_string(s.k) + " x " + std::to_string(s.n);
+}
+
+std::vector<std::string> cores_to_compare(const std::string& list) {
+  if (list == "none") return {};
+  if (list == "all") return cpu::openblas_cores_this_cpu_runs();
+  std::vector<std::string> cores;
+  std::stringstream in(list);
+  for (std::string core; std::getline(in, core, ',');) {
+    TESSERA_CHECK(cpu::openblas_core_level(core) >= 0, InvalidArgument, "--blas-cores: '", core,
+                  "' is not an OpenBLAS x86-64 core (e.g. Haswell,SkylakeX; or all, none)");
+    cores.push_back(core);
+  }
+  return cores;
+}
+
+CoreGemm measure_gemm_with_core(const std::string& core, const Flags& flags,
+                                const fs::path& scratch) {
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const std::vector<std::string> argv = {self,        "--gemm-only",
+                                         "--preset",  flags.preset,
+                                         "--threads", std::to_string(flags.threads),
+                                         "--repeats", std::to_string(flags.repeats),
+                                         "--layers",  std::to_string(flags.layers),
+                                         "--hidden",  std::to_string(flags.hidden)};
+  const fs::path log = scratch / ("gemm-" + core);
+  run_child("bench_foundation", argv, {"OPENBLAS_CORETYPE=" + core}, log);
+  CoreGemm result;
+  result.asked = core;
+  std::ifstream in(log.string() + ".out");
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.front() != '{') continue;
+    const Json j = Json::parse(line);
+    if (j.at("bench") == "blas") result.got = j.at("core").get<std::string>();
+    if (j.at("bench") != "gemm") continue;
+    result.gflops.push_back(j.at("gflops").get<double>());
+    result.shapes.push_back(shape_text({"", false, false, j.at("m"), j.at("k"), j.at("n")}));
+  }
+  return result;
+}
+
 // ---- 4. training epochs ----
 
 struct TrainResult {
@@ -399,6 +456,7 @@ struct Measurements {
   std::int64_t l3_bytes = 0;
   std::vector<SpmmResult> spmm;
   std::vector<GemmResult> gemm;
+  std::vector<CoreGemm> gemm_by_core;
   TrainResult train;
   std::vector<LoadResult> load;
   double load_avg_start = -1, load_avg_end = -1;  // other processes compete for the cores
@@ -546,6 +604,64 @@ void run_gemm(const Flags& flags, Measurements& m, JsonLines& out) {
   }
 }
 
+// GEMM with each core of --blas-cores, each in a child process; then, per shape, the core in
+// use against the fastest of them.
+void run_gemm_by_core(const Flags& flags, Measurements& m, JsonLines& out) {
+  const std::vector<std::string> cores = cores_to_compare(flags.blas_cores);
+  if (cores.empty()) return;
+  const ScratchDir scratch(flags.tmpdir.empty() ? fs::temp_directory_path()
+                                                : fs::path(flags.tmpdir));
+  for (const std::string& core : cores) {
+    m.gemm_by_core.push_back(measure_gemm_with_core(core, flags, scratch.path()));
+    const CoreGemm& c = m.gemm_by_core.back();
+    std::vector<std::string> mine;
+    for (const GemmResult& r : m.gemm) mine.push_back(shape_text(r.shape));
+    TESSERA_CHECK(c.shapes == mine, Internal, "bench_foundation with OPENBLAS_CORETYPE=", core,
+                  " measured other GEMM shapes (", join(c.shapes), ") than this run's (",
+                  join(mine), ")");
+    for (std::size_t i = 0; i < m.gemm.size(); ++i)
+      out.emit("gemm_core", {{"core", c.asked},
+                             {"openblas_core", c.got},
+                             {"what", m.gemm[i].shape.what},
+                             {"gflops", c.gflops[i]}});
+  }
+  const std::string in_use = cpu::blas_kernels().chosen;
+  for (std::size_t i = 0; i < m.gemm.size(); ++i) {
+    const CoreGemm* best = &m.gemm_by_core.front();
+    for (const CoreGemm& c : m.gemm_by_core)
+      if (c.gflops[i] > best->gflops[i]) best = &c;
+    const double mine = m.gemm[i].flops() / m.gemm[i].median_s / kGB;
+    out.emit("gemm_vs_best", {{"what", m.gemm[i].shape.what},
+                              {"core_in_use", in_use},
+                              {"gflops_in_use", mine},
+                              {"best_core", best->got},
+                              {"best_gflops", best->gflops[i]},
+                              {"of_best", mine / best->gflops[i]}});
+  }
+}
+
+void print_gemm_by_core_table(const Measurements& m) {
+  if (m.gemm_by_core.empty()) return;
+  std::printf(
+      "\n## GEMM GFLOP/s with each OpenBLAS core (one child process per core; in use "
+      "here: %s)\n\n| product, layers |",
+      cpu::blas_kernels().chosen.c_str());
+  for (const CoreGemm& c : m.gemm_by_core) std::printf(" %s |", c.got.c_str());
+  std::printf(" in use | in use / best |\n|---|");
+  for (std::size_t c = 0; c <= m.gemm_by_core.size(); ++c) std::printf("--:|");
+  std::printf("--:|\n");
+  for (std::size_t i = 0; i < m.gemm.size(); ++i) {
+    std::printf("| %s |", m.gemm[i].shape.what.c_str());
+    double best = 0;
+    for (const CoreGemm& c : m.gemm_by_core) {
+      std::printf(" %.2f |", c.gflops[i]);
+      best = std::max(best, c.gflops[i]);
+    }
+    const double mine = m.gemm[i].flops() / m.gemm[i].median_s / kGB;
+    std::printf(" %.2f | %.2f |\n", mine, mine / best);
+  }
+}
+
 void run_loading(const Dataset& data, const Flags& flags, Measurements& m, JsonLines& out) {
   {
     const ScratchDir scratch(flags.tmpdir.empty() ? fs::temp_directory_path()
@@ -564,10 +680,24 @@ void run_loading(const Dataset& data, const Flags& flags, Measurements& m, JsonL
   }
 }
 
+// --gemm-only: the core OpenBLAS uses and the GEMM lines, at the preset's sizes.
+int run_gemm_only(const Flags& flags, JsonLines& out) {
+  const SyntheticConfig preset = synthetic_preset(flags.preset);
+  Measurements m;
+  m.num_nodes = preset.num_nodes;
+  m.f_in = preset.num_features;
+  m.outputs = preset.num_classes;
+  out.emit("blas", {{"core", cpu::blas_kernels().chosen}});
+  run_gemm(flags, m, out);
+  return 0;
+}
+
 int run(Flags flags) {
   if (flags.threads <= 0) flags.threads = omp_get_num_procs();
   set_num_threads(flags.threads);
   JsonLines out(flags.preset, flags.threads);
+  if (flags.gemm_only) return run_gemm_only(flags, out);
+  cores_to_compare(flags.blas_cores);  // a bad list is refused before anything runs
   Measurements m;
   m.load_avg_start = load_average();
 
@@ -590,6 +720,7 @@ int run(Flags flags) {
                      {"peak_rss_bytes", m.train.peak_rss}});
   run_copy_and_spmm(data, flags, m, out);
   run_gemm(flags, m, out);
+  run_gemm_by_core(flags, m, out);
   run_loading(data, flags, m, out);
 
   m.load_avg_end = load_average();
@@ -598,6 +729,7 @@ int run(Flags flags) {
   print_header(flags, m);
   print_copy_spmm_table(flags, m);
   print_gemm_train_tables(flags, m);
+  print_gemm_by_core_table(m);
   print_load_table(m);
   print_notes(flags, m);
   std::fflush(stdout);
@@ -634,6 +766,13 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--tmpdir", f.tmpdir,
                  "where the loading test writes its files (in a fresh subdirectory, removed at "
                  "the end; default: the system temp directory)");
+  app.add_option("--blas-cores", f.blas_cores,
+                 "GEMM again with each of these OpenBLAS cores, one child process each, against "
+                 "the core in use: all (every core this CPU runs), none, or a list such as "
+                 "Haswell,SkylakeX")
+      ->capture_default_str();
+  app.add_flag("--gemm-only", f.gemm_only,
+               "measure the GEMM shapes only (what each child of --blas-cores runs)");
 }
 
 }  // namespace

@@ -62,11 +62,16 @@ fi
 # The first frame of a finding's report below the allocator and the sanitizer's interceptors: a
 # finding whose bad access or allocation happens inside libhdf5 is HDF5's own (filed apart, in
 # WORK/findings/hdf5-library/), every other one is Tessera's.
+# An out-of-memory report has no allocation stack: the input runs again with the malloc limit at
+# the memory limit, so that one allocation too large is reported where it is made (libFuzzer's
+# own frames are skipped; an input that reaches the limit by many smaller allocations stays
+# counted as Tessera's).
 culprit() {
-  local report
-  report=$("$build/fuzz/fuzz_$1" -rss_limit_mb=2560 -malloc_limit_mb=1048576 "$2" 2>&1 || true)
+  local report malloc_limit=1048576
+  [[ $(basename "$2") == *oom-* ]] && malloc_limit=2560
+  report=$("$build/fuzz/fuzz_$1" -rss_limit_mb=2560 -malloc_limit_mb=$malloc_limit "$2" 2>&1 || true)
   grep -E '^ +#[0-9]+ ' <<<"$report" |
-    grep -v -E ' in (__interceptor_|malloc|calloc|realloc|free|strdup|operator new|operator delete|__asan|__ubsan|__sanitizer|__mem)' |
+    grep -v -E ' in (__interceptor_|malloc|calloc|realloc|free|strdup|operator new|operator delete|__asan|__ubsan|__sanitizer|__mem|fuzzer::)' |
     sed -n 1p
 }
 

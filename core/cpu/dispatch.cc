@@ -12,9 +12,12 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
+
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -176,8 +179,52 @@ int openblas_core_level(const std::string& core) {
   return it == kLevel.end() ? -1 : it->second;
 }
 
+namespace {
+// Set for the restarted program only, to OpenBLAS's own choice; removed once read.
+constexpr const char* kOwnCoreVariable = "TESSERA_OPENBLAS_OWN_CORE";
+std::string& replaced_core() {
+  static std::string core;
+  return core;
+}
+}  // namespace
+
+void use_best_blas_core(char** argv) {
+  if (const char* own = std::getenv(kOwnCoreVariable); own != nullptr) {
+    replaced_core() = own;
+    unsetenv(kOwnCoreVariable);
+    return;
+  }
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || argv == nullptr) return;
+  const BlasKernels blas = blas_kernels();
+  if (!blas.weaker) return;
+  setenv("OPENBLAS_CORETYPE", blas.best.c_str(), 1);
+  setenv(kOwnCoreVariable, blas.chosen.c_str(), 1);
+  std::fflush(nullptr);
+  execv("/proc/self/exe", argv);
+  // No restart (no /proc?): the program goes on with OpenBLAS's core, and says so.
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv(kOwnCoreVariable);
+}
+
+std::vector<std::string> openblas_cores_this_cpu_runs() {
+  std::vector<std::string> cores = {"Prescott"};
+  if (cpu_supports(CpuLevel::Avx)) cores.push_back("SandyBridge");
+  if (cpu_supports(CpuLevel::Avx2)) cores.insert(cores.end(), {"Haswell", "Zen"});
+  if (cpu_supports(CpuLevel::Avx512)) cores.push_back("SkylakeX");
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // CPUID leaf 7 subleaf 1, EAX bit 5: AVX512-BF16
+  if (cpu_supports(CpuLevel::Avx512) && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 &&
+      (eax & (1u << 5)) != 0)
+    cores.push_back("Cooperlake");
+#else
+  cores.clear();
+#endif
+  return cores;
+}
+
 BlasKernels blas_kernels() {
   BlasKernels b;
+  b.own = replaced_core();
   const char* core = openblas_get_corename();
   b.chosen = core != nullptr ? core : "";
   if (cpu_supports(CpuLevel::Avx512)) {
@@ -203,6 +250,9 @@ std::string cpu_kernels_description() {
   if (blas.weaker) {
     text += "; OpenBLAS core " + blas.chosen + " is weaker than this CPU's " + blas.best +
             " (set OPENBLAS_CORETYPE=" + blas.best + ")";
+  } else if (!blas.own.empty()) {
+    text +=
+        "; OpenBLAS core " + blas.chosen + " chosen by Tessera (OpenBLAS chose " + blas.own + ")";
   }
   return text;
 }

@@ -31,21 +31,35 @@ const KernelTable& kernels();
 // one when the library loads) and the widest of its x86-64 cores this CPU runs. OpenBLAS 0.3.21
 // falls back to an older core on CPUs it does not know (Prescott, SSE3 only, on a Xeon with
 // AVX512-FP16; Haswell on an AMD EPYC with AVX-512), and GEMM is then slower than it can be.
-// OPENBLAS_CORETYPE=<best>, set before the program starts, selects the better core.
+// OPENBLAS_CORETYPE=<best>, set before the program starts, selects the better core; Tessera's
+// programs set it themselves (use_best_blas_core).
 struct BlasKernels {
-  std::string chosen;   // openblas_get_corename(), e.g. "Haswell"
+  std::string chosen;   // openblas_get_corename(), e.g. "SkylakeX"
   std::string best;     // e.g. "SkylakeX"; empty when no claim can be made
   bool weaker = false;  // chosen is a known core with narrower vectors than best
+  std::string own;      // OpenBLAS's own choice when use_best_blas_core replaced it, else empty
 };
 BlasKernels blas_kernels();
+// The first call in a program's main(), before MPI or any thread of the program's own starts.
+// When OPENBLAS_CORETYPE is unset and OpenBLAS chose a weaker core than this CPU runs, the
+// program starts again in the same process (execv of /proc/self/exe with the same argv) with
+// OPENBLAS_CORETYPE=<best>: OpenBLAS reads the variable only when it loads. A value the user
+// set is kept, a weaker one included. Returns when nothing is to be done, in the restarted
+// program (which then reports the replaced core as BlasKernels::own), or when the exec failed.
+void use_best_blas_core(char** argv);
+// The OpenBLAS cores worth comparing on this CPU, narrowest first: one per vector width it runs
+// (Prescott, SandyBridge, Haswell, SkylakeX), Zen beside Haswell, Cooperlake when it has
+// AVX512-BF16. Benchmarks measure GEMM with each (OPENBLAS_CORETYPE in a child process).
+std::vector<std::string> openblas_cores_this_cpu_runs();
 // The ISA level of an OpenBLAS x86-64 core name (any case), or -1 when unknown: 0 SSE, 1 AVX,
 // 2 AVX2, 3 AVX-512.
 int openblas_core_level(const std::string& core);
 
 // "avx512 (built: baseline, avx, avx2, avx512); BLAS: OpenBLAS 0.3.21 ... Haswell ...", and
 // when OpenBLAS's core is weaker than the CPU allows, "; OpenBLAS core Haswell is weaker than
-// this CPU's SkylakeX (set OPENBLAS_CORETYPE=SkylakeX)": what --version and the summary's
-// provenance say of the CPU code.
+// this CPU's SkylakeX (set OPENBLAS_CORETYPE=SkylakeX)", or after use_best_blas_core replaced
+// the core, "; OpenBLAS core SkylakeX chosen by Tessera (OpenBLAS chose Haswell)": what --version
+// and the summary's provenance say of the CPU code.
 std::string cpu_kernels_description();
 
 // OpenMP threads of the kernels (threads <= 0: unchanged).

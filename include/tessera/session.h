@@ -182,5 +182,12 @@ TESSERA_API std::string version();
 // The version, the source commit and the backends: "Tessera 0.2.0 (commit 5f9d58b3c2a1, CPU
 // only)", then a line with the CPU kernels in use, as every program's --version prints it.
 TESSERA_API std::string build_description();
+// A program's first call, before MPI_Init: when the CPU runs faster GEMM kernels than the ones
+// OpenBLAS chose for it (OpenBLAS 0.3.21 falls back to older ones on CPUs it does not know) and
+// OPENBLAS_CORETYPE is unset, the program starts again in the same process with the variable
+// naming the better core (OpenBLAS reads it only when it loads); otherwise this returns at once.
+// Every Tessera program calls it; build_description() then names both cores. A value of
+// OPENBLAS_CORETYPE the user set is kept.
+TESSERA_API void use_best_blas_core(char** argv);
 
 }  // namespace tessera

@@ -17,8 +17,8 @@ cat "$out"
 check_status "$status" bench_foundation
 check_lines "$out" '^# bench_foundation: preset default | threads 2 ' '^| kernel | F | median ms' \
   '^| SpMM | 256 |' '^| product, layers |' '^| warm-up | timed epochs |' '^| format | file MB' \
-  '^| ogb_raw |' '^| hdf5 |'
-for kind in dataset train copy spmm gemm load machine; do
+  '^| ogb_raw |' '^| hdf5 |' '^## GEMM GFLOP/s with each OpenBLAS core' '^| product, layers | Prescott |'
+for kind in dataset train copy spmm gemm gemm_core gemm_vs_best load machine; do
   check_lines "$out" "^{\"bench\":\"$kind\""
 done
 check_json_copy "$out" "$lines"
