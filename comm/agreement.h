@@ -34,6 +34,12 @@ class AgreedError : public Error {
 // `local_error` is null when this rank succeeded.
 void agree_on_status(Communicator& comm, std::string_view phase, std::exception_ptr local_error);
 
+// A timeout (a peer is gone) and a notice that another rank ends the job (Error(Remote)) are
+// passed on as they are: no rank would answer an agreement.
+inline bool not_agreed(const Error& e) {
+  return e.category() == ErrorCategory::Timeout || e.category() == ErrorCategory::Remote;
+}
+
 // Runs fn() and agrees on the outcome: fn's result when every rank succeeded. fn must not call
 // collectives that a failure could make some ranks skip, unless they are themselves agreed
 // phases: an AgreedError from inside fn is passed on as it is (all ranks hold it already). So is
@@ -48,7 +54,7 @@ auto run_agreed(Communicator& comm, std::string_view phase, F&& fn) {
     } catch (const AgreedError&) {
       throw;  // agreed inside fn: every rank already holds this same error
     } catch (const Error& e) {
-      if (e.category() == ErrorCategory::Timeout) throw;  // a peer is gone: nobody to agree with
+      if (not_agreed(e)) throw;  // a peer is gone or ends the job: nobody to agree with
       error = std::current_exception();
     } catch (...) {
       error = std::current_exception();
@@ -61,7 +67,7 @@ auto run_agreed(Communicator& comm, std::string_view phase, F&& fn) {
     } catch (const AgreedError&) {
       throw;  // agreed inside fn: every rank already holds this same error
     } catch (const Error& e) {
-      if (e.category() == ErrorCategory::Timeout) throw;  // a peer is gone: nobody to agree with
+      if (not_agreed(e)) throw;  // a peer is gone or ends the job: nobody to agree with
       error = std::current_exception();
     } catch (...) {
       error = std::current_exception();

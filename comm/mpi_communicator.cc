@@ -31,6 +31,7 @@ std::atomic<std::size_t> g_chunk_bytes{kDefaultChunkBytes};
 // How long a pending request's destructor lets a send finish (or a cancelled receive report
 // back) before it hands the request to MPI with MPI_Request_free.
 constexpr double kReleaseGraceSeconds = 1.0;
+constexpr double kEndingGraceSeconds = 0.05;
 
 using Clock = std::chrono::steady_clock;
 
@@ -57,16 +58,18 @@ bool mpi_finalized() {
   return finalized != 0;
 }
 
-// Polls one collective request until it completes; throws Error(Timeout) at the deadline. A
+// Polls one collective request until it completes; throws Error(Timeout) at the deadline, and
+// Error(Remote) when `notices` has one (another rank ends the job). A
 // collective request cannot be cancelled or freed (MPI forbids both), so after a timeout the
 // request stays pending: the buffer may still be written and the communicator must only be
 // aborted or destroyed.
-void poll_collective(MPI_Request& request, const Deadline& deadline, double timeout_s,
-                     int ranks, std::string_view what) {
+void poll_collective(MPI_Request& request, const Deadline& deadline, double timeout_s, int ranks,
+                     std::string_view what, AbortNotices* notices = nullptr) {
   for (;;) {
     int done = 0;
     TESSERA_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
     if (done) return;
+    if (notices != nullptr) notices->check(what);
     if (deadline.passed()) {
       TESSERA_FAIL(Timeout, what, " did not complete within ", timeout_s,
                    " s (waiting for the other ", ranks - 1, " of ", ranks,
@@ -80,7 +83,7 @@ void poll_collective(MPI_Request& request, const Deadline& deadline, double time
 // number of calls whatever the size); `post(data, count, &request)` starts it.
 template <class T, class Post>
 void chunked_collective(std::span<T> values, double timeout_s, int ranks, std::string_view what,
-                        Post post) {
+                        AbortNotices* notices, Post post) {
   const std::size_t chunk_elements = std::max<std::size_t>(1, g_chunk_bytes.load() / sizeof(T));
   const Deadline deadline(timeout_s);
   std::size_t offset = 0;
@@ -88,7 +91,7 @@ void chunked_collective(std::span<T> values, double timeout_s, int ranks, std::s
     const std::size_t count = std::min(chunk_elements, values.size() - offset);
     MPI_Request request = MPI_REQUEST_NULL;
     post(values.data() + offset, static_cast<int>(count), &request);
-    poll_collective(request, deadline, timeout_s, ranks, what);
+    poll_collective(request, deadline, timeout_s, ranks, what, notices);
     offset += count;
   } while (offset < values.size());
 }
@@ -103,8 +106,14 @@ class MpiRequest final : public Request {
  public:
   enum class Kind { Send, Receive };
 
-  MpiRequest(Kind kind, int peer, int tag, std::size_t bytes, double timeout_s)
-      : kind_(kind), peer_(peer), tag_(tag), bytes_(bytes), timeout_s_(timeout_s) {}
+  MpiRequest(Kind kind, int peer, int tag, std::size_t bytes, double timeout_s,
+             std::shared_ptr<AbortNotices> notices)
+      : kind_(kind),
+        peer_(peer),
+        tag_(tag),
+        bytes_(bytes),
+        timeout_s_(timeout_s),
+        notices_(std::move(notices)) {}
   MpiRequest(const MpiRequest&) = delete;
   MpiRequest& operator=(const MpiRequest&) = delete;
 
@@ -123,8 +132,9 @@ class MpiRequest final : public Request {
         if (handle != MPI_REQUEST_NULL) MPI_Cancel(&handle);
       }
     }
-    const Deadline grace(timeout_s_ > 0.0 ? std::min(timeout_s_, kReleaseGraceSeconds)
-                                          : kReleaseGraceSeconds);
+    // A job that is ending (abort notices) waits for nothing: its ranks only clean up.
+    const double grace_s = job_is_ending() ? kEndingGraceSeconds : kReleaseGraceSeconds;
+    const Deadline grace(timeout_s_ > 0.0 ? std::min(timeout_s_, grace_s) : grace_s);
     for (;;) {
       for (MPI_Request& handle : handles_) {
         if (handle == MPI_REQUEST_NULL) continue;
@@ -173,6 +183,7 @@ class MpiRequest final : public Request {
   void wait() override {
     const Deadline deadline(timeout_s_);
     while (!test()) {
+      if (notices_) notices_->check(describe());
       if (deadline.passed()) {
         TESSERA_FAIL(Timeout, describe(), " did not complete within ", timeout_s_, " s (rank ",
                      peer_, kind_ == Kind::Send ? " did not receive it)" : " did not send it)");
@@ -208,6 +219,7 @@ class MpiRequest final : public Request {
   int tag_;
   std::size_t bytes_;
   double timeout_s_;
+  std::shared_ptr<AbortNotices> notices_;
   std::vector<MPI_Request> handles_;
   std::vector<int> chunk_bytes_;
 };
@@ -225,9 +237,11 @@ void check_tag(MPI_Comm comm, int tag, const char* operation) {
 // message is still one (empty) message so that it is matched like any other.
 template <class Post>
 std::unique_ptr<Request> post_chunks(MpiRequest::Kind kind, std::size_t bytes, int peer, int tag,
-                                     double timeout_s, Post post) {
+                                     double timeout_s, std::shared_ptr<AbortNotices> notices,
+                                     Post post) {
   const std::size_t chunk = g_chunk_bytes.load();
-  auto request = std::make_unique<MpiRequest>(kind, peer, tag, bytes, timeout_s);
+  auto request =
+      std::make_unique<MpiRequest>(kind, peer, tag, bytes, timeout_s, std::move(notices));
   std::size_t offset = 0;
   std::size_t index = 0;
   do {
@@ -280,6 +294,29 @@ MpiSession::~MpiSession() {
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, double timeout_s) : timeout_s_(timeout_s) {
+  set_up(comm);
+  if (size_ == 1) return;  // nobody to notify
+  // The notices' own duplicate: collective like the first, which every rank has joined.
+  try {
+    MPI_Comm own = MPI_COMM_NULL;
+    MPI_Request request = MPI_REQUEST_NULL;
+    TESSERA_MPI_CHECK(MPI_Comm_idup(comm_, &own, &request));
+    poll_collective(request, Deadline(timeout_s), timeout_s, size_, "creating the communicator");
+    notices_ = std::make_shared<AbortNotices>(own);
+  } catch (...) {
+    MPI_Comm_free(&comm_);
+    throw;
+  }
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, double timeout_s,
+                                 std::shared_ptr<AbortNotices> notices)
+    : timeout_s_(timeout_s), notices_(std::move(notices)) {
+  set_up(comm);
+}
+
+void MpiCommunicator::set_up(MPI_Comm comm) {
+  const double timeout_s = timeout_s_;
   // The duplicate, under the deadline like every collective: a rank that never joins ends the
   // others' wait after timeout_s.
   {
@@ -318,11 +355,12 @@ std::unique_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {
   stall_if_injected(rank_, "splitting the communicator");
   MPI_Request request = MPI_REQUEST_NULL;
   TESSERA_MPI_CHECK(MPI_Ibarrier(comm_, &request));
-  poll_collective(request, Deadline(timeout_s_), timeout_s_, size_, "splitting the communicator");
+  poll_collective(request, Deadline(timeout_s_), timeout_s_, size_, "splitting the communicator",
+                  notices_.get());
   MPI_Comm part = MPI_COMM_NULL;
   TESSERA_MPI_CHECK(MPI_Comm_split(comm_, color, key, &part));
   try {
-    auto split = std::make_unique<MpiCommunicator>(part, timeout_s_);
+    auto split = std::unique_ptr<MpiCommunicator>(new MpiCommunicator(part, timeout_s_, notices_));
     MPI_Comm_free(&part);
     set_error_rank(rank_);  // errors keep naming the rank in the whole job
     return split;
@@ -340,10 +378,17 @@ MpiCommunicator::~MpiCommunicator() {
 void MpiCommunicator::barrier() {
   MPI_Request request = MPI_REQUEST_NULL;
   TESSERA_MPI_CHECK(MPI_Ibarrier(comm_, &request));
-  poll_collective(request, Deadline(timeout_s_), timeout_s_, size_, "barrier");
+  poll_collective(request, Deadline(timeout_s_), timeout_s_, size_, "barrier", notices_.get());
 }
 
-void MpiCommunicator::abort(int code) { abort_mpi_job(code); }
+void MpiCommunicator::abort(int code) {
+  if (notices_) notices_->end_job(code);
+  abort_mpi_job(code);
+}
+
+void MpiCommunicator::check_notices(std::string_view waiting_in) {
+  if (notices_) notices_->check(waiting_in);
+}
 
 void abort_mpi_job(int code) {
   // The launcher forwards this rank's stderr asynchronously; MPI_Abort right after the last
@@ -358,7 +403,7 @@ void abort_mpi_job(int code) {
 
 void MpiCommunicator::do_all_reduce_sum(std::span<float> values) {
   chunked_collective(values, timeout_s_, size_,
-                     describe_collective("all_reduce_sum", values.size(), "floats"),
+                     describe_collective("all_reduce_sum", values.size(), "floats"), notices_.get(),
                      [this](float* data, int count, MPI_Request* request) {
                        TESSERA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, count, MPI_FLOAT,
                                                         MPI_SUM, comm_, request));
@@ -368,7 +413,7 @@ void MpiCommunicator::do_all_reduce_sum(std::span<float> values) {
 void MpiCommunicator::do_all_reduce_sum(std::span<double> values) {
   chunked_collective(values, timeout_s_, size_,
                      describe_collective("all_reduce_sum", values.size(), "doubles"),
-                     [this](double* data, int count, MPI_Request* request) {
+                     notices_.get(), [this](double* data, int count, MPI_Request* request) {
                        TESSERA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, count, MPI_DOUBLE,
                                                         MPI_SUM, comm_, request));
                      });
@@ -377,7 +422,7 @@ void MpiCommunicator::do_all_reduce_sum(std::span<double> values) {
 void MpiCommunicator::do_all_reduce_max(std::span<std::int64_t> values) {
   chunked_collective(values, timeout_s_, size_,
                      describe_collective("all_reduce_max", values.size(), "int64 values"),
-                     [this](std::int64_t* data, int count, MPI_Request* request) {
+                     notices_.get(), [this](std::int64_t* data, int count, MPI_Request* request) {
                        TESSERA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, count, MPI_INT64_T,
                                                         MPI_MAX, comm_, request));
                      });
@@ -386,6 +431,7 @@ void MpiCommunicator::do_all_reduce_max(std::span<std::int64_t> values) {
 void MpiCommunicator::do_broadcast(std::span<std::byte> buffer, int root) {
   chunked_collective(buffer, timeout_s_, size_,
                      detail::concat("broadcast of ", buffer.size(), " bytes from rank ", root),
+                     notices_.get(),
                      [this, root](std::byte* data, int count, MPI_Request* request) {
                        TESSERA_MPI_CHECK(
                            MPI_Ibcast(data, count, MPI_BYTE, root, comm_, request));
@@ -395,7 +441,7 @@ void MpiCommunicator::do_broadcast(std::span<std::byte> buffer, int root) {
 std::unique_ptr<Request> MpiCommunicator::do_isend(std::span<const std::byte> buffer, int peer,
                                                    int tag) {
   check_tag(comm_, tag, "isend");
-  return post_chunks(MpiRequest::Kind::Send, buffer.size(), peer, tag, timeout_s_,
+  return post_chunks(MpiRequest::Kind::Send, buffer.size(), peer, tag, timeout_s_, notices_,
                      [&](std::size_t offset, int count, MPI_Request* request) {
                        TESSERA_MPI_CHECK(MPI_Isend(buffer.data() + offset, count, MPI_BYTE,
                                                    peer, tag, comm_, request));
@@ -405,7 +451,7 @@ std::unique_ptr<Request> MpiCommunicator::do_isend(std::span<const std::byte> bu
 std::unique_ptr<Request> MpiCommunicator::do_irecv(std::span<std::byte> buffer, int peer,
                                                    int tag) {
   check_tag(comm_, tag, "irecv");
-  return post_chunks(MpiRequest::Kind::Receive, buffer.size(), peer, tag, timeout_s_,
+  return post_chunks(MpiRequest::Kind::Receive, buffer.size(), peer, tag, timeout_s_, notices_,
                      [&](std::size_t offset, int count, MPI_Request* request) {
                        TESSERA_MPI_CHECK(MPI_Irecv(buffer.data() + offset, count, MPI_BYTE,
                                                    peer, tag, comm_, request));

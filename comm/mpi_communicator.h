@@ -7,6 +7,9 @@
 
 #include <mpi.h>
 
+#include <memory>
+
+#include "comm/abort_notice.h"
 #include "comm/communicator.h"
 
 namespace tessera {
@@ -27,7 +30,9 @@ class MpiSession {
 class MpiCommunicator final : public Communicator {
  public:
   // Duplicates `comm` (so Tessera's messages never mix with the caller's), sets
-  // MPI_ERRORS_RETURN on the duplicate and records the rank for error messages.
+  // MPI_ERRORS_RETURN on the duplicate and records the rank for error messages. A second
+  // duplicate carries abort notices (comm/abort_notice.h), shared with the communicators split
+  // from this one.
   explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD, double timeout_s = 900.0);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
@@ -36,7 +41,8 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void barrier() override;
-  [[noreturn]] void abort(int code) override;  // MPI_Abort on the world communicator
+  // MPI_Abort on the world communicator, once the other ranks have cleaned up (abort notices).
+  [[noreturn]] void abort(int code) override;
   void set_timeout(double seconds) override { timeout_s_ = seconds; }
   double timeout() const override { return timeout_s_; }
   MPI_Comm handle() const { return comm_; }
@@ -44,6 +50,9 @@ class MpiCommunicator final : public Communicator {
   int ranks_on_node() const { return local_size_; }
   // This rank's place among them (0-based, in rank order).
   int rank_on_node() const { return local_rank_; }
+  // Throws Error(Remote) when another rank has announced that it ends the job; every wait of
+  // this communicator calls it (for waits of its own, such as NCCL's).
+  void check_notices(std::string_view waiting_in);
 
  protected:
   void do_all_reduce_sum(std::span<float> values) override;
@@ -56,12 +65,17 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Communicator> do_split(int color, int key) override;
 
  private:
+  // A communicator split from another: `comm` is duplicated, the notices are the parent's.
+  MpiCommunicator(MPI_Comm comm, double timeout_s, std::shared_ptr<AbortNotices> notices);
+  void set_up(MPI_Comm comm);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
   int local_size_ = 1;
   int local_rank_ = 0;
   double timeout_s_ = 900.0;
+  std::shared_ptr<AbortNotices> notices_;
 };
 
 }  // namespace tessera

@@ -145,6 +145,7 @@ void NcclCommunicator::wait_for(const void* event, const std::string& what) {
                          std::chrono::duration<double>(forever ? 0.0 : std::min(timeout_s_, 1e9)));
   while (!done.done()) {
     check_async_error(what);
+    bootstrap_->check_notices(what);  // another rank ends the job
     if (!forever && Clock::now() > deadline) {
       failed_ = true;
       TESSERA_FAIL(Timeout, what, " did not complete within ", timeout_s_,

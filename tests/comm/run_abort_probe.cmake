@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs abort_probe under mpiexec and checks that a rank's error ends the whole job: a non-zero
-# exit, within LIMIT seconds (default 20), with "abort_probe: error: ... rank 1" on stderr.
-# cmake -DMPIEXEC=mpiexec -DNUMPROC_FLAG=-n -DRANKS=2 -DPROBE=path [-DPROBE_ARGS=--silent]
+# exit, within LIMIT seconds (default 20), with "abort_probe: error: ... rank 1" on stderr, and
+# every rank unwound first (no marker file left in WORKDIR, the probe's working folder).
+# cmake -DMPIEXEC=mpiexec -DNUMPROC_FLAG=-n -DRANKS=2 -DPROBE=path -DWORKDIR=dir [-DPROBE_ARGS=--silent]
 #       [-DPREFLAGS=a|b] [-DPOSTFLAGS=a|b] [-DLIMIT=20] -P run_abort_probe.cmake
 foreach(required MPIEXEC NUMPROC_FLAG RANKS PROBE)
   if(NOT DEFINED ${required})
@@ -14,8 +15,16 @@ endif()
 string(REPLACE "|" ";" preflags "${PREFLAGS}")
 string(REPLACE "|" ";" postflags "${POSTFLAGS}")
 
+# The probe's ranks leave marker files in their working folder unless they unwind.
+if(NOT DEFINED WORKDIR)
+  message(FATAL_ERROR "run_abort_probe.cmake: expected -DWORKDIR=..., got none")
+endif()
+file(REMOVE_RECURSE "${WORKDIR}")
+file(MAKE_DIRECTORY "${WORKDIR}")
+
 string(TIMESTAMP start_us "%s%f")  # microseconds since the epoch: seconds, then 6 digits
 execute_process(
+  WORKING_DIRECTORY "${WORKDIR}"
   COMMAND ${MPIEXEC} ${NUMPROC_FLAG} ${RANKS} ${preflags} ${PROBE} ${PROBE_ARGS} ${postflags}
   RESULT_VARIABLE result
   OUTPUT_VARIABLE output
@@ -39,4 +48,9 @@ endif()
 if(NOT errors MATCHES "abort_probe: error: [^\n]*rank 1")
   message(FATAL_ERROR "expected stderr to hold 'abort_probe: error: ...rank 1...', got:\n"
                       "${errors}")
+endif()
+file(GLOB markers "${WORKDIR}/rank-*.marker")
+if(markers)
+  message(FATAL_ERROR "expected every rank to unwind before the job ended (abort notices), "
+                      "these ranks did not: ${markers}")
 endif()
