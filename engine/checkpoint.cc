@@ -2,7 +2,8 @@
 // Checkpoint files: the arrays (params, adam_m, adam_v, buffers) as f32 datasets with Fletcher-32
 // per chunk; everything else as one JSON document (doubles printed to round-trip exactly)
 // stored as bytes packed into an int64 dataset; a FNV-1a checksum over all of it as an
-// attribute. Written through an in-memory image so that the file appears by rename only.
+// attribute. Written through an in-memory image so that the file appears by rename only; the
+// image is followed by a seal (its length and hash) that is checked before HDF5 reads a byte.
 #include "engine/checkpoint.h"
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/fuzzing.h"
+#include "core/hash.h"
 #include "datasets/dataset.h"
 #include "datasets/hdf5_io.h"
 #include "datasets/json_fields.h"
@@ -34,6 +36,43 @@ constexpr int kCategories = static_cast<int>(TrafficCategory::Count);
 constexpr const char* kKind = "tessera-checkpoint";
 // The JSON state (records, identity) is far smaller; a larger size is a corrupt header.
 constexpr std::int64_t kMaxStateBytes = std::int64_t{1} << 40;
+
+constexpr char kSealMagic[8] = {'T', 'S', 'R', 'S', 'E', 'A', 'L', '1'};
+
+std::uint64_t image_hash(std::span<const std::byte> image) {
+  Hasher h;
+  h.add_bytes(image.data(), image.size());
+  return h.finish();
+}
+
+void append_seal(std::vector<std::byte>& image) {
+  const std::uint64_t words[2] = {image.size(), image_hash(image)};
+  const std::size_t at = image.size();
+  image.resize(at + kCheckpointSealBytes);
+  std::memcpy(image.data() + at, kSealMagic, 8);
+  std::memcpy(image.data() + at + 8, words, 16);
+}
+
+// The HDF5 image inside a checkpoint file's bytes: without the seal once it is checked (or all of
+// the bytes when there is none: files of formats 1 to 3). `sealed` says which.
+std::span<const std::byte> unsealed(std::span<const std::byte> file, const std::string& label,
+                                    bool& sealed) {
+  sealed = file.size() >= kCheckpointSealBytes &&
+           std::memcmp(file.data() + file.size() - kCheckpointSealBytes, kSealMagic, 8) == 0;
+  if (!sealed) return file;
+  const std::span<const std::byte> image = file.first(file.size() - kCheckpointSealBytes);
+  std::uint64_t words[2];
+  std::memcpy(words, file.data() + image.size() + 8, 16);
+  if (!kVerifyChecksums) return image;  // fuzzing: let the inputs reach the parser
+  TESSERA_CHECK(words[0] == image.size(), InvalidInput, label, ": the seal records ", words[0],
+                " bytes of checkpoint, the file holds ", image.size(),
+                ": the file is cut short or corrupt");
+  const std::uint64_t found = image_hash(image);
+  TESSERA_CHECK(found == words[1], InvalidInput, label, ": the seal's hash does not match (stored ",
+                fingerprint_hex(words[1]), ", computed ", fingerprint_hex(found),
+                "): the file is corrupt");
+  return image;
+}
 
 // FNV-1a over a sequence of byte ranges.
 class Checksum {
@@ -287,12 +326,16 @@ std::vector<std::byte> checkpoint_image(const CheckpointState& s) {
   }
   w.array("state", hdf5::kInt64, packed.data(), static_cast<std::int64_t>(packed.size()), 1, 1,
           false);
-  return w.image();
+  std::vector<std::byte> image = w.image();
+  append_seal(image);
+  return image;
 }
 
-CheckpointState checkpoint_from_image(std::span<const std::byte> image, const std::string& label) {
+CheckpointState checkpoint_from_image(std::span<const std::byte> file, const std::string& label) {
   CheckpointState s;
   try {
+    bool sealed = false;
+    const std::span<const std::byte> image = unsealed(file, label, sealed);
     hdf5::Reader r(image, label);
     TESSERA_CHECK(r.has_attribute("kind") && r.string_attribute("kind") == kKind, InvalidInput,
                   label, ": not a Tessera checkpoint");
@@ -300,6 +343,9 @@ CheckpointState checkpoint_from_image(std::span<const std::byte> image, const st
     TESSERA_CHECK(format >= 1 && format <= kCheckpointFormat, InvalidInput, label,
                   ": checkpoint format ", format, ", this version reads formats 1 to ",
                   kCheckpointFormat);
+    TESSERA_CHECK(sealed || format < 4 || !kVerifyChecksums, InvalidInput, label,
+                  ": a checkpoint of format ", format,
+                  " without its seal: the file is cut short or corrupt");
     const std::int64_t state_bytes = r.int64_attribute("state_bytes");
     const std::uint64_t checksum = r.uint64_attribute("checksum");
     s.params = r.vector<float>("params", hdf5::kFloat32, -1);

@@ -25,8 +25,13 @@
 namespace tessera {
 
 // Format 2 adds the best epoch's weights (--restore-best), format 3 the runner's state (the
-// pipeline's historical buffers); files of formats 1 and 2 still load.
-inline constexpr std::int64_t kCheckpointFormat = 3;
+// pipeline's historical buffers), format 4 the seal after the HDF5 image (below); files of
+// formats 1 to 3 still load.
+inline constexpr std::int64_t kCheckpointFormat = 4;
+// The seal: 24 bytes after the HDF5 image — "TSRSEAL1", then the image's length and its hash
+// (core/hash.h), each a little-endian uint64. A checkpoint's bytes are checked against it
+// before HDF5 parses any of them: HDF5 1.10 can crash on corrupt metadata (docs/robustness.md).
+inline constexpr std::size_t kCheckpointSealBytes = 24;
 // Runner arrays one checkpoint may hold (a pipeline keeps two per layer).
 inline constexpr std::int64_t kMaxRunnerArrays = 4096;
 
@@ -56,8 +61,9 @@ struct CheckpointState {
   std::vector<NodeArray> runner_state;
 };
 
-// The HDF5 image of a checkpoint, and back. from_image verifies format and checksum and throws
-// InvalidInput naming `label` when the file is truncated, corrupt or not a checkpoint.
+// The file image of a checkpoint (HDF5, then the seal), and back. from_image verifies the seal
+// (a file of format 4 or later must have one), format and checksum and throws InvalidInput
+// naming `label` when the file is truncated, corrupt or not a checkpoint.
 std::vector<std::byte> checkpoint_image(const CheckpointState& state);
 CheckpointState checkpoint_from_image(std::span<const std::byte> image, const std::string& label);
 
