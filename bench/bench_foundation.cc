@@ -222,6 +222,7 @@ struct GemmResult {
   GemmShape shape;
   double median_s = 0, min_s = 0;
   double flops() const { return 2.0 * double(shape.m) * double(shape.k) * double(shape.n); }
+  double gflops() const { return flops() / median_s / kGB; }
 };
 
 // Per layer l (width in -> out): forward X·W, weight gradient X^T·dY, and for l > 1 the input
@@ -509,8 +510,7 @@ void print_gemm_train_tables(const Flags& flags, const Measurements& m) {
   for (const GemmResult& r : m.gemm) {
     std::printf("| %s | %lld x %lld x %lld | %.3f | %.3f | %.2f |\n", r.shape.what.c_str(),
                 static_cast<long long>(r.shape.m), static_cast<long long>(r.shape.k),
-                static_cast<long long>(r.shape.n), 1e3 * r.median_s, 1e3 * r.min_s,
-                r.flops() / r.median_s / kGB);
+                static_cast<long long>(r.shape.n), 1e3 * r.median_s, 1e3 * r.min_s, r.gflops());
   }
   const TrainResult& t = m.train;
   std::printf("\n## Training step (GCN, %d layers, hidden %lld, dropout 0.5)\n\n", flags.layers,
@@ -597,10 +597,16 @@ void run_gemm(const Flags& flags, Measurements& m, JsonLines& out) {
   m.gemm = measure_gemm(
       gcn_gemm_shapes(m.num_nodes, m.f_in, flags.hidden, m.outputs, flags.layers), flags.repeats);
   for (const GemmResult& r : m.gemm) {
-    out.emit("gemm", {{"what", r.shape.what}, {"trans_a", r.shape.trans_a},
-                      {"trans_b", r.shape.trans_b}, {"m", r.shape.m}, {"k", r.shape.k},
-                      {"n", r.shape.n}, {"repeats", flags.repeats}, {"median_s", r.median_s},
-                      {"min_s", r.min_s}, {"gflops", r.flops() / r.median_s / kGB}});
+    out.emit("gemm", {{"what", r.shape.what},
+                      {"trans_a", r.shape.trans_a},
+                      {"trans_b", r.shape.trans_b},
+                      {"m", r.shape.m},
+                      {"k", r.shape.k},
+                      {"n", r.shape.n},
+                      {"repeats", flags.repeats},
+                      {"median_s", r.median_s},
+                      {"min_s", r.min_s},
+                      {"gflops", r.gflops()}});
   }
 }
 
@@ -611,14 +617,14 @@ void run_gemm_by_core(const Flags& flags, Measurements& m, JsonLines& out) {
   if (cores.empty()) return;
   const ScratchDir scratch(flags.tmpdir.empty() ? fs::temp_directory_path()
                                                 : fs::path(flags.tmpdir));
+  std::vector<std::string> shapes;
+  for (const GemmResult& r : m.gemm) shapes.push_back(shape_text(r.shape));
   for (const std::string& core : cores) {
     m.gemm_by_core.push_back(measure_gemm_with_core(core, flags, scratch.path()));
     const CoreGemm& c = m.gemm_by_core.back();
-    std::vector<std::string> mine;
-    for (const GemmResult& r : m.gemm) mine.push_back(shape_text(r.shape));
-    TESSERA_CHECK(c.shapes == mine, Internal, "bench_foundation with OPENBLAS_CORETYPE=", core,
+    TESSERA_CHECK(c.shapes == shapes, Internal, "bench_foundation with OPENBLAS_CORETYPE=", core,
                   " measured other GEMM shapes (", join(c.shapes), ") than this run's (",
-                  join(mine), ")");
+                  join(shapes), ")");
     for (std::size_t i = 0; i < m.gemm.size(); ++i)
       out.emit("gemm_core", {{"core", c.asked},
                              {"openblas_core", c.got},
@@ -630,7 +636,7 @@ void run_gemm_by_core(const Flags& flags, Measurements& m, JsonLines& out) {
     const CoreGemm* best = &m.gemm_by_core.front();
     for (const CoreGemm& c : m.gemm_by_core)
       if (c.gflops[i] > best->gflops[i]) best = &c;
-    const double mine = m.gemm[i].flops() / m.gemm[i].median_s / kGB;
+    const double mine = m.gemm[i].gflops();
     out.emit("gemm_vs_best", {{"what", m.gemm[i].shape.what},
                               {"core_in_use", in_use},
                               {"gflops_in_use", mine},
@@ -657,7 +663,7 @@ void print_gemm_by_core_table(const Measurements& m) {
       std::printf(" %.2f |", c.gflops[i]);
       best = std::max(best, c.gflops[i]);
     }
-    const double mine = m.gemm[i].flops() / m.gemm[i].median_s / kGB;
+    const double mine = m.gemm[i].gflops();
     std::printf(" %.2f | %.2f |\n", mine, mine / best);
   }
 }
