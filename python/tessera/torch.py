@@ -271,7 +271,9 @@ def _glorot_(weight):
 class GCNConv(torch.nn.Module):
     """PyG's GCNConv over a DistributedGraph: lin (Linear without bias, weight out x in,
     glorot), then D^-1/2 (A+I) D^-1/2 aggregation, then bias (zeros). normalize=False
-    aggregates the plain sum over neighbours (PyG's behaviour without normalisation)."""
+    aggregates the plain sum over neighbours (PyG's behaviour without normalisation). When
+    in_channels < out_channels it aggregates first, (A x) W: the same values up to rounding,
+    with the narrower width through the halo exchange and SpMM."""
 
     def __init__(self, in_channels, out_channels, improved=False, cached=False,
                  add_self_loops=None, normalize=True, bias=True, **kwargs):
@@ -299,8 +301,18 @@ class GCNConv(torch.nn.Module):
         _check_graph(edge_index)
         if edge_weight is not None:
             raise ValueError("edge_weight: the graph's operators are unweighted")
-        out = aggregate(self.lin(x), edge_index, "gcn" if self.normalize else "sum")
-        return out if self.bias is None else out + self.bias
+        op = "gcn" if self.normalize else "sum"
+        # A (x W) = (A x) W: the narrower width goes through the aggregation (its SpMM and halo
+        # traffic), as in Tessera's own layer; when x needs no gradient (the input features),
+        # aggregating first also leaves backward without an aggregation.
+        if x.dim() == 2 and x.shape[1] < self.out_channels:
+            mixed = aggregate(x, edge_index, op)
+            if self.bias is None:
+                return self.lin(mixed)
+            return torch.addmm(self.bias, mixed, self.lin.weight.t())
+        out = aggregate(self.lin(x), edge_index, op)
+        # In place: the aggregation keeps nothing for its backward, so no saved tensor changes.
+        return out if self.bias is None else out.add_(self.bias)
 
     def __repr__(self):
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"

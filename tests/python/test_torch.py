@@ -122,6 +122,33 @@ class Layers(unittest.TestCase):
         torch.testing.assert_close(summed(x, graph),
                                    torch.sparse.mm(ops["sum"], x @ summed.lin.weight.T))
 
+    def test_a_widening_gcn_aggregates_first_with_the_same_values_and_gradients(self):
+        # in < out: GCNConv computes (A x) W + b, which must equal PyG's A (x W) + b, gradients
+        # of x, weight and bias included.
+        data = ring_data()
+        graph = tt.DistributedGraph(data)
+        ops = ref.operators(data.edge_index, 60)
+        for normalize, bias in ((True, True), (False, False)):
+            conv = tt.GCNConv(3, 8, normalize=normalize, bias=bias)
+            if bias:
+                torch.nn.init.normal_(conv.bias)
+            x = torch.randn(60, 3, requires_grad=True)
+            x_ref = x.detach().clone().requires_grad_(True)
+            w_ref = conv.lin.weight.detach().clone().requires_grad_(True)
+            b_ref = conv.bias.detach().clone().requires_grad_(True) if bias else None
+            out = conv(x, graph)
+            expected = torch.sparse.mm(ops["gcn" if normalize else "sum"], x_ref @ w_ref.T)
+            if bias:
+                expected = expected + b_ref
+            torch.testing.assert_close(out, expected)
+            upstream = torch.randn(60, 8)
+            out.backward(upstream)
+            expected.backward(upstream)
+            torch.testing.assert_close(x.grad, x_ref.grad)
+            torch.testing.assert_close(conv.lin.weight.grad, w_ref.grad)
+            if bias:
+                torch.testing.assert_close(conv.bias.grad, b_ref.grad)
+
 
 class Aggregation(unittest.TestCase):
     def setUp(self):
