@@ -5,9 +5,10 @@ tessera.torch against the same model in Tessera's native train_gcn at the same r
 against PyTorch Geometric's GCNConv on one process, all on the same graph and one thread per
 rank, in one run. The torch path's dropout is tessera.torch.dropout (Tessera's masks, as native
 training draws them); PyG's is F.dropout. Prints the median training-step time (epochs after the first; evaluation
-excluded) and the ratio to native.
+excluded), the ratio to native and each system's peak resident memory. The torch path runs with
+glibc's malloc as it is and with tessera.torch.keep_freed_memory() (TESSERA_TORCH_MALLOC=keep).
 
-  python3 bench/torch_path.py [--build build] [--ranks 1,2] [--epochs 20]
+  python3 bench/torch_path.py [--build build] [--ranks 1,2] [--epochs 20] [--malloc default,keep]
                               [--dataset synth:arxiv-like] [--pyg-python VENV/bin/python]
                               [--pyg-epochs 5]
 
@@ -17,6 +18,7 @@ bench/peers); without it the PyG row is left out. Runs the workers itself under 
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,9 +61,13 @@ def worker(args):
         optimizer.step()
         step = torch.tensor([time.perf_counter() - clock], dtype=torch.float64)
         times.append(graph.global_sum(step) / graph.size)  # the mean over ranks
+    # Peak resident memory, the largest over ranks (ru_maxrss is in KiB on Linux).
+    peaks = torch.zeros(graph.size, dtype=torch.float64)
+    peaks[graph.rank] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
+    graph.all_reduce_(peaks)
     if graph.rank == 0:
         with open(args.out, "w") as f:
-            json.dump({"epoch_s": times}, f)
+            json.dump({"epoch_s": times, "peak_rss_bytes": peaks.max().item()}, f)
 
 
 def median_after_first(times):
@@ -80,6 +86,8 @@ def main():
     p.add_argument("--dataset", default="synth:arxiv-like")
     p.add_argument("--pyg-python", default="")
     p.add_argument("--pyg-epochs", type=int, default=5, help="PyG's epochs (slow on one thread)")
+    p.add_argument("--malloc", default="default,keep",
+                   help="the torch path's malloc policies (TESSERA_TORCH_MALLOC): default, keep")
     p.add_argument("--mpiexec", default="mpiexec")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default="", help=argparse.SUPPRESS)
@@ -95,20 +103,29 @@ def main():
         for k in [int(r) for r in args.ranks.split(",")]:
             launch = [args.mpiexec, "-n", str(k)]
             metrics = os.path.join(tmp, f"native{k}.jsonl")
+            summary = os.path.join(tmp, f"native{k}.json")
             run(launch + [train_gcn, "--dataset", args.dataset, "--epochs", str(args.epochs),
                           "--eval-every", str(args.epochs), "--metrics", metrics, "--quiet",
+                          "--summary", summary,
                           "--num-layers", str(MODEL["num_layers"]), "--hidden-channels",
                           str(MODEL["hidden_channels"]), "--dropout", str(MODEL["dropout"]),
                           "--lr", str(MODEL["lr"])], env)
             with open(metrics) as f:
                 native = median_after_first([json.loads(line)["epoch_s"] for line in f])
-            out = os.path.join(tmp, f"torch{k}.json")
-            run(launch + [sys.executable, os.path.abspath(__file__), "--worker", "--dataset",
-                          args.dataset, "--epochs", str(args.epochs), "--out", out], env)
-            with open(out) as f:
-                torch_path = median_after_first(json.load(f)["epoch_s"])
-            rows.append(("Tessera native (train_gcn)", k, native, native))
-            rows.append(("tessera.torch", k, torch_path, native))
+            with open(summary) as f:
+                native_peak = json.load(f)["peak_rss_bytes_max"]
+            rows.append(("Tessera native (train_gcn)", k, native, native, native_peak))
+            # The torch path with glibc's malloc as it is, then with keep_freed_memory().
+            for policy in args.malloc.split(","):
+                out = os.path.join(tmp, f"torch{k}-{policy}.json")
+                run(launch + [sys.executable, os.path.abspath(__file__), "--worker", "--dataset",
+                              args.dataset, "--epochs", str(args.epochs), "--out", out],
+                    dict(env, TESSERA_TORCH_MALLOC=policy))
+                with open(out) as f:
+                    result = json.load(f)
+                name = "tessera.torch" + (" (malloc keep)" if policy == "keep" else "")
+                rows.append((name, k, median_after_first(result["epoch_s"]), native,
+                             result["peak_rss_bytes"]))
         if args.pyg_python:
             folder = os.path.join(tmp, "graph")
             run([os.path.join(args.build, "apps", "tessera_data"), "generate", "--preset",
@@ -122,19 +139,22 @@ def main():
                 sum(([f"--{k.replace('_', '-')}", str(v)] for k, v in MODEL.items()), []), env)
             with open(metrics) as f:
                 pyg = median_after_first([json.loads(line)["epoch_s"] for line in f])
+            with open(os.path.join(tmp, "pyg.json")) as f:
+                pyg_peak = json.load(f).get("peak_rss_bytes", 0)
             native_1 = next((r[2] for r in rows if r[0].startswith("Tessera") and r[1] == 1), None)
-            rows.append(("PyG GCNConv (one process)", 1, pyg, native_1))
+            rows.append(("PyG GCNConv (one process)", 1, pyg, native_1, pyg_peak))
 
     version = subprocess.run([train_gcn, "--version"], check=True, capture_output=True,
                              text=True, env=env).stdout.strip().splitlines()
     print(version[-1])  # the CPU kernels and OpenBLAS's core (torch's OpenBLAS is Debian's too)
     print(f"GCN {MODEL['num_layers']}x{MODEL['hidden_channels']} on {args.dataset}, "
           f"{args.epochs} epochs, 1 thread per rank: median training step (epochs 2..)")
-    print(f"| {'system':<28} | ranks | step s | vs native |")
-    print(f"|{'-' * 30}|-------|--------|-----------|")
-    for name, k, seconds, native in rows:
+    print(f"| {'system':<28} | ranks | step s | vs native | peak RSS MiB (largest rank) |")
+    print(f"|{'-' * 30}|-------|--------|-----------|-----------------------------|")
+    for name, k, seconds, native, peak in rows:
         ratio = f"{seconds / native:.2f}x" if native else "-"
-        print(f"| {name:<28} | {k:>5} | {seconds:6.3f} | {ratio:>9} |")
+        peak_text = f"{peak / 2**20:.0f}" if peak else "-"
+        print(f"| {name:<28} | {k:>5} | {seconds:6.3f} | {ratio:>9} | {peak_text:>27} |")
     return 0
 
 

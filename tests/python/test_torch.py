@@ -7,6 +7,7 @@ ValueError naming the argument. (torch_cora.py compares training with the refere
 4 ranks.)"""
 import os
 import subprocess
+import sys
 import tempfile
 import types
 import unittest
@@ -242,6 +243,46 @@ class SessionWeightsInPyGLayout(unittest.TestCase):
             bad["convs.0.bias"] = bad["convs.0.bias"].copy()
             bad["convs.0.bias"][0, 1] = np.nan
             session.set_weights(bad)
+
+
+# Run in a fresh interpreter: how much of a freed 64 MB tensor stays resident, before and after
+# the first DistributedGraph, then after keep_freed_memory().
+_HEAP_PROBE = """
+import torch
+import tessera.torch as tt
+def kept_mb():
+    def resident():
+        return int(open("/proc/self/statm").read().split()[1]) * 4096
+    base = resident()
+    t = torch.ones(16 * 2**20)  # 64 MB, every page touched
+    del t
+    return (resident() - base) / 2**20
+before = kept_mb()
+v = torch.arange(8)
+tt.DistributedGraph(torch.stack([v, (v + 1) % 8]), x=torch.ones(8, 2), y=v % 2,
+                    train_idx=v[:4], valid_idx=v[4:6], test_idx=v[6:])
+with_graph = kept_mb()
+assert tt.keep_freed_memory()
+print(before, with_graph, kept_mb())
+"""
+
+
+class FreedMemory(unittest.TestCase):
+    def probe(self, **env):
+        out = subprocess.run([sys.executable, "-c", _HEAP_PROBE], check=True, text=True,
+                             capture_output=True, env={**os.environ, **env}).stdout
+        return [float(value) for value in out.split()]
+
+    def test_freed_blocks_are_kept_for_reuse_only_when_asked(self):
+        # glibc returns a freed 64 MB block at once (its own mmap); keep_freed_memory() (or
+        # TESSERA_TORCH_MALLOC=keep at the first graph) makes it stay for the next result.
+        before, with_graph, kept = self.probe()
+        self.assertLess(before, 16, "glibc returned the block before any graph")
+        self.assertLess(with_graph, 16, "a graph alone must not change malloc's policy")
+        self.assertGreater(kept, 48, "keep_freed_memory() returned the freed block")
+        before, with_graph, kept = self.probe(TESSERA_TORCH_MALLOC="keep")
+        self.assertLess(before, 16)
+        self.assertGreater(with_graph, 48, "TESSERA_TORCH_MALLOC=keep did not apply")
 
 
 class BadInputIsValueError(unittest.TestCase):
