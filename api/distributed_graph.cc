@@ -210,6 +210,15 @@ Matrix DistributedGraph::targets() const {
   return api::to_matrix(impl_->part.targets);
 }
 
+std::vector<float> DistributedGraph::degrees() const {
+  impl_->require_loaded("degrees");
+  const LocalGraph& g = impl_->part.graph;
+  // LocalGraph::degrees holds the global degree plus the self loop, owned rows first.
+  std::vector<float> out(g.degrees.begin(), g.degrees.begin() + g.num_owned());
+  for (float& d : out) d -= 1.0f;
+  return out;
+}
+
 namespace {
 
 std::size_t split_index(const std::string& split) {

@@ -172,6 +172,14 @@ void bind_distributed_graph(py::module_& m) {
           "This rank's labels (-1: none); empty for a multi-label dataset.")
       .def("targets", [](const DistributedGraph& g) { return to_numpy(g.targets()); })
       .def(
+          "degrees",
+          [](const DistributedGraph& g) {
+            std::vector<float> d = g.degrees();
+            const auto rows = static_cast<py::ssize_t>(d.size());
+            return to_numpy(std::move(d), {rows});
+          },
+          "This rank's rows' degrees in the whole symmetrised graph (no self loops).")
+      .def(
           "split_rows",
           [](const DistributedGraph& g, const std::string& split) {
             try {

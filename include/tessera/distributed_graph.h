@@ -68,6 +68,9 @@ class TESSERA_API DistributedGraph {
   Matrix features() const;                   // (num_local, F)
   std::vector<std::int64_t> labels() const;  // (num_local), -1 = none; empty for multi-label
   Matrix targets() const;                    // (num_local, T) multi-label, NaN = missing
+  // (num_local) each row's degree in the whole symmetrised graph, self loops not counted (what
+  // the Gcn operator adds one to).
+  std::vector<float> degrees() const;
   // This rank's rows of a split ("train", "valid" or "test"), as local row indices.
   std::vector<std::int64_t> split_rows(const std::string& split) const;
   // Nodes of a split over all ranks.

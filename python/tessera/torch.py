@@ -175,6 +175,14 @@ class DistributedGraph:
         self._calls = 0
         self._dropouts = 0
 
+    def _improved_scale(self):
+        """(num_local, 1) (degree + 2)^-1/2: GCNConv(improved=True)'s normalisation, whose self
+        loops weigh 2 (global degrees, so that every rank weighs its rows as one process)."""
+        if getattr(self, "_improved", None) is None:
+            degrees = torch.from_numpy(self._core.degrees())
+            self._improved = (degrees + 2.0).rsqrt().unsqueeze(1)
+        return self._improved
+
     def _next_call(self):
         call = self._calls % self._core.num_layers
         self._calls += 1
@@ -299,21 +307,19 @@ class GCNConv(torch.nn.Module):
     glorot), then D^-1/2 (A+I) D^-1/2 aggregation, then bias (zeros). normalize=False
     aggregates the plain sum over neighbours (PyG's behaviour without normalisation). When
     in_channels < out_channels it aggregates first, (A x) W: the same values up to rounding,
-    with the narrower width through the halo exchange and SpMM."""
+    with the narrower width through the halo exchange and SpMM. improved=True normalises
+    A + 2I instead (self loops of weight 2, as PyG's)."""
 
     def __init__(self, in_channels, out_channels, improved=False, cached=False,
                  add_self_loops=None, normalize=True, bias=True, **kwargs):
         super().__init__()
-        if improved:
-            raise ValueError("improved: the (A + 2I) normalisation is not offered; use "
-                             "improved=False")
         if normalize and add_self_loops is False:
             raise ValueError("add_self_loops: the normalised operator always has self-loops; "
                              "use add_self_loops=True or normalize=False")
         if kwargs.get("aggr", "add") != "add":
             raise ValueError(f"aggr: GCNConv sums its messages, got {kwargs['aggr']!r}")
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.normalize, self.cached = normalize, cached
+        self.normalize, self.cached, self.improved = normalize, cached, improved
         self.lin = torch.nn.Linear(in_channels, out_channels, bias=False)
         self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
         self.reset_parameters()
@@ -327,18 +333,27 @@ class GCNConv(torch.nn.Module):
         _check_graph(edge_index)
         if edge_weight is not None:
             raise ValueError("edge_weight: the graph's operators are unweighted")
-        op = "gcn" if self.normalize else "sum"
         # A (x W) = (A x) W: the narrower width goes through the aggregation (its SpMM and halo
         # traffic), as in Tessera's own layer; when x needs no gradient (the input features),
         # aggregating first also leaves backward without an aggregation.
         if x.dim() == 2 and x.shape[1] < self.out_channels:
-            mixed = aggregate(x, edge_index, op)
+            mixed = self._propagate(x, edge_index)
             if self.bias is None:
                 return self.lin(mixed)
             return torch.addmm(self.bias, mixed, self.lin.weight.t())
-        out = aggregate(self.lin(x), edge_index, op)
+        out = self._propagate(self.lin(x), edge_index)
         # In place: the aggregation keeps nothing for its backward, so no saved tensor changes.
         return out if self.bias is None else out.add_(self.bias)
+
+    def _propagate(self, h, graph):
+        if not self.normalize:
+            return aggregate(h, graph, "sum")
+        if not self.improved:
+            return aggregate(h, graph, "gcn")
+        # improved: D^-1/2 (A + 2I) D^-1/2 h with D = degree + 2, from the plain sum.
+        scale = graph._improved_scale().to(h.dtype)
+        scaled = h * scale
+        return (aggregate(scaled, graph, "sum") + 2.0 * scaled) * scale
 
     def __repr__(self):
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"

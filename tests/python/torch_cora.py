@@ -76,6 +76,10 @@ def distributed_gradcheck():
         check(ok, f"gradcheck of {op} at {graph.size} ranks")
         expected = torch.sparse.mm(ops[op], x.detach().float())
         check(torch.allclose(fn(x).float(), expected, atol=1e-5), f"{op} forward vs reference")
+    # Every rank's rows carry their degree in the whole graph (improved GCN's normalisation).
+    degrees = ops["sum"].to_dense().sum(1)[ids]
+    check(torch.equal(torch.from_numpy(graph._core.degrees()), degrees),
+          f"degrees at {graph.size} ranks")
     graph.set_epoch(2)
     ok = torch.autograd.gradcheck(
         lambda whole: Scatter.apply(tt.dropout(Gather.apply(whole), graph, 0.3, key=1)), (x,),
