@@ -361,15 +361,14 @@ class GCNConv(torch.nn.Module):
 
 class SAGEConv(torch.nn.Module):
     """PyG's SAGEConv over a DistributedGraph: lin_l(aggr of neighbours) + lin_r(x), lin_l with
-    the bias, lin_r without; aggr 'mean' (default) or 'sum'/'add'; normalize: L2 rows."""
+    the bias, lin_r without; aggr 'mean' (default) or 'sum'/'add'; normalize: L2 rows;
+    project: the neighbours' features go through relu(lin(x)) (in x in, with bias) first."""
 
     def __init__(self, in_channels, out_channels, aggr="mean", normalize=False,
                  root_weight=True, project=False, bias=True, **kwargs):
         super().__init__()
         if aggr not in ("mean", "sum", "add"):
             raise ValueError(f"aggr: expected 'mean', 'sum' or 'add', got {aggr!r}")
-        if project:
-            raise ValueError("project: the projected variant is not offered; use project=False")
         if isinstance(in_channels, (tuple, list)):
             raise ValueError("in_channels: bipartite (tuple) inputs are not offered; the graph "
                              "is one node set")
@@ -378,15 +377,21 @@ class SAGEConv(torch.nn.Module):
         self.normalize, self.root_weight = normalize, root_weight
         self.lin_l = torch.nn.Linear(in_channels, out_channels, bias=bias)
         self.lin_r = torch.nn.Linear(in_channels, out_channels, bias=False) if root_weight else None
+        self.project = project
+        if project:
+            self.lin = torch.nn.Linear(in_channels, in_channels, bias=True)
 
     def reset_parameters(self):
+        if self.project:
+            self.lin.reset_parameters()
         self.lin_l.reset_parameters()
         if self.lin_r is not None:
             self.lin_r.reset_parameters()
 
     def forward(self, x, edge_index):
         _check_graph(edge_index)
-        out = self.lin_l(aggregate(x, edge_index, self.aggr))
+        neighbours = torch.relu(self.lin(x)) if self.project else x
+        out = self.lin_l(aggregate(neighbours, edge_index, self.aggr))
         if self.lin_r is not None:
             out = out + self.lin_r(x)
         if self.normalize:

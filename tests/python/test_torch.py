@@ -123,6 +123,24 @@ class Layers(unittest.TestCase):
         torch.testing.assert_close(summed(x, graph),
                                    torch.sparse.mm(ops["sum"], x @ summed.lin.weight.T))
 
+    def test_projected_sage_aggregates_relu_of_lin(self):
+        # PyG's project=True: lin_l(mean of relu(lin(x)) over neighbours) + lin_r(x), with the
+        # names lin.weight (in x in) and lin.bias; gradients reach all three Linears.
+        data = ring_data()
+        graph = tt.DistributedGraph(data)
+        ops = ref.operators(data.edge_index, 60)
+        sage = tt.SAGEConv(5, 3, project=True)
+        self.assertEqual(sage.state_dict()["lin.weight"].shape, (5, 5))
+        self.assertIn("lin.bias", sage.state_dict())
+        x = torch.randn(60, 5)
+        out = sage(x, graph)
+        projected = torch.relu(x @ sage.lin.weight.T + sage.lin.bias)
+        expected = sage.lin_l(torch.sparse.mm(ops["mean"], projected)) + sage.lin_r(x)
+        torch.testing.assert_close(out, expected)
+        out.sum().backward()
+        for lin in (sage.lin, sage.lin_l, sage.lin_r):
+            self.assertGreater(lin.weight.grad.abs().sum().item(), 0)
+
     def test_improved_gcn_normalises_a_plus_two_i(self):
         # PyG's improved=True: D^-1/2 (A + 2I) D^-1/2 with D the row sums of A + 2I; both orders.
         data = ring_data()
