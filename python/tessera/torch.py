@@ -369,17 +369,19 @@ class SAGEConv(torch.nn.Module):
         super().__init__()
         if aggr not in ("mean", "sum", "add"):
             raise ValueError(f"aggr: expected 'mean', 'sum' or 'add', got {aggr!r}")
-        if isinstance(in_channels, (tuple, list)):
-            raise ValueError("in_channels: bipartite (tuple) inputs are not offered; the graph "
-                             "is one node set")
+        # A pair (source width, target width): x is then a pair of this rank's rows too, the
+        # neighbours' features and the nodes' own (PyG's bipartite form over one node set).
+        widths = tuple(in_channels) if isinstance(in_channels, (tuple, list)) else (in_channels,) * 2
+        if len(widths) != 2:
+            raise ValueError(f"in_channels: expected an int or a pair, got {in_channels!r}")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.aggr = "mean" if aggr == "mean" else "sum"
         self.normalize, self.root_weight = normalize, root_weight
-        self.lin_l = torch.nn.Linear(in_channels, out_channels, bias=bias)
-        self.lin_r = torch.nn.Linear(in_channels, out_channels, bias=False) if root_weight else None
+        self.lin_l = torch.nn.Linear(widths[0], out_channels, bias=bias)
+        self.lin_r = torch.nn.Linear(widths[1], out_channels, bias=False) if root_weight else None
         self.project = project
         if project:
-            self.lin = torch.nn.Linear(in_channels, in_channels, bias=True)
+            self.lin = torch.nn.Linear(widths[0], widths[0], bias=True)
 
     def reset_parameters(self):
         if self.project:
@@ -390,10 +392,13 @@ class SAGEConv(torch.nn.Module):
 
     def forward(self, x, edge_index):
         _check_graph(edge_index)
-        neighbours = torch.relu(self.lin(x)) if self.project else x
+        x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, x)
+        if x_dst is not None and x_dst is not x_src:
+            _check_rows(x_dst, edge_index)
+        neighbours = torch.relu(self.lin(x_src)) if self.project else x_src
         out = self.lin_l(aggregate(neighbours, edge_index, self.aggr))
-        if self.lin_r is not None:
-            out = out + self.lin_r(x)
+        if self.lin_r is not None and x_dst is not None:
+            out = out + self.lin_r(x_dst)
         if self.normalize:
             out = torch.nn.functional.normalize(out, p=2.0, dim=-1)
         return out

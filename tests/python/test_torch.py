@@ -141,6 +141,22 @@ class Layers(unittest.TestCase):
         for lin in (sage.lin, sage.lin_l, sage.lin_r):
             self.assertGreater(lin.weight.grad.abs().sum().item(), 0)
 
+    def test_sage_with_a_pair_of_widths_takes_a_pair_of_inputs(self):
+        # PyG's bipartite form over one node set: neighbours' features x_src (width 4), the
+        # nodes' own x_dst (width 2); x_dst None leaves the root term out.
+        data = ring_data()
+        graph = tt.DistributedGraph(data)
+        ops = ref.operators(data.edge_index, 60)
+        sage = tt.SAGEConv((4, 2), 3)
+        self.assertEqual(sage.lin_l.weight.shape, (3, 4))
+        self.assertEqual(sage.lin_r.weight.shape, (3, 2))
+        x_src, x_dst = torch.randn(60, 4), torch.randn(60, 2)
+        neighbours = sage.lin_l(torch.sparse.mm(ops["mean"], x_src))
+        torch.testing.assert_close(sage((x_src, x_dst), graph), neighbours + sage.lin_r(x_dst))
+        torch.testing.assert_close(sage((x_src, None), graph), neighbours)
+        with self.assertRaisesRegex(ValueError, "in_channels"):
+            tt.SAGEConv((1, 2, 3), 3)
+
     def test_improved_gcn_normalises_a_plus_two_i(self):
         # PyG's improved=True: D^-1/2 (A + 2I) D^-1/2 with D the row sums of A + 2I; both orders.
         data = ring_data()
