@@ -3,6 +3,7 @@
 // the failing rank; an acknowledgement says "cleaned up, end the job".
 #include "comm/abort_notice.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -80,19 +81,24 @@ void AbortNotices::check(std::string_view waiting_in) {
                waiting_in);
 }
 
-void AbortNotices::end_job(int code) {
+double AbortNotices::acknowledge_seconds(double timeout_s) {
+  return timeout_s <= 0.0 ? 30.0 : std::clamp(timeout_s, 5.0, 30.0);
+}
+
+void AbortNotices::end_job(int code, double timeout_s) {
   if (size_ > 1) {
     g_job_ending = true;
+    const double seconds = acknowledge_seconds(timeout_s);
     if (failed_rank_ >= 0) {
-      acknowledge_and_wait();
+      acknowledge_and_wait(seconds + kFollowerExtraSeconds);
     } else {
-      announce_and_wait();
+      announce_and_wait(seconds);
     }
   }
   abort_mpi_job(code);
 }
 
-void AbortNotices::announce_and_wait() {
+void AbortNotices::announce_and_wait(double seconds) {
   std::vector<MPI_Request> sends(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
   std::vector<MPI_Request> acks(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
   std::vector<int> ack_values(static_cast<std::size_t>(size_), 0);
@@ -103,7 +109,7 @@ void AbortNotices::announce_and_wait() {
     MPI_Isend(&rank_, 1, MPI_INT, peer, kNoticeTag, comm_, &sends[p]);
     MPI_Irecv(&ack_values[p], 1, MPI_INT, peer, kAcknowledgeTag, comm_, &acks[p]);
   }
-  const auto deadline = seconds_from_now(kAcknowledgeSeconds);
+  const auto deadline = seconds_from_now(seconds);
   for (;;) {
     int waiting = 0;
     for (int peer = 0; peer < size_; ++peer) {
@@ -133,12 +139,12 @@ void AbortNotices::announce_and_wait() {
   }
 }
 
-void AbortNotices::acknowledge_and_wait() {
+void AbortNotices::acknowledge_and_wait(double seconds) {
   MPI_Request send = MPI_REQUEST_NULL;
   MPI_Isend(&rank_, 1, MPI_INT, failed_rank_, kAcknowledgeTag, comm_, &send);
   // The failing rank's MPI_Abort ends this process; this one aborts by itself only when that
   // does not come (the failing rank died, or waits on a rank that never acknowledges).
-  const auto deadline = seconds_from_now(kFollowerSeconds);
+  const auto deadline = seconds_from_now(seconds);
   while (Clock::now() < deadline) {
     int done = 0;
     if (send != MPI_REQUEST_NULL) MPI_Test(&send, &done, MPI_STATUS_IGNORE);

@@ -5,7 +5,7 @@
 // failing rank first sends a notice to every other rank of its communicator; each of them,
 // waiting in a message or collective (every wait polls its notices), throws Error(Remote),
 // unwinds (its outputs are removed on the way), and acknowledges from its own abort; once every
-// rank has acknowledged, or after a few seconds, the failing rank calls MPI_Abort.
+// rank has acknowledged, or after 5 to 30 s, the failing rank calls MPI_Abort.
 // Main thread only (MPI_THREAD_FUNNELED), like every MPI call of Tessera.
 #pragma once
 
@@ -31,18 +31,20 @@ class AbortNotices {
 
   // Ends the job with MPI_Abort(code), after telling the other ranks: a rank that stopped for a
   // notice acknowledges it and waits for the failing rank's MPI_Abort (its own after
-  // `kFollowerSeconds`); a rank that fails first sends its notices and waits up to
-  // `kAcknowledgeSeconds` for every other rank's acknowledgement (or its own notice: two ranks
-  // failing at once).
-  [[noreturn]] void end_job(int code);
+  // acknowledge_seconds() + kFollowerExtraSeconds); a rank that fails first sends its notices
+  // and waits up to acknowledge_seconds(timeout_s) for every other rank's acknowledgement (or
+  // its own notice: two ranks failing at once).
+  [[noreturn]] void end_job(int code, double timeout_s);
 
-  static constexpr double kAcknowledgeSeconds = 5.0;
-  static constexpr double kFollowerSeconds = 10.0;
+  // How long a failing rank waits for the others: the communicator's timeout (<= 0: none),
+  // within [5, 30] s — a rank deep in a long kernel sees the notice only at its next wait.
+  static double acknowledge_seconds(double timeout_s);
+  static constexpr double kFollowerExtraSeconds = 5.0;
 
  private:
   void post_receive();
-  void announce_and_wait();
-  void acknowledge_and_wait();
+  void announce_and_wait(double seconds);
+  void acknowledge_and_wait(double seconds);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

@@ -382,7 +382,7 @@ void MpiCommunicator::barrier() {
 }
 
 void MpiCommunicator::abort(int code) {
-  if (notices_) notices_->end_job(code);
+  if (notices_) notices_->end_job(code, timeout_s_);
   abort_mpi_job(code);
 }
 
