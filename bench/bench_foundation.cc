@@ -42,7 +42,7 @@ namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
 constexpr double kGB = 1e9;
-constexpr std::int64_t kSpmmWidths[] = {16, 128, 256};
+constexpr std::int64_t kSpmmWidths[] = {16, 32, 64, 128, 256, 512};
 
 struct Flags {
   std::string preset = "arxiv-like";
