@@ -82,7 +82,7 @@ void AbortNotices::check(std::string_view waiting_in) {
 }
 
 double AbortNotices::acknowledge_seconds(double timeout_s) {
-  return timeout_s <= 0.0 ? 30.0 : std::clamp(timeout_s, 5.0, 30.0);
+  return timeout_s <= 0.0 ? 30.0 : std::clamp(timeout_s, 1.0, 30.0);
 }
 
 void AbortNotices::end_job(int code, double timeout_s) {

@@ -5,7 +5,7 @@
 // failing rank first sends a notice to every other rank of its communicator; each of them,
 // waiting in a message or collective (every wait polls its notices), throws Error(Remote),
 // unwinds (its outputs are removed on the way), and acknowledges from its own abort; once every
-// rank has acknowledged, or after 5 to 30 s, the failing rank calls MPI_Abort.
+// rank has acknowledged, or after 1 to 30 s, the failing rank calls MPI_Abort.
 // Main thread only (MPI_THREAD_FUNNELED), like every MPI call of Tessera.
 #pragma once
 
@@ -37,7 +37,7 @@ class AbortNotices {
   [[noreturn]] void end_job(int code, double timeout_s);
 
   // How long a failing rank waits for the others: the communicator's timeout (<= 0: none),
-  // within [5, 30] s — a rank deep in a long kernel sees the notice only at its next wait.
+  // within [1, 30] s — a rank deep in a long kernel sees the notice only at its next wait.
   static double acknowledge_seconds(double timeout_s);
   static constexpr double kFollowerExtraSeconds = 5.0;
 
