@@ -40,11 +40,9 @@ AbortNotices::AbortNotices(MPI_Comm own) : comm_(own) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   noticed_.assign(static_cast<std::size_t>(size_), 0);
-  try {
-    post_receive();
-  } catch (...) {
+  if (!post_receive()) {
     MPI_Comm_free(&comm_);
-    throw;
+    TESSERA_FAIL(Mpi, "MPI_Irecv of the abort notices failed");
   }
 }
 
@@ -58,9 +56,12 @@ AbortNotices::~AbortNotices() {
   MPI_Comm_free(&comm_);
 }
 
-void AbortNotices::post_receive() {
-  TESSERA_MPI_CHECK(
-      MPI_Irecv(&incoming_, 1, MPI_INT, MPI_ANY_SOURCE, kNoticeTag, comm_, &receive_));
+bool AbortNotices::post_receive() {
+  if (MPI_Irecv(&incoming_, 1, MPI_INT, MPI_ANY_SOURCE, kNoticeTag, comm_, &receive_) ==
+      MPI_SUCCESS)
+    return true;
+  receive_ = MPI_REQUEST_NULL;  // no notice can arrive any more; waits still end at their deadline
+  return false;
 }
 
 void AbortNotices::check(std::string_view waiting_in) {
@@ -129,9 +130,7 @@ void AbortNotices::announce_and_wait(double seconds) {
     if (receive_ != MPI_REQUEST_NULL && MPI_Test(&receive_, &done, &status) == MPI_SUCCESS &&
         done) {
       noticed_[static_cast<std::size_t>(status.MPI_SOURCE)] = 1;
-      if (MPI_Irecv(&incoming_, 1, MPI_INT, MPI_ANY_SOURCE, kNoticeTag, comm_, &receive_) !=
-          MPI_SUCCESS)
-        receive_ = MPI_REQUEST_NULL;
+      post_receive();
       continue;
     }
     if (waiting == 0 || Clock::now() > deadline) return;

@@ -42,7 +42,7 @@ class AbortNotices {
   static constexpr double kFollowerExtraSeconds = 5.0;
 
  private:
-  void post_receive();
+  bool post_receive();  // false (and no receive pending) when MPI refuses it
   void announce_and_wait(double seconds);
   void acknowledge_and_wait(double seconds);
 

@@ -91,6 +91,7 @@ class DistributedGraph:
         self._core = _CoreGraph(num_layers=num_layers, **options)
         self._calls = 0
         self._dropouts = 0
+        self._improved = None
         if source is None and "partitions" in options:
             self._core.load("")
         elif isinstance(source, str):
@@ -178,7 +179,7 @@ class DistributedGraph:
     def _improved_scale(self):
         """(num_local, 1) (degree + 2)^-1/2: GCNConv(improved=True)'s normalisation, whose self
         loops weigh 2 (global degrees, so that every rank weighs its rows as one process)."""
-        if getattr(self, "_improved", None) is None:
+        if self._improved is None:
             degrees = torch.from_numpy(self._core.degrees())
             self._improved = (degrees + 2.0).rsqrt().unsqueeze(1)
         return self._improved
