@@ -74,6 +74,7 @@ RunStats to_stats(const RunResult& r) {
   o.train_at_best_valid = r.train_at_best_valid;
   o.test_at_best_valid = r.test_at_best_valid;
   o.best_epoch = r.best_epoch;
+  o.epochs = static_cast<int>(r.epoch_seconds.size());
   o.final_train = r.final_train;
   o.final_valid = r.final_valid;
   o.final_test = r.final_test;

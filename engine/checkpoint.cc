@@ -114,6 +114,8 @@ Json result_json(const RunResult& r) {
               {"test_at_best_valid", r.test_at_best_valid},
               {"train_at_best_valid", r.train_at_best_valid},
               {"best_epoch", r.best_epoch},
+              {"lowest_valid_loss", r.lowest_valid_loss},
+              {"lowest_loss_epoch", r.lowest_loss_epoch},
               {"final_train", r.final_train},
               {"final_valid", r.final_valid},
               {"final_test", r.final_test},
@@ -137,6 +139,9 @@ RunResult result_from(const Json& j) {
   r.test_at_best_valid = j.at("test_at_best_valid").get<double>();
   r.train_at_best_valid = j.at("train_at_best_valid").get<double>();
   r.best_epoch = json_integer_at<int>(j, "best_epoch");
+  // Checkpoints before 0.3 did not track the validation loss.
+  r.lowest_valid_loss = j.value("lowest_valid_loss", 0.0);
+  r.lowest_loss_epoch = j.value("lowest_loss_epoch", 0);
   r.final_train = j.at("final_train").get<double>();
   r.final_valid = j.at("final_valid").get<double>();
   r.final_test = j.at("final_test").get<double>();
@@ -159,6 +164,7 @@ Json record_json(const EpochRecord& r) {
               {"train", r.train_metric},
               {"valid", r.valid_metric},
               {"test", r.test_metric},
+              {"valid_loss", r.valid_loss},
               {"epoch_s", r.epoch_s},
               {"eval_s", r.eval_s},
               {"comm_s", r.comm_s},
@@ -179,6 +185,7 @@ EpochRecord record_from(const Json& j) {
   r.train_metric = j.at("train").get<double>();
   r.valid_metric = j.at("valid").get<double>();
   r.test_metric = j.at("test").get<double>();
+  r.valid_loss = j.value("valid_loss", 0.0);  // (not in checkpoints before 0.3)
   r.epoch_s = j.at("epoch_s").get<double>();
   r.eval_s = j.at("eval_s").get<double>();
   r.comm_s = j.at("comm_s").get<double>();

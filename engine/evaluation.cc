@@ -3,9 +3,11 @@
 #include "engine/evaluation.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 #include "comm/message_tags.h"
+#include "core/kernels.h"
 #include "datasets/evaluator.h"
 
 namespace tessera {
@@ -71,6 +73,21 @@ double split_rocauc(Communicator& comm, const Tensor& logits, const Tensor& targ
   return value;
 }
 
+// (sum of the loss terms, terms) over the listed rows with the training loss's kernels: the NLL
+// of the log-softmax (multi-class), or the binary cross-entropy of every labelled task.
+std::array<double, 2> split_loss(const GraphPart& part, const Tensor& logits,
+                                 const std::vector<NodeId>& rows) {
+  if (rows.empty()) return {0.0, 0.0};
+  if (part.dataset.task != TaskType::MultiClass) {
+    std::int64_t count = 0;
+    const double sum = sigmoid_bce_loss_sum(logits, part.targets, rows, &count);
+    return {sum, static_cast<double>(count)};
+  }
+  Tensor logp(logits.rows(), logits.cols());
+  log_softmax_forward(logp, logits);
+  return {nll_loss_sum(logp, part.labels, rows), static_cast<double>(rows.size())};
+}
+
 }  // namespace
 
 SplitMetrics evaluate_splits(Communicator& comm, const GraphPart& part, const Tensor* logits) {
@@ -81,19 +98,23 @@ SplitMetrics evaluate_splits(Communicator& comm, const GraphPart& part, const Te
   if (logits == nullptr) splits[0] = splits[1] = splits[2] = &kNoRows;
   SplitMetrics m;
   double* values[3] = {&m.train, &m.valid, &m.test};
+  const std::array<double, 2> loss = split_loss(part, scores, *splits[1]);
+  std::vector<double> counts = {loss[0], loss[1]};  // then (labelled, correct) per split
   if (part.dataset.task != TaskType::MultiClass) {
     for (int i = 0; i < 3; ++i) *values[i] = split_rocauc(comm, scores, part.targets, *splits[i]);
+    comm.all_reduce_sum(std::span<double>(counts), TrafficCategory::Setup);
+    m.valid_loss = counts[1] > 0 ? counts[0] / counts[1] : 0.0;
     return m;
   }
-  std::vector<double> counts;  // (labelled, correct) per split, summed over ranks
   for (const std::vector<NodeId>* rows : splits) {
     const AccuracyCounts c = split_counts(scores, part.labels, *rows);
     counts.push_back(static_cast<double>(c.labelled));
     counts.push_back(static_cast<double>(c.correct));
   }
   comm.all_reduce_sum(std::span<double>(counts), TrafficCategory::Setup);
+  m.valid_loss = counts[1] > 0 ? counts[0] / counts[1] : 0.0;
   for (int i = 0; i < 3; ++i)
-    *values[i] = counts[2 * i] > 0 ? counts[2 * i + 1] / counts[2 * i] : 0.0;
+    *values[i] = counts[2 * i + 2] > 0 ? counts[2 * i + 3] / counts[2 * i + 2] : 0.0;
   return m;
 }
 

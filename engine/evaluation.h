@@ -15,6 +15,9 @@ struct SplitMetrics {
   double train = 0.0;
   double valid = 0.0;
   double test = 0.0;
+  // Mean loss over the validation rows, the training loss's: the NLL of the log-softmax
+  // (multi-class) or the mean binary cross-entropy over the tasks (multi-label); 0 without rows.
+  double valid_loss = 0.0;
 };
 
 // Collective. `logits` (N, C) on the host holds this rank's rows in local order, or is null when

@@ -20,7 +20,9 @@ Adam::Adam(const AdamConfig& config, std::span<const ParamInfo> layout, std::int
     TESSERA_CHECK(info.offset >= 0 && info.offset + info.rows * info.cols <= num_params, Internal,
                   "parameter ", info.name, " lies outside the buffer");
     if (!info.decay) continue;
-    std::fill_n(decay.f32() + info.offset, info.rows * info.cols, config.weight_decay);
+    const bool dense = info.dense && config.dense_weight_decay >= 0.0f;
+    std::fill_n(decay.f32() + info.offset, info.rows * info.cols,
+                dense ? config.dense_weight_decay : config.weight_decay);
   }
   decay_ = decay.to(device);
   m_ = Tensor::zeros(1, num_params, DType::F32, device);

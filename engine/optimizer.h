@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Adam with L2 weight decay (torch.optim.Adam semantics: the decay term is added to the
 // gradient before the moment updates) over one flat parameter buffer. Decay applies only to the
-// ranges marked `decay` in the model's ParamInfo (convolution weights, not biases or batch norm).
+// ranges marked `decay` in the model's ParamInfo (convolution weights, not biases or batch norm),
+// at its own rate for those also marked `dense`.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,9 @@ struct AdamConfig {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
+  // The rate of the dense layers' weights (ParamInfo::dense, GCNII's first and last layers, as
+  // the GCNII paper decays them apart from the convolutions); < 0: weight_decay.
+  float dense_weight_decay = -1.0f;
 };
 
 class Adam {

@@ -98,6 +98,7 @@ Json run_json(const RunResult& r) {
   one["run"] = r.run;
   one["seed"] = r.seed;
   one["best_epoch"] = r.best_epoch;
+  one["epochs"] = r.epoch_seconds.size();  // fewer than --epochs after early stopping
   for (const auto& [key, field] : kOgbFigures) one[key] = r.*field;
   one["best_valid_acc"] = r.best_valid;
   one["test_acc_at_best_valid"] = r.test_at_best_valid;
@@ -143,10 +144,12 @@ void MetricsWriter::write(const EpochRecord& r) {
     line["train_acc"] = r.train_metric;
     line["valid_acc"] = r.valid_metric;
     line["test_acc"] = r.test_metric;
+    line["valid_loss"] = r.valid_loss;
   } else {
     line["train_acc"] = nullptr;
     line["valid_acc"] = nullptr;
     line["test_acc"] = nullptr;
+    line["valid_loss"] = nullptr;
   }
   line["epoch_s"] = r.epoch_s;
   line["eval_s"] = r.eval_s;

@@ -29,6 +29,8 @@ std::vector<std::string> resume_mode_names() {
   return {std::begin(kResumeNames), std::end(kResumeNames)};
 }
 
+std::vector<std::string> patience_on_names() { return {"metric", "loss"}; }
+
 CodecKind TrainConfig::forward_codec() const {
   return adaptive() ? CodecKind::None : parse_codec(codec);
 }
@@ -40,6 +42,28 @@ CodecKind TrainConfig::backward_codec() const {
 void validate(const TrainConfig& config) {
   check_options(config);
   mode_spec(config.mode()).validate(config);
+}
+
+void check_model(const TrainConfig& c) {
+  const LayerKind* kind = nullptr;
+  for (const LayerKind* k : layer_kinds())
+    if (k->name == c.model) kind = k;
+  if (kind == nullptr || !kind->initial_residual) return;  // OneOf names an unknown one
+  TESSERA_CHECK(c.mode() == ParallelMode::Graph, InvalidArgument, "--model ", c.model,
+                ": --parallel ", c.parallel,
+                " is refused: every layer reads the first layer's output (the initial residual), "
+                "which the stages after the first do not have; use --parallel graph");
+  TESSERA_CHECK(c.num_layers >= 3, InvalidArgument, "--num-layers ", c.num_layers, ": --model ",
+                c.model,
+                " needs >= 3 (a dense input layer, at least one convolution, a dense output "
+                "layer)");
+}
+
+void check_dense_weight_decay(const TrainConfig& c) {
+  TESSERA_CHECK(c.dense_weight_decay == -1.0f || c.dense_weight_decay >= 0.0f, InvalidArgument,
+                "--dense-weight-decay: expected -1 (the same as --weight-decay) or a value >= 0, "
+                "got ",
+                c.dense_weight_decay);
 }
 
 void check_device(const TrainConfig& c) {

@@ -33,6 +33,7 @@ std::string to_string(ParallelMode mode);
 enum class ResumeMode { Auto, Require, Never };
 ResumeMode parse_resume_mode(const std::string& text);  // auto | require | never
 std::vector<std::string> resume_mode_names();
+std::vector<std::string> patience_on_names();  // what --patience watches: metric | loss
 
 struct TrainConfig : Options {
   TrainConfig() = default;
@@ -54,6 +55,8 @@ struct TrainConfig : Options {
 void validate(const TrainConfig& config);
 
 // The option table's custom checks (Custom(...) in TESSERA_OPTIONS) and record values.
+void check_model(const TrainConfig& config);  // an initial-residual kind runs in graph mode
+void check_dense_weight_decay(const TrainConfig& config);  // -1 or >= 0
 void check_device(const TrainConfig& config);
 void check_codec(const TrainConfig& config);
 void check_codec_backward(const TrainConfig& config);

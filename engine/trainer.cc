@@ -165,15 +165,19 @@ Trainer::RunState Trainer::begin_run(int run) {
   model_config.dropout = config_.dropout;
   model_config.input_dropout = config_.input_dropout;
   model_config.batch_norm = config_.batch_norm;
+  model_config.hyper = {config_.gcnii_alpha, config_.gcnii_lambda};
   model_config.seed = config_.seed + static_cast<std::uint64_t>(run);
   s.model = std::make_unique<Model>(s.runner->model_config(model_config));
   index_model_slice(s.model_index, *s.model, model_config);
   s.model->to(s.runner->device());  // built on the host, trained where the data lives
   RunState state;
   state.run = run;
-  state.adam = std::make_unique<Adam>(
-      AdamConfig{.lr = config_.lr, .weight_decay = config_.weight_decay}, s.model->param_info(),
-      static_cast<std::int64_t>(s.model->params().size()), s.runner->device());
+  state.adam = std::make_unique<Adam>(AdamConfig{.lr = config_.lr,
+                                                 .weight_decay = config_.weight_decay,
+                                                 .dense_weight_decay = config_.dense_weight_decay},
+                                      s.model->param_info(),
+                                      static_cast<std::int64_t>(s.model->params().size()),
+                                      s.runner->device());
   state.result.run = run;
   state.result.seed = model_config.seed;
   state.result.best_valid = -1.0;
@@ -271,6 +275,7 @@ void Trainer::evaluate_epoch(RunState& state, EpochRecord& record) {
   record.train_metric = m.train;
   record.valid_metric = m.valid;
   record.test_metric = m.test;
+  record.valid_loss = m.valid_loss;
   record.evaluated = true;
   record.eval_s = eval.seconds();
   RunResult& result = state.result;
@@ -285,9 +290,23 @@ void Trainer::evaluate_epoch(RunState& state, EpochRecord& record) {
     result.train_at_best_valid = record.train_metric;
     result.best_epoch = record.epoch;
   }
+  if (result.lowest_loss_epoch == 0 || record.valid_loss < result.lowest_valid_loss) {
+    result.lowest_valid_loss = record.valid_loss;
+    result.lowest_loss_epoch = record.epoch;
+  }
   result.final_train = record.train_metric;
   result.final_valid = record.valid_metric;
   result.final_test = record.test_metric;
+}
+
+// --patience: the run ends after an evaluated epoch that is `patience` epochs past its best
+// validation epoch (highest metric, or with --patience-on loss lowest loss). Read from the state
+// alone, so that a run resumed from a checkpoint written at that epoch ends there too.
+bool Trainer::patience_spent(const RunState& state) const {
+  const int best =
+      config_.patience_on == "loss" ? state.result.lowest_loss_epoch : state.result.best_epoch;
+  return config_.patience > 0 && state.epoch > 0 && state.epoch % config_.eval_every == 0 &&
+         state.epoch - best >= config_.patience;
 }
 
 RunResult Trainer::finish_run(RunState& state) {
@@ -304,7 +323,8 @@ RunResult Trainer::finish_run(RunState& state) {
 
 RunResult Trainer::train_run(int run, const EpochCallback& on_epoch) {
   RunState state = begin_run(run);
-  while (state.epoch < config_.epochs && train_epoch(state, on_epoch) != EpochEnd::Asked) {
+  while (state.epoch < config_.epochs && !patience_spent(state) &&
+         train_epoch(state, on_epoch) != EpochEnd::Asked) {
   }
   impl_->history.clear();  // only train() keeps the records (for checkpoints)
   return finish_run(state);
@@ -344,12 +364,12 @@ TrainOutcome Trainer::train(const EpochCallback& on_epoch) {
       restore_run(state, *resumed);
       resumed.reset();
     }
-    while (state.epoch < config_.epochs && !out.early_stopped) {
+    while (state.epoch < config_.epochs && !out.early_stopped && !patience_spent(state)) {
       const EpochEnd end = train_epoch(state, on_epoch);
       out.early_stopped = end == EpochEnd::Asked;
       const bool stop = end == EpochEnd::Signal;
-      const bool last =
-          out.early_stopped || (state.epoch == config_.epochs && run == config_.runs - 1);
+      const bool run_ends = state.epoch == config_.epochs || patience_spent(state);
+      const bool last = out.early_stopped || (run_ends && run == config_.runs - 1);
       const bool periodic =
           config_.checkpoint_every > 0 && state.epoch % config_.checkpoint_every == 0;
       if (checkpoints && (stop || last || periodic)) {

@@ -40,6 +40,7 @@ struct EpochRecord {
   double train_metric = 0.0;
   double valid_metric = 0.0;
   double test_metric = 0.0;
+  double valid_loss = 0.0;  // mean loss over the validation rows (evaluated epochs)
   double epoch_s = 0.0;    // training step: forward, backward, all-reduce, optimizer
   double eval_s = 0.0;     // evaluation forward and metrics (0 when not evaluated)
   // Communication of the training step, mean over ranks: halo exchanges (start to completion)
@@ -68,6 +69,9 @@ struct RunResult {
   double test_at_best_valid = 0.0;
   double train_at_best_valid = 0.0;
   int best_epoch = 0;
+  // The lowest validation loss so far and its epoch (what --patience-on loss watches).
+  double lowest_valid_loss = 0.0;
+  int lowest_loss_epoch = 0;
   double final_train = 0.0;  // of the last evaluated epoch
   double final_valid = 0.0;
   double final_test = 0.0;
@@ -158,6 +162,7 @@ class Trainer {
   // How an epoch ended: go on, a stop signal on some rank, or a callback that asked to stop.
   enum class EpochEnd { Continue, Signal, Asked };
   EpochEnd train_epoch(RunState& state, const EpochCallback& on_epoch);
+  bool patience_spent(const RunState& state) const;
   // The evaluation of an epoch: metrics into `record`, best-validation tracking into the run.
   void evaluate_epoch(RunState& state, EpochRecord& record);
   RunResult finish_run(RunState& state);

@@ -24,13 +24,21 @@
 
 namespace tessera {
 
+// The hyperparameters some kinds take (the same for every layer of a model).
+struct LayerHyper {
+  float gcnii_alpha = 0.1f;   // GCNII: weight of the initial residual h0, in [0, 1)
+  float gcnii_lambda = 0.5f;  // GCNII: identity mapping beta_l = log(lambda / l + 1), > 0
+};
+
 // One layer of a model: where it sits and its widths.
 struct LayerShape {
   int layer = 0;       // index in the whole model (keys dropout, initialisation, messages)
   int num_layers = 1;  // of the whole model
   std::int64_t f_in = 0;
   std::int64_t f_out = 0;
+  LayerHyper hyper;
   bool hidden() const { return layer + 1 < num_layers; }
+  bool first() const { return layer == 0; }
 };
 
 // A parameter tensor a kind declares for one layer; the model places it in its flat buffer as
@@ -45,6 +53,9 @@ struct ParamDecl {
   // Glorot uniform over (rows, cols) drawn from the layer's Init stream; `stream` separates the
   // tensors of one layer (0 weight, 1 root weight).
   std::uint64_t stream = 0;
+  // A dense (linear) layer's weight, such as GCNII's first and last layers: decayed at the
+  // optimizer's dense rate (--dense-weight-decay) instead of the convolutions' rate.
+  bool dense = false;
 };
 
 // One layer of one kind in one slot of a model: its forward cache and workspaces. `params` and
@@ -68,6 +79,11 @@ class Conv {
   virtual const Tensor* input_stand_in() const { return nullptr; }
   // Frees the cache and workspaces (inference-only slots).
   virtual void release() = 0;
+  // Kinds with an initial residual (LayerKind::initial_residual), in their layers after the
+  // first: h0 (N, F) is the output of the model's first layer, which the next forward reads;
+  // the backward of that forward ACCUMULATES the gradient of h0 into d_h0. Both outlive the
+  // forward and its backward. Other layers ignore it.
+  virtual void set_initial(const Tensor* /*h0*/, Tensor* /*d_h0*/) {}
 };
 
 // The normalised operator a kind aggregates with, built by the engine for each rank's part.
@@ -90,6 +106,10 @@ struct LayerKind {
   // Hidden layers l >= 1 add a scaled branch to an identity shortcut: h_{l+1} = h_l + 0.1 ·
   // ReLU(layer(dropout(h_l))) (Model::forward).
   bool residual = false;
+  // Every layer after the first reads the first layer's output h0 (GCNII's initial residual:
+  // Conv::set_initial); a model slice must then start at layer 0, and the pipelined modes, whose
+  // stages after the first do not have h0, refuse the kind.
+  bool initial_residual = false;
   int gemms = 1;  // (N, F_in) x (F_in, F_out) products per layer: the pipeline's cost model
   // Whether the backward needs the (dropped-out) input itself: the pipeline's memory model.
   bool (*backward_reads_input)(std::int64_t f_in, std::int64_t f_out);
@@ -113,7 +133,7 @@ class ModelKind {
   const LayerKind& operator*() const { return *kind_; }
   const LayerKind* operator->() const { return kind_; }
   friend bool operator==(ModelKind a, ModelKind b) { return a.kind_ == b.kind_; }
-  static const ModelKind Gcn, Sage, ResGcn;  // layers/gcn.cc, sage.cc, resgcn.cc
+  static const ModelKind Gcn, Sage, ResGcn, Gcnii;  // layers/gcn.cc, sage.cc, resgcn.cc, gcnii.cc
 
  private:
   const LayerKind* kind_;

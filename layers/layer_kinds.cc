@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "layers/layer_kind.h"
 
-#define TESSERA_LAYER_KINDS(X) X(kGcnLayer) X(kSageLayer) X(kResGcnLayer)
+#define TESSERA_LAYER_KINDS(X) X(kGcnLayer) X(kSageLayer) X(kResGcnLayer) X(kGcniiLayer)
 
 namespace tessera {
 

@@ -5,7 +5,8 @@
 // written as dropout on each conv's input (the features with the input rate, layer l-1's output
 // with the dropout rate, mask key l), so that a layer's output is the clean embedding the next
 // layer (or pipeline stage) reads. ResGcn hidden layers l >= 1 add a scaled branch to their
-// clean input: h_{l+1} = h_l + 0.1 ReLU(conv(dropout(h_l))).
+// clean input: h_{l+1} = h_l + 0.1 ReLU(conv(dropout(h_l))). GCNII layers l >= 1 also read layer
+// 0's clean output h0 (its initial residual) and add to its gradient.
 // Parameters: one flat buffer, per layer what its kind declares as "convs.l.<name>" (GCN:
 // "weight" (F_in, F_out), "bias" (F_out); SAGE adds "root_weight"), then "bns.l.weight"/
 // "bns.l.bias" (gamma/beta). Decay follows the declarations (weights, not biases); batch-norm
@@ -119,6 +120,8 @@ struct Model::State {
 struct Model::Workspace {
   Tensor grads[3];  // (N, F_hidden)
   Tensor d_pre;     // (N, F_out)
+  Tensor d_initial;  // (N, F_hidden) initial residual: the gradient of layer 0's output from the
+                     // layers after it (Conv::set_initial)
   // A gradient buffer that is none of the given ones.
   Tensor& free_grad(const Tensor* a, const Tensor* b = nullptr) {
     for (Tensor& g : grads)
@@ -160,6 +163,16 @@ void check_model_config(const ModelConfig& c) {
                 "dropout must be in [0, 1), got ", c.dropout);
   TESSERA_CHECK(c.input_dropout >= 0.0f && c.input_dropout < 1.0f, InvalidArgument,
                 "input_dropout must be in [0, 1), got ", c.input_dropout);
+  if (c.kind->initial_residual) {
+    TESSERA_CHECK(c.total_layers >= 3, InvalidArgument, "a ", to_string(c.kind),
+                  " model needs >= 3 layers (dense input, at least one convolution, dense "
+                  "output), got ",
+                  c.total_layers);
+    TESSERA_CHECK(c.first_layer == 0, InvalidArgument, "a slice of a ", to_string(c.kind),
+                  " model must start at layer 0: every layer reads layer 0's output (got a slice "
+                  "from layer ",
+                  c.first_layer, ")");
+  }
 }
 
 }  // namespace
@@ -167,10 +180,10 @@ void check_model_config(const ModelConfig& c) {
 std::vector<Model::LayerLayout> Model::lay_out() {
   const ModelConfig& c = config_;
   std::int64_t num_params = 0;
-  auto add_param = [&](const std::string& name, std::int64_t rows, std::int64_t cols,
-                       bool decay) {
+  auto add_param = [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool decay,
+                       bool dense = false) {
     const std::int64_t offset = num_params;
-    param_info_.push_back({name, offset, rows, cols, decay});
+    param_info_.push_back({name, offset, rows, cols, decay, dense});
     num_params += rows * cols;
     return offset;
   };
@@ -187,12 +200,12 @@ std::vector<Model::LayerLayout> Model::lay_out() {
     const int l = c.first_layer + static_cast<int>(i);
     const bool hidden = l + 1 < c.total_layers;
     layer.shape = {l, c.total_layers, l == 0 ? c.in_channels : c.hidden_channels,
-                   hidden ? c.hidden_channels : c.out_channels};
+                   hidden ? c.hidden_channels : c.out_channels, c.hyper};
     layer.residual = is_residual_layer(c, l);
     declared[i] = c.kind->params(layer.shape);
     const std::string prefix = "convs." + std::to_string(l) + ".";
     for (const ParamDecl& d : declared[i])
-      layer.conv_at.push_back(add_param(prefix + d.name, d.rows, d.cols, d.decay));
+      layer.conv_at.push_back(add_param(prefix + d.name, d.rows, d.cols, d.decay, d.dense));
   }
   for (std::size_t i = 0; i < layers.size() && c.batch_norm; ++i) {
     LayerLayout& layer = layers[i];
@@ -308,17 +321,21 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
   s.has_forward = false;  // until this forward completes
 
   const Tensor* h = &features;  // (N, F_in of layer l): the input of the next layer
+  const bool keeps_initial = c.kind->initial_residual;  // layer 0's output, read by all
   for (std::size_t i = 0; i < s.layers.size(); ++i) {
     h = forward_layer(s, i, h, graph, training, epoch);
-    if (s.inference_only) {  // keep only this layer's output for the next one
-      if (i > 0) s.layers[i - 1].release();
+    if (s.inference_only) {  // keep only this layer's output for the next one (and h0)
+      if (i > 1 || (i == 1 && !keeps_initial)) s.layers[i - 1].release();
       s.layers[i].release(h);
     }
   }
   // (N, C), or (N, F_hidden) for a slice ending in a hidden layer
   logits.resize(n, h->cols(), h->device());
   logits.copy_from(*h);
-  if (s.inference_only) s.layers.back().release();
+  if (s.inference_only) {
+    s.layers.back().release();
+    if (keeps_initial) s.layers.front().release();
+  }
   s.has_forward = true;
   s.backward_ready = training;
 }
@@ -339,6 +356,8 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
     dropout_forward(layer.dropped, *h, rate, dropout_rng(c.seed, epoch, l), graph.global_ids);
   }
   layer.stand_in = nullptr;
+  if (c.kind->initial_residual && l > 0)  // (a slice of such a kind starts at layer 0)
+    layer.conv->set_initial(&s.output(0, c.batch_norm), &workspace_->d_initial);
   layer.conv->forward(layer.conv_out, s.conv_input(i), params(), act, propagator_of(graph));
   if (layer.dropout && (layer.stand_in = layer.conv->input_stand_in()) != nullptr)
     layer.dropped = Tensor();  // (see State::conv_input)
@@ -376,10 +395,20 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
   propagator_of(graph);  // checked before any work
   check_shape(d_logits, s.features->rows(), s.layers.back().f_out(), "Model::backward d_logits");
   s.backward_ready = false;
+  // Initial residual: the layers after the first accumulate the gradient of its output.
+  const bool initial = c.kind->initial_residual;
+  Tensor& d_initial = workspace_->d_initial;
+  if (initial) {
+    d_initial.resize(d_logits.rows(), s.layers.front().f_out(), d_logits.device());
+    d_initial.zero();
+  }
   // Gradient w.r.t. layer i's output, read-only until copied.
   const Tensor* d_h = &d_logits;
-  for (std::size_t i = s.layers.size(); i-- > 0 && d_h != nullptr;)
+  for (std::size_t i = s.layers.size(); i-- > 0 && d_h != nullptr;) {
+    // Layer 0 of an initial-residual model (>= 3 layers): d_h is layer 1's workspace output.
+    if (initial && i == 0 && d_h != &d_logits) axpy(const_cast<Tensor&>(*d_h), 1.0f, d_initial);
     d_h = backward_layer(s, i, d_h, d_logits, graph, d_input);
+  }
 }
 
 const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,

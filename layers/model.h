@@ -31,6 +31,7 @@ struct ModelConfig {
   float dropout = 0.5f;        // after every hidden layer
   float input_dropout = 0.0f;  // on the input features (Kipf & Welling use the same p as dropout)
   bool batch_norm = false;     // BatchNorm1d over nodes after every hidden layer
+  LayerHyper hyper;            // the kind's hyperparameters (GCNII's alpha and lambda)
   std::uint64_t seed = 0;      // parameter initialisation (Glorot uniform) and dropout masks
   // A slice: layers [first_layer, first_layer + num_layers) of a model of total_layers layers
   // (0: num_layers, the whole model). in_channels and out_channels stay those of the whole
@@ -72,6 +73,7 @@ struct ParamInfo {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   bool decay = true;  // weight decay applies (weights), or not (biases, batch-norm affine)
+  bool dense = false;  // a dense layer's weight (ParamDecl::dense): the optimizer's dense rate
 };
 
 class Model {

@@ -183,6 +183,7 @@ py::dict to_dict(const tessera::RunStats& r) {
   d["train_at_best_valid"] = r.train_at_best_valid;  // OGB's Final Train
   d["test_at_best_valid"] = r.test_at_best_valid;    // OGB's Final Test
   d["best_epoch"] = r.best_epoch;
+  d["epochs"] = r.epochs;
   d["final_train"] = r.final_train;
   d["final_valid"] = r.final_valid;
   d["final_test"] = r.final_test;

@@ -43,9 +43,15 @@
   X(dataset, std::string, "synth:default", Flag(), Any(), Summary(),                               \
     "an OGB raw-layout directory, a Tessera .h5 file or synth:PRESET[:SEED] (presets: default, "   \
     "arxiv-like, products-like); with --partitions and no --dataset, the store's dataset")         \
-  X(model, std::string, "gcn", Flag(Switch("--use-sage", "sage")), OneOf(layer_kind_names),        \
-    Identity(), "the layer kind (layers/layer_kinds.cc)")                                          \
-  X(num_layers, int, 3, Flag(), Within(1, 1024), Identity(), "graph convolutions")                 \
+  X(model, std::string, "gcn", Flag(Switch("--use-sage", "sage")),                                 \
+    All(OneOf(layer_kind_names), Custom(check_model)), Identity(),                                 \
+    "the layer kind (layers/layer_kinds.cc)")                                                      \
+  X(num_layers, int, 3, Flag(), Within(1, 1024), Identity(),                                       \
+    "layers of the model (gcnii: its dense input and output layers included, >= 3)")               \
+  X(gcnii_alpha, float, 0.1f, Flag(), HalfOpen(0, 1), IdentityUnlessDefault(),                     \
+    "gcnii: weight of the initial residual h0 in every GCNII layer, in [0, 1)")                    \
+  X(gcnii_lambda, float, 0.5f, Flag(), Above(0), IdentityUnlessDefault(),                          \
+    "gcnii: identity mapping, layer l mixes (1 - b) I + b W with b = log(lambda / l + 1)")         \
   X(hidden_channels, std::int64_t, 256, Flag(), Within(1, 1 << 20), Identity(),                    \
     "width of the hidden layers")                                                                  \
   X(dropout, float, 0.5f, Flag(), HalfOpen(0, 1), Identity(),                                      \
@@ -64,9 +70,19 @@
   X(weight_decay, float, 0.0f, Flag(), AtLeast(0), Identity(),                                     \
     "L2 weight decay on convolution weights (Adam, torch semantics; biases and batch norm are "    \
     "not decayed)")                                                                                \
+  X(dense_weight_decay, float, -1.0f, Flag(), Custom(check_dense_weight_decay),                    \
+    IdentityUnlessDefault(),                                                                       \
+    "L2 weight decay on the dense layers' weights (gcnii's first and last layers, decayed apart "  \
+    "from its convolutions in the GCNII paper); -1: --weight-decay")                               \
   X(epochs, int, 500, Flag(), AtLeast(1), Identity(), "training epochs per run")                   \
   X(eval_every, int, 1, Flag(), AtLeast(1), Identity(),                                            \
     "evaluate train/valid/test every N epochs (and at the last)")                                  \
+  X(patience, int, 0, Flag(), AtLeast(0), IdentityUnlessDefault(),                                 \
+    "early stopping: end a run once N epochs have passed since its best validation metric "        \
+    "(checked at every evaluation; 0: never)")                                                     \
+  X(patience_on, std::string, "metric", Flag(), OneOf(patience_on_names), IdentityUnlessDefault(), \
+    "what --patience watches on the validation rows: metric (accuracy or ROC-AUC, highest) or "    \
+    "loss (lowest, as the GCNII paper's code stops)")                                              \
   X(log_steps, int, 1, Flag(), AtLeast(1), Summary(),                                              \
     "print the progress line of every N-th epoch (OGB's --log_steps; evaluation as --eval-every)") \
   X(runs, int, 1, Flag(), AtLeast(1), Identity(),                                                  \

@@ -52,6 +52,7 @@ struct RunStats {
   double train_at_best_valid = 0.0;
   double test_at_best_valid = 0.0;
   int best_epoch = 0;
+  int epochs = 0;  // epochs trained: fewer than --epochs when --patience ended the run
   double final_train = 0.0, final_valid = 0.0, final_test = 0.0;  // the last epoch's
   double final_loss = 0.0;
   double epoch_s_median = 0.0;

@@ -171,5 +171,38 @@ TEST(OptionTable, EveryCheckNamesItsFlag) {
   }
 }
 
+// GCNII's rules, which need the other options: graph mode only (its layers read the first
+// layer's output, which later pipeline stages lack), >= 3 layers, and a dense decay of -1 or >= 0.
+TEST(OptionTable, GcniiRulesNameTheirFlags) {
+  auto refusal = [](const TrainConfig& c) -> std::string {
+    try {
+      validate(c);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument);
+      return e.message();
+    }
+    return "";
+  };
+  TrainConfig c;
+  c.model = "gcnii";
+  EXPECT_EQ(refusal(c), "");
+  for (const char* mode : {"pipeline", "hybrid"}) {
+    TrainConfig pipelined = c;
+    pipelined.parallel = mode;
+    pipelined.stages = 2;
+    const std::string message = refusal(pipelined);
+    EXPECT_NE(message.find("--model gcnii"), std::string::npos) << message;
+    EXPECT_NE(message.find("--parallel " + std::string(mode)), std::string::npos) << message;
+  }
+  TrainConfig shallow = c;
+  shallow.num_layers = 2;
+  EXPECT_NE(refusal(shallow).find("--num-layers 2"), std::string::npos) << refusal(shallow);
+  TrainConfig decay = c;
+  decay.dense_weight_decay = -0.5f;
+  EXPECT_NE(refusal(decay).find("--dense-weight-decay"), std::string::npos) << refusal(decay);
+  decay.dense_weight_decay = 0.0f;
+  EXPECT_EQ(refusal(decay), "");
+}
+
 }  // namespace
 }  // namespace tessera

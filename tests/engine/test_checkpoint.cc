@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -54,6 +55,8 @@ CheckpointState sample_state() {
   s.current.seed = 1;
   s.current.best_valid = -1.0;
   s.current.final_loss = 1.0 / 3.0;
+  s.current.lowest_valid_loss = 0.1 + 0.7;
+  s.current.lowest_loss_epoch = 5;
   s.bytes_total[1] = 4.5e9;
   EpochRecord r;
   r.run = 1;
@@ -61,6 +64,7 @@ CheckpointState sample_state() {
   r.loss = 2.0 / 3.0;
   r.evaluated = true;
   r.test_metric = 0.7;
+  r.valid_loss = 1.0 / 7.0;
   r.bit_plan = "layer 0 fwd -> rank 1: 4 bits";
   s.history = {r};
   s.params = {1.0f, -2.5f, 3.25e-7f};
@@ -106,9 +110,12 @@ TEST(CheckpointFile, RoundTripsEveryFieldExactly) {
   EXPECT_EQ(t.finished[0].epoch_seconds, s.finished[0].epoch_seconds);
   EXPECT_EQ(t.finished[0].bytes_per_epoch, s.finished[0].bytes_per_epoch);
   EXPECT_EQ(t.current.final_loss, s.current.final_loss);
+  EXPECT_EQ(t.current.lowest_valid_loss, s.current.lowest_valid_loss);
+  EXPECT_EQ(t.current.lowest_loss_epoch, 5);
   EXPECT_EQ(t.bytes_total, s.bytes_total);
   ASSERT_EQ(t.history.size(), 1u);
   EXPECT_EQ(t.history[0].loss, s.history[0].loss);
+  EXPECT_EQ(t.history[0].valid_loss, s.history[0].valid_loss);
   EXPECT_EQ(t.history[0].bit_plan, s.history[0].bit_plan);
   EXPECT_TRUE(t.history[0].evaluated);
   EXPECT_EQ(t.params, s.params);
@@ -314,6 +321,58 @@ TEST(CheckpointResume, StoppedAndResumedEqualsUninterruptedBitForBit) {
   EXPECT_EQ(again.outcome.results[1].final_test, full.outcome.results[1].final_test);
   for (const EpochRecord& r : again.records) EXPECT_TRUE(r.replayed);
 }
+
+// --patience (on the validation metric, or loss) ends each run on its own, at the evaluated epoch
+// `patience` epochs past its best validation epoch, and the next run still trains; a job stopped by
+// a signal at exactly that epoch and resumed ends the run there too (the resumed job trains no
+// epoch of it), so that the results are those of the uninterrupted job.
+class Patience : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Patience, EndsEachRunAndSurvivesAResume) {
+  const std::string on = GetParam();
+  auto config = [&](const fs::path& dir) {
+    TrainConfig c = small_config(dir);
+    c.epochs = 80;
+    c.patience = 4;
+    c.patience_on = on;
+    c.lr = 0.05f;
+    c.checkpoint_every = 0;
+    return c;
+  };
+  const Trained full = train(config(scratch("patience-full-" + on)));
+  ASSERT_EQ(full.outcome.results.size(), 2u);
+  EXPECT_FALSE(full.outcome.early_stopped);  // (that is the epoch callback's)
+  for (const RunResult& r : full.outcome.results) {
+    SCOPED_TRACE(r.run);
+    EXPECT_LT(r.epoch_seconds.size(), 80u);  // this set-up plateaus well before
+    const int best = on == "loss" ? r.lowest_loss_epoch : r.best_epoch;
+    EXPECT_EQ(static_cast<int>(r.epoch_seconds.size()), best + 4);
+    // The lowest loss is that of the records (evaluated epochs only, every second one).
+    double lowest = 1e300;
+    for (const EpochRecord& e : full.records)
+      if (e.run == r.run && e.evaluated) lowest = std::min(lowest, e.valid_loss);
+    EXPECT_EQ(r.lowest_valid_loss, lowest);
+    EXPECT_GT(lowest, 0.0);
+  }
+  const int end = static_cast<int>(full.outcome.results[0].epoch_seconds.size());
+  const fs::path dir = scratch("patience-stopped-" + on);
+  const Trained first = train(config(dir), 0, end - 1);  // seen at the next epoch: `end`
+  ASSERT_TRUE(first.outcome.stopped);
+  EXPECT_EQ(first.outcome.stop_epoch, end);
+  const Trained second = train(config(dir));
+  ASSERT_FALSE(second.outcome.stopped);
+  expect_same_records(full.records, second.records);
+  ASSERT_EQ(second.outcome.results.size(), 2u);
+  for (int run = 0; run < 2; ++run) {
+    EXPECT_EQ(second.outcome.results[run].epoch_seconds.size(),
+              full.outcome.results[run].epoch_seconds.size());
+    EXPECT_EQ(second.outcome.results[run].test_at_best_valid,
+              full.outcome.results[run].test_at_best_valid);
+  }
+  EXPECT_EQ(full.params, second.params);
+}
+
+INSTANTIATE_TEST_SUITE_P(Watching, Patience, ::testing::Values("metric", "loss"));
 
 TEST(CheckpointResume, CrashBetweenWriteAndRenameKeepsThePreviousCheckpoint) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

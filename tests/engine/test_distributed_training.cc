@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // K ranks equal 1 rank (under mpiexec at 2 and 4 ranks): GCN and GraphSAGE on Cora (skipped
-// when ../shared/datasets is absent) and on a synthetic graph, with batch norm, METIS and random
-// parts, and a multi-label task (ROC-AUC gathered on rank 0), with weight decay but for batch norm.
-// Every rank also trains the whole graph alone (the 1-rank reference); per-epoch losses must agree
-// to 1e-5 relative and the accuracies exactly.
+// when ../shared/datasets is absent) and on a synthetic graph, GCNII at 8 layers on it, with batch
+// norm, METIS and random parts, and a multi-label task (ROC-AUC gathered on rank 0), with weight
+// decay but for batch norm. Every rank also trains the whole graph alone (the 1-rank reference);
+// per-epoch losses must agree to 1e-5 relative and the accuracies exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -57,6 +57,10 @@ void expect_same_training(const std::vector<EpochRecord>& one, const std::vector
   EXPECT_EQ(one.back().train_metric, k.back().train_metric) << "rank " << rank;
   EXPECT_EQ(one.back().valid_metric, k.back().valid_metric) << "rank " << rank;
   EXPECT_EQ(one.back().test_metric, k.back().test_metric) << "rank " << rank;
+  // The validation loss (of weights that differ by float rounding, like the training loss).
+  EXPECT_NEAR(one.back().valid_loss, k.back().valid_loss, kLossTolerance * one.back().valid_loss)
+      << "rank " << rank;
+  EXPECT_GT(k.back().valid_loss, 0.0) << "rank " << rank;
 }
 
 class DistributedTraining : public ::testing::Test {
@@ -154,6 +158,23 @@ TEST_F(DistributedTraining, SyntheticGcnSageBatchNormAndPartitioners) {
         Case{"gcn random batch-norm", ModelKind::Gcn, PartitionMethod::Random, true, 0.0f},
         Case{"sage block batch-norm", ModelKind::Sage, PartitionMethod::Block, true, 0.0f}}) {
     check(dataset, small_config(15), c);
+  }
+}
+
+// GCNII: the dense layers exchange nothing; each GCNII layer aggregates across the parts and
+// mixes in the first layer's output (the initial residual), whose gradient gathers every
+// layer's term. 8 layers, dropout on, decay apart for the dense layers.
+TEST_F(DistributedTraining, SyntheticGcniiDeepWithInitialResidual) {
+  const Dataset dataset = synthetic_graph();
+  TrainConfig config = small_config(15);
+  config.num_layers = 8;
+  config.input_dropout = 0.3f;
+  config.gcnii_alpha = 0.2f;
+  config.dense_weight_decay = 1e-4f;
+  for (const Case& c :
+       {Case{"gcnii metis", ModelKind::Gcnii, PartitionMethod::Metis, false},
+        Case{"gcnii random batch-norm", ModelKind::Gcnii, PartitionMethod::Random, true, 0.0f}}) {
+    check(dataset, config, c);
   }
 }
 

@@ -36,6 +36,29 @@ TEST(Adam, MatchesReferenceUpdate) {
   EXPECT_EQ(adam.steps(), 5);
 }
 
+// A dense layer's weights decay at dense_weight_decay, the others at weight_decay; without a
+// dense rate (< 0) they all take weight_decay. One step from zero moments moves every entry by
+// about lr * sign(g + wd * p): a weight whose gradient is 0 then shows which rate it got.
+TEST(Adam, DenseWeightsTakeTheirOwnRate) {
+  const std::vector<ParamInfo> layout{{"conv", 0, 1, 2, true, false},
+                                      {"dense", 2, 1, 2, true, true},
+                                      {"bias", 4, 1, 1, false, true}};
+  const std::vector<float> grads(5, 0.0f);
+  for (float dense_rate : {-1.0f, 0.0f, 0.5f}) {
+    std::vector<float> params{1.0f, -1.0f, 1.0f, -1.0f, 1.0f};
+    Adam adam(AdamConfig{.lr = 0.1f, .weight_decay = 0.2f, .dense_weight_decay = dense_rate},
+              layout, 5);
+    adam.step(params, grads);
+    SCOPED_TRACE(dense_rate);
+    EXPECT_NEAR(params[0], 0.9f, 1e-6);  // decayed: the step follows +p
+    EXPECT_NEAR(params[1], -0.9f, 1e-6);
+    const float dense_step = dense_rate == 0.0f ? 0.0f : 0.1f;  // < 0: the conv rate
+    EXPECT_NEAR(params[2], 1.0f - dense_step, 1e-6);
+    EXPECT_NEAR(params[3], -1.0f + dense_step, 1e-6);
+    EXPECT_EQ(params[4], 1.0f);  // not decayed, whatever `dense` says
+  }
+}
+
 TEST(Adam, RejectsBadConfigAndSizes) {
   std::vector<ParamInfo> layout{{"w", 0, 1, 2, true}};
   EXPECT_THROW(Adam(AdamConfig{.lr = 0.0f}, layout, 2), Error);

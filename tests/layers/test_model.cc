@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Model: whole-model gradients against central finite differences of a log_softmax + NLL loss
-// (GCN, SAGE and residual GCN, with and without batch norm, dropout off and on at a fixed epoch),
-// parameter layout and initialisation, determinism from the seed, no input-feature gradient,
-// eval mode, moves, buffers reused between epochs; slices of a deeper model against the whole
-// model (parameters, logits, gradients) and a slice's input gradient against finite
-// differences; forward slots against separate single-slot models.
+// (GCN, SAGE, residual GCN and GCNII, with and without batch norm, dropout off and on at a fixed
+// epoch), parameter layout and initialisation, determinism from the seed, no input-feature
+// gradient, eval mode, moves, buffers reused between epochs; slices of a deeper model against the
+// whole model (parameters, logits, gradients) and a slice's input gradient against finite
+// differences; forward slots against separate single-slot models; GCNII's forward against
+// the paper's formula.
 #include "layers/model.h"
 
 #include <gtest/gtest.h>
@@ -88,6 +89,15 @@ ModelConfig make_config(ModelKind kind, std::int64_t in, std::int64_t hidden, st
   c.dropout = dropout;
   c.input_dropout = input_dropout;
   c.seed = 42;
+  return c;
+}
+
+// A GCNII model 7 -> 5 -> 3 (dense ends, GCNII layers 1..layers-2).
+ModelConfig gcnii_config(int layers, bool batch_norm, float dropout = 0.0f,
+                         float input_dropout = 0.0f, float alpha = 0.1f, float lambda = 0.5f) {
+  ModelConfig c =
+      make_config(ModelKind::Gcnii, 7, 5, 3, layers, batch_norm, dropout, input_dropout);
+  c.hyper = {alpha, lambda};
   return c;
 }
 
@@ -193,14 +203,17 @@ INSTANTIATE_TEST_SUITE_P(
         // BN over a residual sum curves more: truncation at step 5e-3 measured 1.5e-3, at
         // 2e-3 (loss rounding ~5e-4) 5.1e-4.
         GradCase{"resgcn_bn", make_config(ModelKind::ResGcn, 7, 5, 3, 4, true), 2e-3f},
-        GradCase{"resgcn_dropout",
-                 make_config(ModelKind::ResGcn, 7, 5, 3, 4, false, 0.5f, 0.3f)},
-        GradCase{"resgcn_bn_dropout",
-                 make_config(ModelKind::ResGcn, 7, 5, 3, 5, true, 0.5f, 0.3f)},
+        GradCase{"resgcn_dropout", make_config(ModelKind::ResGcn, 7, 5, 3, 4, false, 0.5f, 0.3f)},
+        GradCase{"resgcn_bn_dropout", make_config(ModelKind::ResGcn, 7, 5, 3, 5, true, 0.5f, 0.3f)},
         GradCase{"resgcn_same_width", make_config(ModelKind::ResGcn, 5, 5, 3, 4, false)},
         // 3 -> 8 (with 9 hidden, one pre-activation of the last hidden layer sits within 1e-6
         // of its kink, so that every perturbation flips it and the check skips most entries).
-        GradCase{"resgcn_widening", make_config(ModelKind::ResGcn, 3, 8, 4, 4, false)}),
+        GradCase{"resgcn_widening", make_config(ModelKind::ResGcn, 3, 8, 4, 4, false)},
+        // GCNII: layer 0's weights also get every GCNII layer's initial-residual term.
+        GradCase{"gcnii", gcnii_config(4, false)},
+        GradCase{"gcnii_strong_initial", gcnii_config(5, false, 0.0f, 0.0f, 0.6f, 1.5f)},
+        GradCase{"gcnii_no_initial", gcnii_config(3, false, 0.0f, 0.0f, 0.0f, 0.5f)},
+        GradCase{"gcnii_bn_dropout", gcnii_config(5, true, 0.5f, 0.3f, 0.3f, 0.5f)}),
     [](const ::testing::TestParamInfo<GradCase>& p) { return p.param.name; });
 
 TEST(Model, ParamInfoCoversTheBufferExactly) {
@@ -241,6 +254,98 @@ TEST(Model, ParamInfoCoversTheBufferExactly) {
       EXPECT_EQ(buffer_next, static_cast<std::int64_t>(model.buffers().size()));
       EXPECT_EQ(model.buffer_info().size(), bn ? 4u : 0u);
     }
+}
+
+// GCNII's parameters: dense first and last layers (weight and bias, the weights marked dense),
+// GCNII layers with one weight and no bias.
+TEST(Model, GcniiDeclaresDenseEndsAndBiaslessLayers) {
+  Model model(gcnii_config(4, false));
+  std::vector<std::string> names;
+  for (const ParamInfo& info : model.param_info()) {
+    names.push_back(info.name);
+    const bool end = info.name.starts_with("convs.0.") || info.name.starts_with("convs.3.");
+    EXPECT_EQ(info.dense, end && info.name.ends_with(".weight")) << info.name;
+    EXPECT_EQ(info.decay, info.name.ends_with(".weight")) << info.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"convs.0.weight", "convs.0.bias", "convs.1.weight",
+                                             "convs.2.weight", "convs.3.weight", "convs.3.bias"}));
+  EXPECT_THROW(Model(gcnii_config(2, false)), Error);  // no GCNII layer
+  // A slice after layer 0 has no h0 to read.
+  EXPECT_THROW(Model(slice_config(gcnii_config(5, false), 1, 2)), Error);
+  EXPECT_NO_THROW(Model(slice_config(gcnii_config(5, false), 0, 3)));
+  ModelConfig bad = gcnii_config(4, false);
+  bad.hyper.gcnii_alpha = 1.0f;
+  EXPECT_THROW(Model{bad}, Error);
+}
+
+// GCNII's forward against the paper's formula in double precision with a dense Â:
+//   h0 = ReLU(X W0 + b0), h_{l+1} = ReLU((1 - b_l) s + b_l s W_l), s = (1 - a) Â h_l + a h0,
+//   b_l = log(lambda / l + 1), logits = h W_{L-1} + b_{L-1};
+// and an inference-only slot (which keeps layer 0's output to the end) gives the same logits.
+TEST(Model, GcniiMatchesThePaperFormula) {
+  Graph g(3, 31);
+  const float alpha = 0.3f, lambda = 0.7f;
+  ModelConfig config = gcnii_config(5, false, 0.5f, 0.0f, alpha, lambda);
+  config.slots = 2;
+  Model model(config);
+  model.set_inference_slot(1);
+  const Tensor x = random_tensor(kNodes, 7, 2);
+  Tensor logits, inferred;
+  model.forward(logits, x, g.context, /*training=*/false, 0);
+  model.forward(inferred, x, g.context, /*training=*/false, 0, /*slot=*/1);
+
+  using Matrix = std::vector<std::vector<double>>;
+  const auto n = static_cast<std::size_t>(kNodes);
+  auto param = [&](const std::string& name) {
+    for (const ParamInfo& info : model.param_info())
+      if (info.name == name)
+        return std::pair{info, model.params().subspan(static_cast<std::size_t>(info.offset))};
+    ADD_FAILURE() << "no parameter " << name;
+    return std::pair{ParamInfo{}, model.params()};
+  };
+  auto linear = [&](const Matrix& h, int layer, bool bias) {  // h W (+ b)
+    const auto [w, wv] = param("convs." + std::to_string(layer) + ".weight");
+    Matrix out(n, std::vector<double>(static_cast<std::size_t>(w.cols), 0.0));
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < out[i].size(); ++j) {
+        for (std::size_t k = 0; k < h[i].size(); ++k)
+          out[i][j] += h[i][k] * wv[k * out[i].size() + j];
+        if (bias) out[i][j] += param("convs." + std::to_string(layer) + ".bias").second[j];
+      }
+    return out;
+  };
+  auto relu = [](Matrix m) {
+    for (auto& row : m)
+      for (double& v : row) v = std::max(v, 0.0);
+    return m;
+  };
+  Matrix input(n, std::vector<double>(7));
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t k = 0; k < 7; ++k) input[i][k] = x.f32()[i * 7 + k];
+  const Matrix h0 = relu(linear(input, 0, true));
+  Matrix h = h0;
+  const Csr& a = g.gcn.matrix();
+  for (int l = 1; l <= 3; ++l) {
+    Matrix s(n, std::vector<double>(5, 0.0));
+    for (std::size_t i = 0; i < n; ++i) {
+      for (auto e = a.indptr()[i]; e < a.indptr()[i + 1]; ++e)
+        for (std::size_t k = 0; k < 5; ++k)
+          s[i][k] += (1.0 - alpha) * a.values()[static_cast<std::size_t>(e)] *
+                     h[static_cast<std::size_t>(a.indices()[static_cast<std::size_t>(e)])][k];
+      for (std::size_t k = 0; k < 5; ++k) s[i][k] += alpha * h0[i][k];
+    }
+    const double beta = std::log(lambda / l + 1.0);
+    Matrix sw = linear(s, l, false);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = 0; k < 5; ++k) sw[i][k] = (1.0 - beta) * s[i][k] + beta * sw[i][k];
+    h = relu(sw);
+  }
+  const Matrix expected = linear(h, 4, true);
+  std::vector<float> want;
+  for (const auto& row : expected)
+    for (double v : row) want.push_back(static_cast<float>(v));
+  expect_close(span_of(logits), want, 1e-5, "gcnii logits");
+  expect_close(span_of(inferred), span_of(logits), 0.0, "inference-only slot");
 }
 
 TEST(Model, InitialisationFollowsTheConvention) {
