@@ -48,10 +48,6 @@
     "the layer kind (layers/layer_kinds.cc)")                                                      \
   X(num_layers, int, 3, Flag(), Within(1, 1024), Identity(),                                       \
     "layers of the model (gcnii: its dense input and output layers included, >= 3)")               \
-  X(gcnii_alpha, float, 0.1f, Flag(), HalfOpen(0, 1), IdentityUnlessDefault(),                     \
-    "gcnii: weight of the initial residual h0 in every GCNII layer, in [0, 1)")                    \
-  X(gcnii_lambda, float, 0.5f, Flag(), Above(0), IdentityUnlessDefault(),                          \
-    "gcnii: identity mapping, layer l mixes (1 - b) I + b W with b = log(lambda / l + 1)")         \
   X(hidden_channels, std::int64_t, 256, Flag(), Within(1, 1 << 20), Identity(),                    \
     "width of the hidden layers")                                                                  \
   X(dropout, float, 0.5f, Flag(), HalfOpen(0, 1), Identity(),                                      \
@@ -65,6 +61,10 @@
     Identity(), "batch normalisation over nodes between layers (as OGB's ogbn-arxiv GCN)")         \
   X(normalize_features, bool, false, Flag(), Any(), Identity(),                                    \
     "divide each feature row by its sum (Kipf & Welling)")                                         \
+  X(gcnii_alpha, float, 0.1f, Flag(), HalfOpen(0, 1), IdentityUnlessDefault(),                     \
+    "gcnii: weight of the initial residual h0 in every GCNII layer, in [0, 1)")                    \
+  X(gcnii_lambda, float, 0.5f, Flag(), Above(0), IdentityUnlessDefault(),                          \
+    "gcnii: identity mapping, layer l mixes (1 - b) I + b W with b = log(lambda / l + 1)")         \
   /* The optimiser and the runs. */                                                                \
   X(lr, float, 0.01f, Flag(), Above(0), Identity(), "Adam learning rate")                          \
   X(weight_decay, float, 0.0f, Flag(), AtLeast(0), Identity(),                                     \
