@@ -45,10 +45,7 @@ void validate(const TrainConfig& config) {
 }
 
 void check_model(const TrainConfig& c) {
-  const LayerKind* kind = nullptr;
-  for (const LayerKind* k : layer_kinds())
-    if (k->name == c.model) kind = k;
-  if (kind == nullptr || !kind->initial_residual) return;  // OneOf names an unknown one
+  if (!c.kind()->initial_residual) return;  // (OneOf, checked before, names an unknown kind)
   TESSERA_CHECK(c.mode() == ParallelMode::Graph, InvalidArgument, "--model ", c.model,
                 ": --parallel ", c.parallel,
                 " is refused: every layer reads the first layer's output (the initial residual), "
