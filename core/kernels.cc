@@ -241,11 +241,12 @@ void bias_act_forward(Tensor& y, const Tensor& x, std::span<const float> bias, A
                                              act, x.rows(), x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
+        if (act == Activation::Elu) break;  // no CUDA ELU yet: no_kernel below
         cuda::DeviceInput<float> b(bias);
         return cuda::bias_act_forward(y.f32(), x.f32(), b.get(), act, x.rows(), x.cols());
       });
   }
-  no_kernel("bias_act_forward", device);
+  no_kernel(act == Activation::Elu ? "bias_act_forward (ELU)" : "bias_act_forward", device);
 }
 
 void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, const Tensor& y,
@@ -263,6 +264,7 @@ void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, 
                                               d_y.f32(), y.f32(), act, d_y.rows(), d_y.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
+        if (act == Activation::Elu) break;
         cuda::DeviceOutput<float> db(d_bias);
         cuda::bias_act_backward(d_x.f32(), db.get(), d_y.f32(), y.f32(), act, d_y.rows(),
                                 d_y.cols());
@@ -270,7 +272,7 @@ void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, 
         return;
       });
   }
-  no_kernel("bias_act_backward", device);
+  no_kernel(act == Activation::Elu ? "bias_act_backward (ELU)" : "bias_act_backward", device);
 }
 
 namespace {
@@ -316,6 +318,131 @@ void dropout_backward(Tensor& d_x, const Tensor& d_y, float p, const CounterRng&
       });
   }
   no_kernel("dropout_backward", d_x.device());
+}
+
+// ---- attention ----
+
+namespace {
+
+// heads >= 1 dividing zs's width into H·D + H; returns D.
+std::int64_t head_width(const Tensor& zs, int heads, const char* kernel) {
+  TESSERA_CHECK(heads >= 1, InvalidArgument, kernel, ": heads must be >= 1, got ", heads);
+  const std::int64_t w = zs.cols() - heads;
+  TESSERA_CHECK(w >= heads && w % heads == 0, InvalidArgument, kernel,
+                ": zs must be (R, H*D + H) for ", heads, " heads, found ", zs.shape_string());
+  return w / heads;
+}
+
+cpu::AttentionDropoutArgs dropout_args(const AttentionDropout& d, std::int64_t num_cols,
+                                       const char* kernel) {
+  TESSERA_CHECK(d.p >= 0.0f && d.p < 1.0f, InvalidArgument, kernel,
+                ": attention dropout must be in [0, 1), got ", d.p);
+  if (d.p == 0.0f) return {};
+  TESSERA_CHECK(d.rng != nullptr, InvalidArgument, kernel, ": attention dropout without an rng");
+  check_count(d.column_ids.size(), num_cols, kernel, "dropout column_ids");
+  return {d.p, d.rng, d.column_ids.data()};
+}
+
+// The shared checks of gat_attention_forward/backward: a (R, C) over zs (C, HD + H), s_dst
+// (R, H), per-edge (nnz, H) and per-row (R, HD) tensors; returns D.
+std::int64_t check_attention(const CsrView& a, const Tensor& zs, const Tensor& s_dst,
+                             const Tensor& edge, const Tensor& row, int heads,
+                             std::span<const NodeId> rows, const char* kernel) {
+  const Device device = row.device();
+  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument, "no ", kernel,
+                " kernel for device ", to_string(device));
+  for (const Tensor* t : {&zs, &s_dst, &edge}) check_input(*t, device, kernel, "input");
+  check_csr_view(a, kernel);
+  const std::int64_t d = head_width(zs, heads, kernel);
+  check_dims(zs, a.num_cols, zs.cols(), kernel, "zs");
+  check_dims(s_dst, a.num_rows, heads, kernel, "s_dst");
+  check_dims(edge, a.nnz(), heads, kernel, "edge tensor");
+  check_dims(row, a.num_rows, heads * d, kernel, "row tensor");
+  check_rows(rows, a.num_rows, /*distinct=*/true, kernel, device);
+  return d;
+}
+
+}  // namespace
+
+void gat_project(Tensor& zs, Tensor& s_dst, const Tensor& z, std::span<const float> att,
+                 int heads) {
+  const Device device = zs.device();
+  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument,
+                "no gat_project kernel for device ", to_string(device));
+  check_input(s_dst, device, "gat_project", "s_dst");
+  check_input(z, device, "gat_project", "z");
+  const std::int64_t d = head_width(zs, heads, "gat_project");
+  check_dims(z, zs.rows(), heads * d, "gat_project", "z");
+  check_dims(s_dst, zs.rows(), heads, "gat_project", "s_dst");
+  check_count(att.size(), 2 * heads * d, "gat_project", "att");
+  check_no_alias(zs, z, "gat_project", "zs", "z");
+  cpu::kernels().gat_project(zs.f32(), s_dst.f32(), z.f32(), att.data(), z.rows(), heads, d);
+}
+
+void gat_project_backward(Tensor& d_z, std::span<float> d_att, const Tensor& d_zs,
+                          const Tensor& d_s_dst, const Tensor& zs, std::span<const float> att,
+                          int heads) {
+  const Device device = d_z.device();
+  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument,
+                "no gat_project_backward kernel for device ", to_string(device));
+  for (const Tensor* t : {&d_zs, &d_s_dst, &zs})
+    check_input(*t, device, "gat_project_backward", "input");
+  const std::int64_t d = head_width(zs, heads, "gat_project_backward");
+  check_dims(d_zs, zs.rows(), zs.cols(), "gat_project_backward", "d_zs");
+  check_dims(d_s_dst, zs.rows(), heads, "gat_project_backward", "d_s_dst");
+  check_dims(d_z, zs.rows(), heads * d, "gat_project_backward", "d_z");
+  check_count(att.size(), 2 * heads * d, "gat_project_backward", "att");
+  check_count(d_att.size(), 2 * heads * d, "gat_project_backward", "d_att");
+  check_no_alias(d_z, d_zs, "gat_project_backward", "d_z", "d_zs");
+  cpu::kernels().gat_project_backward(d_z.f32(), d_att.data(), d_zs.f32(), d_s_dst.f32(), zs.f32(),
+                                      att.data(), zs.rows(), heads, d);
+}
+
+void gat_attention_forward(Tensor& out, Tensor& alpha, const CsrView& a, const Tensor& zs,
+                           const Tensor& s_dst, int heads, float slope,
+                           const AttentionDropout& dropout, std::span<const NodeId> rows) {
+  const char* kernel = "gat_attention_forward";
+  const std::int64_t d = check_attention(a, zs, s_dst, alpha, out, heads, rows, kernel);
+  check_no_alias(out, zs, kernel, "out", "zs");
+  cpu::kernels().gat_attention_forward(out.f32(), alpha.f32(), a, zs.f32(), s_dst.f32(), heads, d,
+                                       slope, dropout_args(dropout, a.num_cols, kernel), rows);
+}
+
+void gat_attention_backward(Tensor& d_score, Tensor& d_s_dst, Tensor& alpha, const CsrView& a,
+                            const Tensor& d_out, const Tensor& zs, const Tensor& s_dst, int heads,
+                            float slope, const AttentionDropout& dropout,
+                            std::span<const NodeId> rows) {
+  const char* kernel = "gat_attention_backward";
+  const std::int64_t d = check_attention(a, zs, s_dst, alpha, d_out, heads, rows, kernel);
+  check_dims(d_score, a.nnz(), heads, kernel, "d_score");
+  check_dims(d_s_dst, a.num_rows, heads, kernel, "d_s_dst");
+  check_no_alias(d_score, alpha, kernel, "d_score", "alpha");
+  cpu::kernels().gat_attention_backward(d_score.f32(), d_s_dst.f32(), alpha.f32(), a, d_out.f32(),
+                                        zs.f32(), s_dst.f32(), heads, d, slope,
+                                        dropout_args(dropout, a.num_cols, kernel), rows);
+}
+
+void gat_attention_transpose(Tensor& d_zs, const CsrView& at, std::span<const EdgeOffset> edge_of,
+                             const Tensor& alpha, const Tensor& d_score, const Tensor& d_out,
+                             int heads, std::span<const NodeId> rows) {
+  const char* kernel = "gat_attention_transpose";
+  const Device device = d_zs.device();
+  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument, "no ", kernel,
+                " kernel for device ", to_string(device));
+  for (const Tensor* t : {&alpha, &d_score, &d_out}) check_input(*t, device, kernel, "input");
+  check_csr_view(at, kernel);
+  const std::int64_t d = head_width(d_zs, heads, kernel);
+  check_dims(d_zs, at.num_rows, d_zs.cols(), kernel, "d_zs");
+  check_count(edge_of.size(), at.nnz(), kernel, "edge_of");
+  check_dims(alpha, at.nnz(), heads, kernel, "alpha");
+  check_dims(d_score, at.nnz(), heads, kernel, "d_score");
+  check_dims(d_out, at.num_cols, heads * d, kernel, "d_out");
+  check_rows(rows, at.num_rows, /*distinct=*/true, kernel, device);
+  for (std::size_t k = 0; k < edge_of.size(); ++k)
+    TESSERA_CHECK(edge_of[k] >= 0 && edge_of[k] < at.nnz(), InvalidArgument, kernel, ": edge_of[",
+                  k, "] = ", edge_of[k], " is outside [0, ", at.nnz(), ")");
+  cpu::kernels().gat_attention_transpose(d_zs.f32(), at, edge_of.data(), alpha.f32(), d_score.f32(),
+                                         d_out.f32(), heads, d, rows);
 }
 
 // ---- row movement ----

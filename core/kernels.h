@@ -15,7 +15,8 @@
 
 namespace tessera {
 
-enum class Activation { None, Relu };
+// Elu: x > 0 ? x : exp(x) - 1 (GAT's hidden activation; CPU kernels only).
+enum class Activation { None, Relu, Elu };
 
 // ---- sparse ----
 // out (R, F) = A (R, C) * x (C, F). Rows run in parallel (OpenMP); each row's sum is in a fixed
@@ -49,6 +50,45 @@ void dropout_forward(Tensor& y, const Tensor& x, float p, const CounterRng& rng,
                      std::span<const GlobalId> global_ids);
 void dropout_backward(Tensor& d_x, const Tensor& d_y, float p, const CounterRng& rng,
                       std::span<const GlobalId> global_ids);
+
+// ---- attention (GAT, Velickovic et al. 2018) ----
+// H heads of width D over a pattern A (R, C) whose values are ignored: zs (C, H·D + H) holds
+// each column's transformed row z (H·D) and its per-head source terms s_src (H); s_dst (R, H)
+// the rows' destination terms. Edge j = (r, c) of head h scores e = LeakyReLU(s_dst[r, h] +
+// s_src[c, h], slope); alpha = softmax of e over the row's edges; out[r, h] = Σ_j alpha z[c, h].
+// The attention dropout keeps head h of edge (r, c) when rng.uniform(column_ids[r],
+// column_ids[c] · H + h) >= p (a pure function of the global ids: nothing stored).
+struct AttentionDropout {
+  float p = 0.0f;                        // in [0, 1); 0: none
+  const CounterRng* rng = nullptr;       // needed when p > 0
+  std::span<const GlobalId> column_ids;  // (C) global ids of A's columns; the first R the rows'
+};
+// zs (R, H·D + H) = [z, s_src] and s_dst (R, H) from z (R, H·D) and att (2·H·D: the source
+// then the destination attention vectors).
+void gat_project(Tensor& zs, Tensor& s_dst, const Tensor& z, std::span<const float> att, int heads);
+// Its backward: d_z (R, H·D) = d_zs[:, :HD] + the source and destination terms' gradients
+// through att (written); d_att (2·H·D) += their gradients (accumulated).
+void gat_project_backward(Tensor& d_z, std::span<float> d_att, const Tensor& d_zs,
+                          const Tensor& d_s_dst, const Tensor& zs, std::span<const float> att,
+                          int heads);
+// For the listed rows (distinct): alpha (nnz, H) on their edges (before dropout) and out rows
+// (R, H·D) = Σ_j dropout(alpha) z; a row without edges gets 0. Other rows untouched.
+void gat_attention_forward(Tensor& out, Tensor& alpha, const CsrView& a, const Tensor& zs,
+                           const Tensor& s_dst, int heads, float slope,
+                           const AttentionDropout& dropout, std::span<const NodeId> rows);
+// Backward of the listed rows from d_out (R, H·D): d_score (nnz, H) the gradient of each edge's
+// score before LeakyReLU, d_s_dst (R, H) = its sum over the row; alpha is overwritten with the
+// dropped-out weights the forward aggregated with (for gat_attention_transpose).
+void gat_attention_backward(Tensor& d_score, Tensor& d_s_dst, Tensor& alpha, const CsrView& a,
+                            const Tensor& d_out, const Tensor& zs, const Tensor& s_dst, int heads,
+                            float slope, const AttentionDropout& dropout,
+                            std::span<const NodeId> rows);
+// The gradients of the source rows: at (C, R) = A^T, edge_of[k] the position in A of at's
+// entry k. For the listed rows c of at: d_zs[c] = [Σ_k alpha[edge_of[k], h] d_out[r_k, h],
+// Σ_k d_score[edge_of[k], h]] (written; other rows untouched).
+void gat_attention_transpose(Tensor& d_zs, const CsrView& at, std::span<const EdgeOffset> edge_of,
+                             const Tensor& alpha, const Tensor& d_score, const Tensor& d_out,
+                             int heads, std::span<const NodeId> rows);
 
 // ---- row movement (halo gather/scatter) ----
 // out[i] = x[rows[i]] for every i; out is (rows.size(), F).

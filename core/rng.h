@@ -17,6 +17,7 @@ enum class RngPurpose : std::uint32_t {
   CodecForward = 3,
   CodecBackward = 4,
   Synthetic = 5,
+  AttentionDropout = 6,
 };
 
 inline std::uint64_t splitmix64(std::uint64_t x) {

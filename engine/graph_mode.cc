@@ -7,6 +7,7 @@
 // uploaded once, and several GPU ranks move halos and gradients over NCCL.
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "comm/agreement.h"
 #include "comm/gpu_communicator.h"
@@ -140,8 +141,15 @@ void GraphRunner::build(const LossRows& loss) {
   exchange_ = std::make_unique<HaloExchange>(gpu_comm_ ? *gpu_comm_ : comm_, g.halo, g.owned_ids,
                                              g.halo_ids, codecs);
   const GraphOperator& op = *config_.kind()->op;
-  propagator_ =
-      std::make_unique<HaloPropagator>(op.build(g.adjacency, g.degrees), op.symmetry, *exchange_);
+  // Attention kinds weight the edges themselves: the propagator keeps the pattern and the
+  // global ids of its columns (the attention dropout's keys).
+  std::vector<GlobalId> column_ids;
+  if (config_.kind()->attention) {
+    column_ids.assign(g.owned_ids.begin(), g.owned_ids.end());
+    column_ids.insert(column_ids.end(), g.halo_ids.begin(), g.halo_ids.end());
+  }
+  propagator_ = std::make_unique<HaloPropagator>(op.build(g.adjacency, g.degrees), op.symmetry,
+                                                 *exchange_, column_ids);
   propagator_->upload(device_);
   context_.set_propagator(op, propagator_.get());
   context_.global_ids = g.owned_ids;

@@ -18,8 +18,8 @@ constexpr std::int64_t kPollChunks = 16;
 
 }  // namespace
 
-HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry,
-                               HaloExchange& exchange)
+HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry, HaloExchange& exchange,
+                               std::span<const GlobalId> column_ids)
     : symmetric_(owned_symmetry == MatrixSymmetry::Symmetric), exchange_(exchange) {
   const std::int64_t n = a.num_rows();
   const std::int64_t h = a.num_cols() - n;
@@ -67,6 +67,51 @@ HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry,
     const double v = values ? static_cast<double>(halo_.values()[j]) : 1.0;
     halo_weight_[static_cast<std::size_t>(halo_.indices()[j])] += v * v;
   }
+  if (column_ids.empty()) return;
+  TESSERA_CHECK(static_cast<std::int64_t>(column_ids.size()) == a.num_cols(), InvalidArgument,
+                "HaloPropagator: ", column_ids.size(), " column ids for an operator of ",
+                a.num_cols(), " columns");
+  pattern_ = a;
+  column_ids_.assign(column_ids.begin(), column_ids.end());
+  std::size_t next = 0;  // boundary_rows_ is sorted
+  for (NodeId r = 0; r < static_cast<NodeId>(n); ++r) {
+    if (next < boundary_rows_.size() && boundary_rows_[next] == r) {
+      ++next;
+    } else {
+      inner_rows_.push_back(r);
+    }
+  }
+}
+
+void HaloPropagator::view_rows(Tensor& t) {
+  const std::int64_t n = owned_.num_rows(), h = halo_.num_cols();
+  check_shape(t, n + h, t.cols(), "HaloPropagator: the attention rows");
+  owned_view_ = Tensor::borrow(t.f32(), n, t.cols(), DType::F32, t.device());
+  halo_view_ = Tensor::borrow(t.f32() + n * t.cols(), h, t.cols(), DType::F32, t.device());
+}
+
+void HaloPropagator::start_forward(Tensor& rows, int layer) {
+  if (!exchange_.has_traffic()) return;
+  view_rows(rows);
+  exchange_.start_forward(owned_view_, halo_view_, layer);
+}
+
+void HaloPropagator::finish_forward(Tensor& rows) {
+  if (!exchange_.has_traffic()) return;
+  view_rows(rows);
+  exchange_.finish_forward(halo_view_);
+}
+
+void HaloPropagator::start_backward(Tensor& d_rows, int layer) {
+  if (!exchange_.has_traffic()) return;
+  view_rows(d_rows);
+  exchange_.start_backward(halo_view_, layer);
+}
+
+void HaloPropagator::finish_backward(Tensor& d_rows) {
+  if (!exchange_.has_traffic()) return;
+  view_rows(d_rows);
+  exchange_.finish_backward(owned_view_);
 }
 
 void HaloPropagator::share_receiver_weights() { exchange_.set_receiver_weights(halo_weight_); }

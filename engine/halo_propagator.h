@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "comm/halo_exchange.h"
@@ -17,14 +18,20 @@
 
 namespace tessera {
 
-class HaloPropagator final : public Propagator {
+// With column ids it also offers the attention path (HaloAccess): the whole pattern, kept, and
+// the exchange of a layer's own (N + H)-row tensors.
+class HaloPropagator final : public Propagator, private HaloAccess {
  public:
   // `a`: (N, N + H) weighted operator in local ids. owned_symmetry: whether A_own equals its
-  // transpose (true for GCN weights on a symmetric graph), so backward reuses it.
-  HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry, HaloExchange& exchange);
+  // transpose (true for GCN weights on a symmetric graph), so backward reuses it. column_ids
+  // (N + H global ids: the owned rows', then the halo rows'), when given, keeps `a` for
+  // halo_access().
+  HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry, HaloExchange& exchange,
+                 std::span<const GlobalId> column_ids = {});
   void forward(Tensor& out, const Tensor& x, int layer) override;
   void backward(Tensor& d_x, const Tensor& d_out, int layer) override;
   std::int64_t num_rows() const override { return owned_.num_rows(); }
+  HaloAccess* halo_access() override { return column_ids_.empty() ? nullptr : this; }
 
   std::int64_t nnz() const { return owned_.nnz() + halo_.nnz(); }
 
@@ -42,6 +49,19 @@ class HaloPropagator final : public Propagator {
   // SpMM on the compute stream while the exchange runs on the communication stream.
   void overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x);
 
+  // HaloAccess (see layers/propagator.h).
+  const Csr& pattern() const override { return pattern_; }
+  std::span<const GlobalId> column_ids() const override { return column_ids_; }
+  std::span<const NodeId> inner_rows() const override { return inner_rows_; }
+  std::span<const NodeId> boundary_rows() const override { return boundary_rows_; }
+  void start_forward(Tensor& rows, int layer) override;
+  void finish_forward(Tensor& rows) override;
+  void start_backward(Tensor& d_rows, int layer) override;
+  void finish_backward(Tensor& d_rows) override;
+  void poll() override { exchange_.poll(); }
+  // owned_view_ and halo_view_ over rows [0, N) and [N, N + H) of t.
+  void view_rows(Tensor& t);
+
   Csr owned_;    // (N, N)
   Csr owned_t_;  // (N, N) transpose; empty when owned_ is symmetric
   Csr halo_;     // (B, H) halo columns of the boundary rows
@@ -55,6 +75,11 @@ class HaloPropagator final : public Propagator {
   Tensor boundary_;   // (B, F) A_halo·halo (forward) / d_out of boundary rows (backward)
   Tensor d_halo_;     // (H, F) gradients for the owners of halo rows
   std::vector<double> halo_weight_;  // (H) for share_receiver_weights
+  // The attention path: empty without column ids.
+  Csr pattern_;                       // (N, N + H) the whole operator
+  std::vector<GlobalId> column_ids_;  // (N + H)
+  std::vector<NodeId> inner_rows_;    // rows with no halo column
+  Tensor owned_view_, halo_view_;     // borrowed rows of the layer's tensor in flight
 };
 
 }  // namespace tessera

@@ -2,22 +2,21 @@
 // Ideal per-epoch traffic of the parallel modes (see traffic_model.h).
 #include "engine/traffic_model.h"
 
-#include "layers/conv_common.h"
-
 namespace tessera {
 
 ExchangedWidths exchanged_widths(int layers, std::int64_t in_channels, std::int64_t hidden,
-                                 std::int64_t out_channels) {
+                                 std::int64_t out_channels, ModelKind kind,
+                                 const LayerHyper& hyper) {
   ExchangedWidths w;
   for (int l = 0; l < layers; ++l) {
-    const std::int64_t f_in = l == 0 ? in_channels : hidden;
-    const std::int64_t f_out = l + 1 == layers ? out_channels : hidden;
-    const bool transform_first = is_transform_first(ConvOrder::Auto, f_in, f_out);
-    const std::int64_t width = transform_first ? f_out : f_in;
-    w.forward.push_back(width);
-    // Backward runs the propagator for d_x, or (transform first) for d_weight; the first layer
-    // computes no d_x.
-    w.backward.push_back(l > 0 || transform_first ? width : 0);
+    const LayerShape shape{.layer = l,
+                           .num_layers = layers,
+                           .f_in = l == 0 ? in_channels : hidden,
+                           .f_out = l + 1 == layers ? out_channels : hidden,
+                           .hyper = hyper};
+    const HaloWidths layer = kind->halo_widths(shape);
+    w.forward.push_back(layer.forward);
+    w.backward.push_back(layer.backward);
   }
   return w;
 }
@@ -30,7 +29,7 @@ double graph_mode_bytes(std::int64_t halo_nodes_total, const ExchangedWidths& wi
                         CodecKind forward, CodecKind backward) {
   double bytes = 0.0;
   for (std::size_t l = 0; l < widths.forward.size(); ++l) {
-    bytes += encoded_bytes(forward, halo_nodes_total, widths.forward[l]);
+    if (widths.forward[l] > 0) bytes += encoded_bytes(forward, halo_nodes_total, widths.forward[l]);
     if (widths.backward[l] > 0) bytes += encoded_bytes(backward, halo_nodes_total, widths.backward[l]);
   }
   return bytes;

@@ -3,7 +3,9 @@
 // the codec), against which the measured counters are checked (tests) and reported (bench):
 //   graph     Σ_p M_p · Σ_layers (w_fwd + w_bwd) · b   (M_p halo nodes of part p; w the width a
 //             layer aggregates: F_out when it transforms first, else F_in; the first layer sends
-//             no gradient back unless it transforms first: the features get none)
+//             no gradient back unless it transforms first: the features get none; GAT: H·D + H
+//             both ways at every layer; GCNII: F both ways in its GCNII layers, nothing in the
+//             dense ones; each kind's LayerKind::halo_widths)
 //   pipeline  2 (S - 1) · N · H · b   (every node's embedding and its gradient cross each of the
 //             S - 1 stage boundaries once)
 //   hybrid    the pipeline term over the G parts plus the graph term for their halos (each
@@ -24,9 +26,11 @@ struct ExchangedWidths {
   std::vector<std::int64_t> forward;   // (L) width each layer's halo exchange carries forward
   std::vector<std::int64_t> backward;  // (L) ... and backward (0: no exchange)
 };
-// For the GCN family (gcn, resgcn) and SAGE, with the automatic aggregation order.
+// Of a model of `kind` (its LayerKind::halo_widths, layer by layer); the GCN family (gcn,
+// resgcn) and SAGE exchange the width they aggregate in the automatic order.
 ExchangedWidths exchanged_widths(int layers, std::int64_t in_channels, std::int64_t hidden,
-                                 std::int64_t out_channels);
+                                 std::int64_t out_channels, ModelKind kind = ModelKind::Gcn,
+                                 const LayerHyper& hyper = {});
 
 // Bytes of `rows` rows of width `width` after `codec` (headers not counted).
 double encoded_bytes(CodecKind codec, std::int64_t rows, std::int64_t width);

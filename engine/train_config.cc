@@ -45,6 +45,20 @@ void validate(const TrainConfig& config) {
 }
 
 void check_model(const TrainConfig& c) {
+  if (c.kind()->attention) {
+    TESSERA_CHECK(c.mode() == ParallelMode::Graph, InvalidArgument, "--model ", c.model,
+                  ": --parallel ", c.parallel,
+                  " is refused: attention layers weight the edges of the halo exchange "
+                  "themselves, which the pipeline's stale chunk aggregation does not offer; use "
+                  "--parallel graph");
+    TESSERA_CHECK(c.device == "cpu", InvalidArgument, "--model ", c.model, ": --device ", c.device,
+                  " is refused: the attention kernels run on the CPU only");
+    // (--heads < 1 is refused by its own rule, checked after --model.)
+    TESSERA_CHECK(c.heads < 1 || c.num_layers == 1 || c.hidden_channels % c.heads == 0,
+                  InvalidArgument,
+                  "--hidden-channels ", c.hidden_channels, " must be a multiple of --heads ",
+                  c.heads, " (--model ", c.model, " concatenates the heads)");
+  }
   if (!c.kind()->initial_residual) return;  // (OneOf, checked before, names an unknown kind)
   TESSERA_CHECK(c.mode() == ParallelMode::Graph, InvalidArgument, "--model ", c.model,
                 ": --parallel ", c.parallel,

@@ -15,6 +15,12 @@ bool is_transform_first(ConvOrder order, std::int64_t f_in, std::int64_t f_out) 
   return f_out < f_in;
 }
 
+HaloWidths propagated_halo_widths(const LayerShape& shape) {
+  const bool transform_first = is_transform_first(ConvOrder::Auto, shape.f_in, shape.f_out);
+  const std::int64_t width = transform_first ? shape.f_out : shape.f_in;
+  return {width, !shape.first() || transform_first ? width : 0};
+}
+
 void check_conv_args(const char* layer_name, const Tensor& x, const Tensor& weight,
                      std::size_t bias_size) {
   TESSERA_CHECK(weight.rows() == x.cols(), InvalidArgument, layer_name, " weight: expected (",

@@ -11,6 +11,7 @@
 
 #include "core/kernels.h"
 #include "core/tensor.h"
+#include "layers/layer_kind.h"
 #include "layers/propagator.h"
 
 namespace tessera {
@@ -20,6 +21,12 @@ namespace tessera {
 // transforms first exactly when F_out < F_in. The others force an order (tests, benchmarks).
 enum class ConvOrder { Auto, TransformFirst, AggregateFirst };
 bool is_transform_first(ConvOrder order, std::int64_t f_in, std::int64_t f_out);
+
+// The halo widths of a propagated linear map in the automatic order (GCN, residual GCN, SAGE):
+// the width through the propagator (F_out when it transforms first, else F_in) both ways, except
+// that the first layer sends no gradient back unless it transforms first (the features get
+// none; aggregating first, d_W needs only the aggregated input it kept).
+HaloWidths propagated_halo_widths(const LayerShape& shape);
 
 // Throws InvalidArgument unless weight is (x.cols(), F_out) and bias has 0 or F_out entries;
 // `layer_name` ("GCN", "SAGE") starts the message.

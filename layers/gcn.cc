@@ -118,6 +118,7 @@ const LayerKind kGcnLayer = {
     .residual = false,
     .gemms = 1,
     .backward_reads_input = gcn_reads_input,
+    .halo_widths = propagated_halo_widths,
     .params = gcn_params,
     .make = make_gcn_conv,
 };

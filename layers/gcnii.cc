@@ -192,6 +192,13 @@ std::unique_ptr<Conv> make_gcnii_conv(const LayerShape& shape, std::span<const s
 // The dense layers read their input; the GCNII layers only its shape.
 bool gcnii_reads_input(std::int64_t, std::int64_t) { return true; }
 
+// The dense layers exchange nothing; a GCNII layer sends h forward for Â h and d_m back for
+// Â^T d_m (its input always has a gradient: even the first GCNII layer's comes from h0's layer).
+HaloWidths gcnii_halo_widths(const LayerShape& shape) {
+  if (!is_gcnii_layer(shape)) return {};
+  return {shape.f_in, shape.f_in};
+}
+
 }  // namespace
 
 extern const LayerKind kGcniiLayer;
@@ -206,6 +213,7 @@ const LayerKind kGcniiLayer = {
     .initial_residual = true,
     .gemms = 1,
     .backward_reads_input = gcnii_reads_input,
+    .halo_widths = gcnii_halo_widths,
     .params = gcnii_params,
     .make = make_gcnii_conv,
 };

@@ -28,6 +28,9 @@ namespace tessera {
 struct LayerHyper {
   float gcnii_alpha = 0.1f;   // GCNII: weight of the initial residual h0, in [0, 1)
   float gcnii_lambda = 0.5f;  // GCNII: identity mapping beta_l = log(lambda / l + 1), > 0
+  int gat_heads = 8;          // GAT: attention heads of the hidden layers (concatenated)
+  int gat_output_heads = 1;   // GAT: heads of the output layer (averaged)
+  float attention_dropout = 0.0f;  // GAT: dropout on the attention weights, in [0, 1)
 };
 
 // One layer of a model: where it sits and its widths.
@@ -39,6 +42,13 @@ struct LayerShape {
   LayerHyper hyper;
   bool hidden() const { return layer + 1 < num_layers; }
   bool first() const { return layer == 0; }
+};
+
+// What a layer's halo exchange carries per halo row, forward and backward (0: no exchange): the
+// traffic model of graph mode (engine/traffic_model.h).
+struct HaloWidths {
+  std::int64_t forward = 0;
+  std::int64_t backward = 0;
 };
 
 // A parameter tensor a kind declares for one layer; the model places it in its flat buffer as
@@ -84,6 +94,9 @@ class Conv {
   // the backward of that forward ACCUMULATES the gradient of h0 into d_h0. Both outlive the
   // forward and its backward. Other layers ignore it.
   virtual void set_initial(const Tensor* /*h0*/, Tensor* /*d_h0*/) {}
+  // Before every forward: whether it trains, and the key of the layer's own random masks (GAT's
+  // attention dropout); kinds without such masks ignore it.
+  virtual void set_step(bool /*training*/, const CounterRng& /*rng*/) {}
 };
 
 // The normalised operator a kind aggregates with, built by the engine for each rank's part.
@@ -98,6 +111,8 @@ struct GraphOperator {
 extern const GraphOperator kGcnOperator;   // D^-1/2 (A + I) D^-1/2, global degrees
 extern const GraphOperator kMeanOperator;  // the mean over in-neighbours (0 for none)
 extern const GraphOperator kSumOperator;   // the sum over in-neighbours (no layer kind uses it)
+// A + I with unit weights: the edges an attention layer weights itself (through HaloAccess).
+extern const GraphOperator kAttentionOperator;
 
 struct LayerKind {
   std::string_view name;  // what --model takes
@@ -110,9 +125,14 @@ struct LayerKind {
   // Conv::set_initial); a model slice must then start at layer 0, and the pipelined modes, whose
   // stages after the first do not have h0, refuse the kind.
   bool initial_residual = false;
+  // The layer weights the edges itself (GAT): it runs on the propagator's HaloAccess, which the
+  // pipelined modes do not offer, so they refuse the kind.
+  bool attention = false;
+  Activation activation = Activation::Relu;  // between layers (without batch norm)
   int gemms = 1;  // (N, F_in) x (F_in, F_out) products per layer: the pipeline's cost model
   // Whether the backward needs the (dropped-out) input itself: the pipeline's memory model.
   bool (*backward_reads_input)(std::int64_t f_in, std::int64_t f_out);
+  HaloWidths (*halo_widths)(const LayerShape& shape);  // graph mode's traffic model
   std::vector<ParamDecl> (*params)(const LayerShape& shape);
   // A slot's layer, given the offsets of the declared parameters in the flat buffer.
   std::unique_ptr<Conv> (*make)(const LayerShape& shape, std::span<const std::int64_t> offsets);
@@ -133,7 +153,7 @@ class ModelKind {
   const LayerKind& operator*() const { return *kind_; }
   const LayerKind* operator->() const { return kind_; }
   friend bool operator==(ModelKind a, ModelKind b) { return a.kind_ == b.kind_; }
-  static const ModelKind Gcn, Sage, ResGcn, Gcnii;  // layers/gcn.cc, sage.cc, resgcn.cc, gcnii.cc
+  static const ModelKind Gcn, Sage, ResGcn, Gcnii, Gat;  // layers/gcn.cc, ..., gcnii.cc, gat.cc
 
  private:
   const LayerKind* kind_;

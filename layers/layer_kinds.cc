@@ -9,7 +9,8 @@
 #include "core/error.h"
 #include "layers/layer_kind.h"
 
-#define TESSERA_LAYER_KINDS(X) X(kGcnLayer) X(kSageLayer) X(kResGcnLayer) X(kGcniiLayer)
+#define TESSERA_LAYER_KINDS(X) \
+  X(kGcnLayer) X(kSageLayer) X(kResGcnLayer) X(kGcniiLayer) X(kGatLayer)
 
 namespace tessera {
 
@@ -37,11 +38,19 @@ Csr build_sum_operator(const Csr& adjacency, std::span<const float>) {
              std::vector<float>(static_cast<std::size_t>(adjacency.nnz()), 1.0f));
 }
 
+Csr build_attention_operator(const Csr& adjacency, std::span<const float>) {
+  const Csr pattern = adjacency.with_self_loops();
+  return Csr(pattern.num_rows(), pattern.num_cols(), pattern.indptr(), pattern.indices(),
+             std::vector<float>(static_cast<std::size_t>(pattern.nnz()), 1.0f));
+}
+
 }  // namespace
 
 const GraphOperator kGcnOperator = {"gcn", MatrixSymmetry::Symmetric, build_gcn_operator};
 const GraphOperator kMeanOperator = {"mean", MatrixSymmetry::General, build_mean_operator};
 const GraphOperator kSumOperator = {"sum", MatrixSymmetry::Symmetric, build_sum_operator};
+const GraphOperator kAttentionOperator = {"attention", MatrixSymmetry::Symmetric,
+                                          build_attention_operator};
 
 std::span<const LayerKind* const> layer_kinds() { return kKinds; }
 

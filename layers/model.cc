@@ -347,7 +347,7 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
   const int l = layer.at.shape.layer;
   const std::int64_t n = h->rows();
   const bool bn = layer.hidden() && c.batch_norm;
-  const Activation act = layer.hidden() && !bn ? Activation::Relu : Activation::None;
+  const Activation act = layer.hidden() && !bn ? c.kind->activation : Activation::None;
   const float rate = l == 0 ? c.input_dropout : c.dropout;
   layer.in = h;
   layer.dropout = training && rate > 0.0f;
@@ -358,6 +358,9 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
   layer.stand_in = nullptr;
   if (c.kind->initial_residual && l > 0)  // (a slice of such a kind starts at layer 0)
     layer.conv->set_initial(&s.output(0, c.batch_norm), &workspace_->d_initial);
+  layer.conv->set_step(
+      training, CounterRng(c.seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(l),
+                           RngPurpose::AttentionDropout));
   layer.conv->forward(layer.conv_out, s.conv_input(i), params(), act, propagator_of(graph));
   if (layer.dropout && (layer.stand_in = layer.conv->input_stand_in()) != nullptr)
     layer.dropped = Tensor();  // (see State::conv_input)
@@ -372,7 +375,7 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
                          layer.conv_out, p.subspan(static_cast<std::size_t>(layer.at.gamma_at), f),
                          p.subspan(static_cast<std::size_t>(layer.at.beta_at), f), training,
                          graph.global_num_nodes, graph.all_reduce);
-    bias_act_forward(layer.bn_out, layer.bn_out, {}, Activation::Relu);
+    bias_act_forward(layer.bn_out, layer.bn_out, {}, c.kind->activation);
     h = &layer.bn_out;
   }
   if (layer.at.residual) {
@@ -418,7 +421,7 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
   const int l = layer.at.shape.layer;
   const std::int64_t n = s.features->rows();
   const bool bn = layer.hidden() && c.batch_norm;
-  const Activation act = layer.hidden() && !bn ? Activation::Relu : Activation::None;
+  const Activation act = layer.hidden() && !bn ? c.kind->activation : Activation::None;
   const std::span<float> g = grads();
   const std::span<const float> p = params();
   Workspace& ws = *workspace_;
@@ -444,7 +447,7 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
     std::span<float> d_gamma = g.subspan(static_cast<std::size_t>(layer.at.gamma_at), f);
     std::span<float> d_beta = g.subspan(static_cast<std::size_t>(layer.at.beta_at), f);
     std::span<const float> gamma = p.subspan(static_cast<std::size_t>(layer.at.gamma_at), f);
-    bias_act_backward(*d, {}, *d, layer.bn_out, Activation::Relu);
+    bias_act_backward(*d, {}, *d, layer.bn_out, c.kind->activation);
     Tensor& d_bn_in = ws.free_grad(d, d_skip);  // (N, F_hidden)
     batch_norm1d_backward(d_bn_in, d_gamma, d_beta, layer.bn, *d, gamma, graph.global_num_nodes,
                           graph.all_reduce);

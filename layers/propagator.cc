@@ -6,6 +6,7 @@
 // pass empty tensors.
 #include "layers/propagator.h"
 
+#include <numeric>
 #include <utility>
 
 #include "core/error.h"
@@ -32,6 +33,22 @@ void LocalPropagator::backward(Tensor& d_x, const Tensor& d_out, int /*layer*/) 
   const Csr& adjoint = symmetric_ ? a_ : a_t_;
   d_x.resize(adjoint.num_rows(), d_out.cols(), d_out.device());  // (N, F)
   spmm(d_x, adjoint.view(), d_out);
+}
+
+std::span<const GlobalId> LocalPropagator::column_ids() const {
+  if (ids_.empty()) {
+    ids_.resize(static_cast<std::size_t>(a_.num_rows()));
+    std::iota(ids_.begin(), ids_.end(), GlobalId{0});
+  }
+  return ids_;
+}
+
+std::span<const NodeId> LocalPropagator::inner_rows() const {
+  if (rows_.empty()) {
+    rows_.resize(static_cast<std::size_t>(a_.num_rows()));
+    std::iota(rows_.begin(), rows_.end(), NodeId{0});
+  }
+  return rows_;
 }
 
 }  // namespace tessera

@@ -5,10 +5,39 @@
 // and sends halo gradients back to their owners in backward).
 #pragma once
 
+#include <span>
+#include <vector>
+
 #include "core/csr.h"
 #include "core/tensor.h"
 
 namespace tessera {
+
+// What a layer that weights the edges itself (attention: layers/gat.cc) needs of a propagator:
+// the pattern of the part's operator, the global ids of its columns and the halo exchange of the
+// layer's own rows. The layer works on one tensor of N + H rows: the owned rows [0, N), then
+// the halo rows [N, N + H) in the pattern's column order.
+class HaloAccess {
+ public:
+  virtual ~HaloAccess() = default;
+  // (N, N + H) in local ids, columns sorted within a row (the owned ones first); values are the
+  // operator's and may be ignored.
+  virtual const Csr& pattern() const = 0;
+  // (N + H) global ids of the pattern's columns (the first N: the owned rows).
+  virtual std::span<const GlobalId> column_ids() const = 0;
+  virtual std::span<const NodeId> inner_rows() const = 0;     // rows with owned columns only
+  virtual std::span<const NodeId> boundary_rows() const = 0;  // rows with a halo column
+  // Forward: rows [0, N) of `rows` (N + H, F) go to the peers that need them; finish_forward
+  // fills rows [N, N + H). Keep `rows` alive and its owned rows unchanged until then.
+  virtual void start_forward(Tensor& rows, int layer) = 0;
+  virtual void finish_forward(Tensor& rows) = 0;
+  // Backward: rows [N, N + H) of `d_rows` go back to their owners; finish_backward adds what the
+  // peers sent into rows [0, N) (keep rows [N, N + H) unchanged until then).
+  virtual void start_backward(Tensor& d_rows, int layer) = 0;
+  virtual void finish_backward(Tensor& d_rows) = 0;
+  // Progresses the messages in flight (between chunks of overlapped work).
+  virtual void poll() = 0;
+};
 
 class Propagator {
  public:
@@ -19,6 +48,8 @@ class Propagator {
   // d_x (N, F) = A^T d_out: overwritten, including contributions that come back from halos.
   virtual void backward(Tensor& d_x, const Tensor& d_out, int layer) = 0;
   virtual std::int64_t num_rows() const = 0;
+  // The attention path (HaloAccess), or null where this propagator has none.
+  virtual HaloAccess* halo_access() { return nullptr; }
 };
 
 // Single process: A (N, N) weighted CSR; A^T is built once at construction, unless the caller
@@ -26,18 +57,32 @@ class Propagator {
 // symmetric graph is), in which case backward reuses A and no second copy is held.
 enum class MatrixSymmetry { General, Symmetric };
 
-class LocalPropagator final : public Propagator {
+// Its HaloAccess has no halo: the columns are the rows, with global ids 0..N-1 (the whole graph).
+class LocalPropagator final : public Propagator, private HaloAccess {
  public:
   explicit LocalPropagator(Csr a, MatrixSymmetry symmetry = MatrixSymmetry::General);
   void forward(Tensor& out, const Tensor& x, int layer) override;
   void backward(Tensor& d_x, const Tensor& d_out, int layer) override;
   std::int64_t num_rows() const override { return a_.num_rows(); }
   const Csr& matrix() const { return a_; }
+  HaloAccess* halo_access() override { return this; }
 
  private:
+  const Csr& pattern() const override { return a_; }
+  std::span<const GlobalId> column_ids() const override;
+  std::span<const NodeId> inner_rows() const override;
+  std::span<const NodeId> boundary_rows() const override { return {}; }
+  void start_forward(Tensor&, int) override {}
+  void finish_forward(Tensor&) override {}
+  void start_backward(Tensor&, int) override {}
+  void finish_backward(Tensor&) override {}
+  void poll() override {}
+
   Csr a_;
   Csr a_t_;  // empty when A is symmetric
   bool symmetric_ = false;
+  mutable std::vector<GlobalId> ids_;  // 0..N-1, built on first use
+  mutable std::vector<NodeId> rows_;   // 0..N-1, built on first use
 };
 
 }  // namespace tessera

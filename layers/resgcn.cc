@@ -4,6 +4,7 @@
 // SkipInit's scaling): h_{l+1} = h_l + 0.1 ReLU(Â dropout(h_l) W_l + b_l). The small branch scale
 // keeps h from growing with depth, so 8-32 layer stacks train (Model applies the mix; model.cc
 // has the measurements).
+#include "layers/conv_common.h"
 #include "layers/gcn.h"
 #include "layers/layer_kind.h"
 
@@ -19,6 +20,7 @@ const LayerKind kResGcnLayer = {
     .residual = true,
     .gemms = 1,
     .backward_reads_input = gcn_reads_input,
+    .halo_widths = propagated_halo_widths,
     .params = gcn_params,
     .make = make_gcn_conv,
 };

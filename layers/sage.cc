@@ -126,6 +126,7 @@ const LayerKind kSageLayer = {
     .residual = false,
     .gemms = 2,
     .backward_reads_input = sage_reads_input,
+    .halo_widths = propagated_halo_widths,
     .params = sage_params,
     .make = make_sage_conv,
 };

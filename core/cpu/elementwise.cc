@@ -5,6 +5,7 @@
 // stored: one Philox block gives the draws of 4 features.
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +27,9 @@ inline void act_backward_row(float* d_row, const float* d_y_row, const float* y_
                              std::int64_t f) {
   if (act == Activation::Relu) {
     for (std::int64_t k = 0; k < f; ++k) d_row[k] = y_row[k] > 0.0f ? d_y_row[k] : 0.0f;
+  } else if (act == Activation::Elu) {  // y' = 1 for y > 0, else exp(x) = y + 1
+    for (std::int64_t k = 0; k < f; ++k)
+      d_row[k] = y_row[k] > 0.0f ? d_y_row[k] : d_y_row[k] * (y_row[k] + 1.0f);
   } else {
     for (std::int64_t k = 0; k < f; ++k) d_row[k] = d_y_row[k];
   }
@@ -129,7 +133,12 @@ void bias_act_forward(float* y, const float* x, const float* bias, Activation ac
   for (std::int64_t row = 0; row < r; ++row) {
     const float* x_row = x + row * f;
     float* y_row = y + row * f;
-    if (bias && use_relu) {
+    if (act == Activation::Elu) {
+      for (std::int64_t k = 0; k < f; ++k) {
+        const float v = bias ? x_row[k] + bias[k] : x_row[k];
+        y_row[k] = v > 0.0f ? v : std::expm1(v);
+      }
+    } else if (bias && use_relu) {
       for (std::int64_t k = 0; k < f; ++k) y_row[k] = relu(x_row[k] + bias[k]);
     } else if (bias) {
       for (std::int64_t k = 0; k < f; ++k) y_row[k] = x_row[k] + bias[k];

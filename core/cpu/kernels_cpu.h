@@ -79,6 +79,35 @@ using SigmoidBceBackwardFn = void(float* d_logits, const float* logits, const fl
                                   std::span<const NodeId> rows, float scale, std::int64_t r,
                                   std::int64_t t);
 
+// ---- attention (attention.cc): H heads of width D, rows of zs (·, H·D + H) = [z, s_src] ----
+// The attention dropout of gat_attention_*: head h of edge (r, c) is kept when
+// rng->uniform(column_ids[r], column_ids[c] · H + h) >= p (p = 0: none, rng may be null).
+struct AttentionDropoutArgs {
+  float p = 0.0f;
+  const CounterRng* rng = nullptr;
+  const GlobalId* column_ids = nullptr;
+};
+// gat_project(zs, s_dst, z, att, r, heads, d): zs (R, HD + H) = [z, s_src], s_dst (R, H), with
+// s_src[r, h] = <z[r, h], att[0, h]> and s_dst[r, h] = <z[r, h], att[1, h]>; att (2, HD).
+using GatProjectFn = void(float* zs, float* s_dst, const float* z, const float* att, std::int64_t r,
+                          std::int64_t heads, std::int64_t d);
+// gat_project_backward: d_z (R, HD) written, d_att (2, HD) accumulated.
+using GatProjectBackwardFn = void(float* d_z, float* d_att, const float* d_zs, const float* d_s_dst,
+                                  const float* zs, const float* att, std::int64_t r,
+                                  std::int64_t heads, std::int64_t d);
+using GatAttentionForwardFn = void(float* out, float* alpha, const CsrView& a, const float* zs,
+                                   const float* s_dst, std::int64_t heads, std::int64_t d,
+                                   float slope, const AttentionDropoutArgs& drop,
+                                   std::span<const NodeId> rows);
+using GatAttentionBackwardFn = void(float* d_score, float* d_s_dst, float* alpha, const CsrView& a,
+                                    const float* d_out, const float* zs, const float* s_dst,
+                                    std::int64_t heads, std::int64_t d, float slope,
+                                    const AttentionDropoutArgs& drop, std::span<const NodeId> rows);
+using GatAttentionTransposeFn = void(float* d_zs, const CsrView& at, const EdgeOffset* edge_of,
+                                     const float* alpha, const float* d_score, const float* d_out,
+                                     std::int64_t heads, std::int64_t d,
+                                     std::span<const NodeId> rows);
+
 // ---- batch normalisation (batch_norm.cc); y and x_hat may alias x, d_x may alias d_y ----
 using BatchNormStatsFn = void(double* sum, double* sum_sq, const float* x, std::int64_t r,
                               std::int64_t f);
@@ -116,7 +145,12 @@ using BatchNormBackwardFn = void(float* d_x, const float* d_y, const float* x_ha
   X(BatchNormStatsFn, batch_norm_stats)                  \
   X(BatchNormForwardFn, batch_norm_forward)              \
   X(BatchNormBackwardStatsFn, batch_norm_backward_stats) \
-  X(BatchNormBackwardFn, batch_norm_backward)
+  X(BatchNormBackwardFn, batch_norm_backward)            \
+  X(GatProjectFn, gat_project)                           \
+  X(GatProjectBackwardFn, gat_project_backward)          \
+  X(GatAttentionForwardFn, gat_attention_forward)        \
+  X(GatAttentionBackwardFn, gat_attention_backward)      \
+  X(GatAttentionTransposeFn, gat_attention_transpose)
 
 // One level's kernels.
 struct KernelTable {

@@ -65,6 +65,13 @@
     "gcnii: weight of the initial residual h0 in every GCNII layer, in [0, 1)")                    \
   X(gcnii_lambda, float, 0.5f, Flag(), Above(0), IdentityUnlessDefault(),                          \
     "gcnii: identity mapping, layer l mixes (1 - b) I + b W with b = log(lambda / l + 1)")         \
+  X(heads, int, 8, Flag(), Within(1, 1024), IdentityUnlessDefault(),                               \
+    "gat: attention heads of every hidden layer, concatenated (--hidden-channels is their total "  \
+    "width, a multiple of --heads)")                                                               \
+  X(output_heads, int, 1, Flag(), Within(1, 1024), IdentityUnlessDefault(),                        \
+    "gat: attention heads of the output layer, averaged")                                          \
+  X(attention_dropout, float, 0.0f, Flag(), HalfOpen(0, 1), IdentityUnlessDefault(),               \
+    "gat: dropout on the attention weights of every edge and head, in [0, 1) (GAT paper: 0.6)")    \
   /* The optimiser and the runs. */                                                                \
   X(lr, float, 0.01f, Flag(), Above(0), Identity(), "Adam learning rate")                          \
   X(weight_decay, float, 0.0f, Flag(), AtLeast(0), Identity(),                                     \

@@ -173,6 +173,39 @@ TEST(OptionTable, EveryCheckNamesItsFlag) {
 
 // GCNII's rules, which need the other options: graph mode only (its layers read the first
 // layer's output, which later pipeline stages lack), >= 3 layers, and a dense decay of -1 or >= 0.
+TEST(OptionTable, GatRulesNameTheirFlags) {
+  auto refusal = [](const TrainConfig& c) -> std::string {
+    try {
+      validate(c);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument);
+      return e.message();
+    }
+    return "";
+  };
+  TrainConfig c;
+  c.model = "gat";
+  c.hidden_channels = 64;
+  EXPECT_EQ(refusal(c), "");
+  for (const char* mode : {"pipeline", "hybrid"}) {
+    TrainConfig pipelined = c;
+    pipelined.parallel = mode;
+    pipelined.stages = 2;
+    const std::string message = refusal(pipelined);
+    EXPECT_NE(message.find("--model gat"), std::string::npos) << message;
+    EXPECT_NE(message.find("--parallel " + std::string(mode)), std::string::npos) << message;
+  }
+  TrainConfig split = c;
+  split.hidden_channels = 60;  // not 8 heads
+  EXPECT_NE(refusal(split).find("--heads 8"), std::string::npos) << refusal(split);
+  TrainConfig heads = c;
+  heads.heads = 0;
+  EXPECT_NE(refusal(heads).find("--heads"), std::string::npos) << refusal(heads);
+  TrainConfig drop = c;
+  drop.attention_dropout = 1.0f;
+  EXPECT_NE(refusal(drop).find("--attention-dropout"), std::string::npos) << refusal(drop);
+}
+
 TEST(OptionTable, GcniiRulesNameTheirFlags) {
   auto refusal = [](const TrainConfig& c) -> std::string {
     try {

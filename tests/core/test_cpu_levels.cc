@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,32 @@ std::vector<Case> cases() {
                    for (const auto* part : {&y, &x_hat, &d_x}) append(b, *part);
                    return b;
                  }});
+  out.push_back(
+      {"gat attention", [=](const KernelTable& k, std::int64_t f) {
+         // 3 heads of width f over the plain pattern (its columns are its rows).
+         const std::int64_t heads = 3, hd = heads * f, w = hd + heads;
+         const CounterRng rng(1, 2, 3, RngPurpose::AttentionDropout);
+         std::vector<GlobalId> ids(kRows);
+         std::iota(ids.begin(), ids.end(), GlobalId{500});
+         const cpu::AttentionDropoutArgs drop{0.3f, &rng, ids.data()};
+         std::vector<NodeId> all(kRows);
+         std::iota(all.begin(), all.end(), NodeId{0});
+         const std::vector<float> z = random_floats(n(hd), 29), att = random_floats(2 * hd, 30),
+                                  g = random_floats(n(hd), 31);
+         std::vector<float> zs(n(w)), s_dst(n(heads)), y(n(hd)), alpha(plain.nnz() * heads),
+             d_score(alpha.size()), d_s_dst(n(heads)), d_z(n(hd)), d_att(2 * hd, 0.0f);
+         k.gat_project(zs.data(), s_dst.data(), z.data(), att.data(), kRows, heads, f);
+         k.gat_attention_forward(y.data(), alpha.data(), plain.view(), zs.data(), s_dst.data(),
+                                 heads, f, 0.2f, drop, all);
+         k.gat_attention_backward(d_score.data(), d_s_dst.data(), alpha.data(), plain.view(),
+                                  g.data(), zs.data(), s_dst.data(), heads, f, 0.2f, drop, all);
+         k.gat_project_backward(d_z.data(), d_att.data(), zs.data(), d_s_dst.data(), zs.data(),
+                                att.data(), kRows, heads, f);
+         std::vector<std::byte> b;
+         for (const auto* part : {&zs, &s_dst, &y, &alpha, &d_score, &d_s_dst, &d_z, &d_att})
+           append(b, *part);
+         return b;
+       }});
   return out;
 }
 

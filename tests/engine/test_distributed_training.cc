@@ -26,6 +26,10 @@ namespace {
 // Float sums run in another order on K ranks (owned columns before halo columns, per-rank
 // partial weight gradients); at these settings that stays far below 1e-5 relative.
 constexpr double kLossTolerance = 1e-5;
+// The validation loss is taken with the last epoch's weights, which carry every epoch's
+// rounding differences through Adam: 1.2e-5 relative was seen at 4 ranks (random parts, batch
+// norm, AVX-512 kernels); a slip in the evaluation would be orders of magnitude larger.
+constexpr double kValidLossTolerance = 5e-5;
 
 struct Case {
   const char* name;
@@ -58,7 +62,8 @@ void expect_same_training(const std::vector<EpochRecord>& one, const std::vector
   EXPECT_EQ(one.back().valid_metric, k.back().valid_metric) << "rank " << rank;
   EXPECT_EQ(one.back().test_metric, k.back().test_metric) << "rank " << rank;
   // The validation loss (of weights that differ by float rounding, like the training loss).
-  EXPECT_NEAR(one.back().valid_loss, k.back().valid_loss, kLossTolerance * one.back().valid_loss)
+  EXPECT_NEAR(one.back().valid_loss, k.back().valid_loss,
+              kValidLossTolerance * one.back().valid_loss)
       << "rank " << rank;
   EXPECT_GT(k.back().valid_loss, 0.0) << "rank " << rank;
 }
@@ -174,6 +179,28 @@ TEST_F(DistributedTraining, SyntheticGcniiDeepWithInitialResidual) {
   for (const Case& c :
        {Case{"gcnii metis", ModelKind::Gcnii, PartitionMethod::Metis, false},
         Case{"gcnii random batch-norm", ModelKind::Gcnii, PartitionMethod::Random, true, 0.0f}}) {
+    check(dataset, config, c);
+  }
+}
+
+// GAT: every layer exchanges the halo sources' heads and attention terms and sends their
+// gradients back; the softmax of a boundary row runs over in-edges from several ranks. 3 layers,
+// 4 heads concatenated, 2 output heads averaged, attention and feature dropout on.
+TEST_F(DistributedTraining, SyntheticGatAttentionAcrossParts) {
+  const Dataset dataset = synthetic_graph();
+  TrainConfig config = small_config(12);
+  config.num_layers = 3;
+  config.heads = 4;
+  config.output_heads = 2;
+  config.attention_dropout = 0.3f;
+  config.input_dropout = 0.2f;
+  config.dropout = 0.2f;
+  // Adam amplifies the summation-order rounding of GAT's near-zero gradients fastest at high
+  // learning rates (at 0.01 the 1-rank and 4-rank losses part by 1e-4 within 8 epochs, from
+  // 1e-7 at epoch 1); at 0.003 they stay within 3e-6.
+  config.lr = 0.003f;
+  for (const Case& c : {Case{"gat metis", ModelKind::Gat, PartitionMethod::Metis, false},
+                        Case{"gat random", ModelKind::Gat, PartitionMethod::Random, false}}) {
     check(dataset, config, c);
   }
 }

@@ -615,6 +615,22 @@ TEST(TrafficModel, ExchangedWidthsByHand) {
   w = exchanged_widths(1, 100, 16, 7);
   EXPECT_EQ(w.forward, (std::vector<std::int64_t>{7}));
   EXPECT_EQ(w.backward, (std::vector<std::int64_t>{7}));
+  // SAGE and the residual GCN aggregate like GCN.
+  for (const ModelKind kind : {ModelKind::Sage, ModelKind::ResGcn}) {
+    w = exchanged_widths(3, 16, 16, 7, kind);
+    EXPECT_EQ(w.backward, (std::vector<std::int64_t>{0, 16, 7})) << to_string(kind);
+  }
+  // GCNII: nothing in the dense ends, H both ways in between.
+  w = exchanged_widths(4, 100, 16, 7, ModelKind::Gcnii);
+  EXPECT_EQ(w.forward, (std::vector<std::int64_t>{0, 16, 16, 0}));
+  EXPECT_EQ(w.backward, (std::vector<std::int64_t>{0, 16, 16, 0}));
+  // GAT: 4 heads of 4 (16 + 4) in the hidden layers, 2 averaged heads of 7 (14 + 2) at the end.
+  LayerHyper hyper;
+  hyper.gat_heads = 4;
+  hyper.gat_output_heads = 2;
+  w = exchanged_widths(3, 100, 16, 7, ModelKind::Gat, hyper);
+  EXPECT_EQ(w.forward, (std::vector<std::int64_t>{20, 20, 16}));
+  EXPECT_EQ(w.backward, (std::vector<std::int64_t>{20, 20, 16}));
 }
 
 TEST(TrafficModel, BytesByHand) {

@@ -365,6 +365,49 @@ TEST_F(PipelineTraining, GraphModeBytesMatchTheTrafficModel) {
   EXPECT_EQ(r.bytes_per_epoch[kPipe], 0u);
 }
 
+// The kinds whose exchange differs from the GCN family's, with a codec and without: GAT carries
+// each halo row's heads and source terms both ways at every layer; GCNII exchanges in its GCNII
+// layers only (its dense first and last layers send nothing).
+TEST_F(PipelineTraining, GraphModeGatAndGcniiBytesMatchTheTrafficModel) {
+  if (ranks() < 2) GTEST_SKIP() << "no halo on one rank";
+  const Data& d = synthetic();
+  for (const ModelKind kind : {ModelKind::Gat, ModelKind::Gcnii}) {
+    for (const char* codec : {"none", "int8"}) {
+      TrainConfig c = traffic_config(ParallelMode::Graph);
+      c.model = to_string(kind);
+      c.num_layers = kind == ModelKind::Gat ? 3 : 5;
+      c.heads = 4;         // GAT: 32 = 4 heads of 8
+      c.output_heads = 2;  // averaged
+      c.attention_dropout = 0.2f;
+      c.codec = codec;
+      RankPart p = rank_part(d, c.mode(), ranks(), rank(), 1);
+      const std::int64_t halo = p.halo_nodes_total;
+      Trainer trainer(c, std::move(p.part), comm);
+      const RunResult r = trainer.train_run(0);
+      LayerHyper hyper;
+      hyper.gat_heads = c.heads;
+      hyper.gat_output_heads = c.output_heads;
+      ExchangedWidths forward = exchanged_widths(c.num_layers, d.info.num_features,
+                                                 c.hidden_channels, d.info.num_classes, kind,
+                                                 hyper);
+      ExchangedWidths backward = forward;
+      for (auto& x : forward.backward) x = 0;
+      for (auto& x : backward.forward) x = 0;
+      const CodecKind codec_kind = parse_codec(codec);
+      // int8: the message headers (16 bytes each) are not in the model.
+      const double tolerance = codec_kind == CodecKind::None ? 0.0 : 0.10;
+      const std::string k =
+          c.model + ", " + codec + ", " + std::to_string(ranks()) + " ranks";
+      expect_bytes(comm, r.bytes_per_epoch[kHalo],
+                   graph_mode_bytes(halo, forward, codec_kind, codec_kind), tolerance,
+                   "halo_forward, " + k);
+      expect_bytes(comm, r.bytes_per_epoch[kHaloBack],
+                   graph_mode_bytes(halo, backward, codec_kind, codec_kind), tolerance,
+                   "halo_backward, " + k);
+    }
+  }
+}
+
 TEST_F(PipelineTraining, PipelineModeBytesMatchTheTrafficModel) {
   if (ranks() < 2) GTEST_SKIP() << "no stream on one stage";
   const Data& d = synthetic();

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Model: whole-model gradients against central finite differences of a log_softmax + NLL loss
-// (GCN, SAGE, residual GCN and GCNII, with and without batch norm, dropout off and on at a fixed
-// epoch), parameter layout and initialisation, determinism from the seed, no input-feature
+// (GCN, SAGE, residual GCN, GCNII and GAT, with and without batch norm, dropout off and on at a
+// fixed epoch), parameter layout and initialisation, determinism from the seed, no input-feature
 // gradient, eval mode, moves, buffers reused between epochs; slices of a deeper model against the
 // whole model (parameters, logits, gradients) and a slice's input gradient against finite
 // differences; forward slots against separate single-slot models; GCNII's forward against
@@ -33,7 +33,7 @@ constexpr std::int64_t kNodes = 12;  // node 4 has no edge at all
 
 // A small symmetric graph with both propagators, identity global ids, and a labelled task.
 struct Graph {
-  LocalPropagator gcn, mean;
+  LocalPropagator gcn, mean, attention;
   std::vector<GlobalId> global_ids;
   GraphContext context;
   std::vector<std::int64_t> labels;  // (N)
@@ -41,7 +41,8 @@ struct Graph {
 
   Graph(std::int64_t classes, std::uint32_t seed)
       : gcn(gcn_normalized(symmetric(seed).with_self_loops())),
-        mean(mean_normalized(symmetric(seed))) {
+        mean(mean_normalized(symmetric(seed))),
+        attention(kAttentionOperator.build(symmetric(seed), {}), MatrixSymmetry::Symmetric) {
     for (GlobalId v = 0; v < kNodes; ++v) {
       global_ids.push_back(100 + 7 * v);  // not the local ids: masks follow global ids
       labels.push_back(v % classes);
@@ -49,6 +50,7 @@ struct Graph {
     }
     context.set_propagator(kGcnOperator, &gcn);
     context.set_propagator(kMeanOperator, &mean);
+    context.set_propagator(kAttentionOperator, &attention);
     context.global_ids = global_ids;
     context.global_num_nodes = kNodes;
   }
@@ -98,6 +100,17 @@ ModelConfig gcnii_config(int layers, bool batch_norm, float dropout = 0.0f,
   ModelConfig c =
       make_config(ModelKind::Gcnii, 7, 5, 3, layers, batch_norm, dropout, input_dropout);
   c.hyper = {alpha, lambda};
+  return c;
+}
+
+// A GAT model 7 -> hidden (heads concatenated) -> 3 (output heads averaged).
+ModelConfig gat_config(int layers, std::int64_t hidden, int heads, int output_heads,
+                       bool batch_norm = false, float dropout = 0.0f,
+                       float attention_dropout = 0.0f) {
+  ModelConfig c = make_config(ModelKind::Gat, 7, hidden, 3, layers, batch_norm, dropout, dropout);
+  c.hyper.gat_heads = heads;
+  c.hyper.gat_output_heads = output_heads;
+  c.hyper.attention_dropout = attention_dropout;
   return c;
 }
 
@@ -213,13 +226,25 @@ INSTANTIATE_TEST_SUITE_P(
         GradCase{"gcnii", gcnii_config(4, false)},
         GradCase{"gcnii_strong_initial", gcnii_config(5, false, 0.0f, 0.0f, 0.6f, 1.5f)},
         GradCase{"gcnii_no_initial", gcnii_config(3, false, 0.0f, 0.0f, 0.0f, 0.5f)},
-        GradCase{"gcnii_bn_dropout", gcnii_config(5, true, 0.5f, 0.3f, 0.3f, 0.5f)}),
+        GradCase{"gcnii_bn_dropout", gcnii_config(5, true, 0.5f, 0.3f, 0.3f, 0.5f)},
+        // GAT: attention over A + I (the LeakyReLU kinks of the scores are not in the pattern;
+        // these seeds keep every score away from them), ELU between layers.
+        GradCase{"gat", gat_config(3, 6, 2, 1)},
+        GradCase{"gat_averaged_heads", gat_config(2, 8, 4, 3)},
+        GradCase{"gat_one_layer", gat_config(1, 6, 2, 2)},
+        // With both dropouts a few scores sit within 5e-3 of the LeakyReLU kink (errors up to
+        // 1e-2 there); step 1e-3 keeps clear of them.
+        GradCase{"gat_attention_dropout", gat_config(3, 6, 3, 2, false, 0.3f, 0.5f), 1e-3f},
+        GradCase{"gat_bn", gat_config(3, 6, 2, 1, true)}),
     [](const ::testing::TestParamInfo<GradCase>& p) { return p.param.name; });
 
 TEST(Model, ParamInfoCoversTheBufferExactly) {
-  for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage, ModelKind::ResGcn})
+  for (ModelKind kind :
+       {ModelKind::Gcn, ModelKind::Sage, ModelKind::ResGcn, ModelKind::Gcnii, ModelKind::Gat})
     for (bool bn : {false, true}) {
-      Model model(make_config(kind, 7, 5, 3, 3, bn));
+      ModelConfig config = make_config(kind, 7, 5, 3, 3, bn);
+      if (kind == ModelKind::Gat) config.hyper.gat_heads = 5;  // 5 heads of 1 (5 = hidden)
+      Model model(config);
       SCOPED_TRACE(to_string(kind) + (bn ? " with batch norm" : ""));
       std::int64_t next = 0;
       std::vector<std::string> names;
@@ -229,7 +254,8 @@ TEST(Model, ParamInfoCoversTheBufferExactly) {
         names.push_back(info.name);
         const bool is_weight = info.name.ends_with(".weight") && info.name.starts_with("convs.");
         const bool is_root = info.name.ends_with(".root_weight");
-        EXPECT_EQ(info.decay, is_weight || is_root) << info.name;
+        const bool is_attention = info.name.find(".att_") != std::string::npos;
+        EXPECT_EQ(info.decay, is_weight || is_root || is_attention) << info.name;
       }
       EXPECT_EQ(next, static_cast<std::int64_t>(model.params().size()));
       EXPECT_EQ(model.params().size(), model.grads().size());
@@ -237,7 +263,11 @@ TEST(Model, ParamInfoCoversTheBufferExactly) {
       for (int l = 0; l < 3; ++l) {
         const std::string p = "convs." + std::to_string(l) + ".";
         expected.push_back(p + "weight");
-        expected.push_back(p + "bias");
+        if (kind == ModelKind::Gat) {
+          expected.push_back(p + "att_src");
+          expected.push_back(p + "att_dst");
+        }
+        if (kind != ModelKind::Gcnii || l != 1) expected.push_back(p + "bias");  // GCNII: none
         if (kind == ModelKind::Sage) expected.push_back(p + "root_weight");
       }
       for (int l = 0; bn && l < 2; ++l) {
@@ -470,7 +500,7 @@ TEST(Model, RefusesBadConfigAndContext) {
   EXPECT_THROW(Model(make_config(ModelKind::Gcn, 7, 5, 3, 2, false, 1.0f)), Error);
   EXPECT_EQ(parse_model_kind("sage"), ModelKind::Sage);
   EXPECT_EQ(to_string(parse_model_kind("gcn")), "gcn");
-  EXPECT_THROW(parse_model_kind("gat"), Error);
+  EXPECT_THROW(parse_model_kind("gin"), Error);
   EXPECT_THROW(Model(slice_config(make_config(ModelKind::Gcn, 7, 5, 3, 5, false), -1, 2)),
                Error);
   EXPECT_THROW(Model(slice_config(make_config(ModelKind::Gcn, 7, 5, 3, 5, false), 4, 2)),
@@ -488,8 +518,35 @@ TEST(Model, RefusesBadConfigAndContext) {
   EXPECT_THROW(gcn.forward(logits, x, g.context, false, 0), Error);  // 7 features, not 6
 }
 
+// GAT: the heads split the hidden width; the attention path is needed (a propagator without
+// HaloAccess, such as a pipeline chunk's, is refused by name).
+TEST(Model, GatDeclaresHeadsAndNeedsTheAttentionPath) {
+  Model model(gat_config(3, 8, 4, 2));
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> shapes;
+  for (const ParamInfo& info : model.param_info()) shapes[info.name] = {info.rows, info.cols};
+  EXPECT_EQ(shapes["convs.0.weight"], std::make_pair(std::int64_t{7}, std::int64_t{8}));
+  EXPECT_EQ(shapes["convs.0.att_src"], std::make_pair(std::int64_t{4}, std::int64_t{2}));
+  EXPECT_EQ(shapes["convs.2.weight"], std::make_pair(std::int64_t{8}, std::int64_t{6}));  // 2 x 3
+  EXPECT_EQ(shapes["convs.2.att_dst"], std::make_pair(std::int64_t{2}, std::int64_t{3}));
+  EXPECT_EQ(shapes["convs.2.bias"], std::make_pair(std::int64_t{1}, std::int64_t{3}));
+  EXPECT_THROW(Model(gat_config(3, 6, 4, 1)), Error);  // 6 is not 4 heads
+
+  Graph g(3, 37);
+  Tensor x = random_tensor(kNodes, 7, 1), logits;
+  EXPECT_NO_THROW(model.forward(logits, x, g.context, false, 0));
+  test::CountingPropagator counting(g.attention);  // forwards A x, offers no HaloAccess
+  g.context.set_propagator(kAttentionOperator, &counting);
+  try {
+    model.forward(logits, x, g.context, false, 0);
+    ADD_FAILURE() << "no error without the attention path";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("HaloAccess"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Model, ParsesAndNamesEveryKind) {
-  for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage, ModelKind::ResGcn})
+  for (ModelKind kind :
+       {ModelKind::Gcn, ModelKind::Sage, ModelKind::ResGcn, ModelKind::Gcnii, ModelKind::Gat})
     EXPECT_EQ(parse_model_kind(to_string(kind)), kind) << to_string(kind);
   EXPECT_EQ(parse_model_kind("resgcn"), ModelKind::ResGcn);
   EXPECT_EQ(to_string(ModelKind::ResGcn), "resgcn");
