@@ -1,16 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What both peer trainers share: flags, threads and seeds, peak RSS from the kernel's high-water
-mark, the per-epoch JSON lines (the keys train_gcn's --metrics uses) and the summary file.
-Runs inside the peers' virtual environment (torch, numpy).
+"""What the peer trainers share: flags, threads and seeds, loading, peak RSS from the kernel's
+high-water mark, the full-batch training loop, the per-epoch JSON lines (the keys train_gcn's
+--metrics uses) and the summary file.
+Runs inside the peers' virtual environment (torch, numpy, pandas).
 """
 import argparse
 import json
 import os
 import random
 import sys
+import time
 
 import numpy as np
 import torch
+
+import ogb_raw
 
 
 def common_flags(description):
@@ -128,6 +132,57 @@ class Metrics:
                 "test_acc_at_best_valid": self.test_at_best,
                 "final_train_acc": self.last[0] if self.last else None,
                 "final_test_acc": self.last[2] if self.last else None}
+
+
+def start(args):
+    """Records the RSS after the imports, sets threads and seed, loads --dataset. Returns
+    (PeakRss, the RawDataset, seconds spent loading)."""
+    rss = PeakRss(vm_rss_bytes())
+    set_threads_and_seed(args.threads, args.seed)
+    clock = time.perf_counter()
+    data = ogb_raw.load(args.dataset)
+    return rss, data, time.perf_counter() - clock
+
+
+def labels_and_splits(data):
+    """y (N,) and [train, valid, test] node ids as tensors."""
+    return (torch.from_numpy(data.y),
+            [torch.from_numpy(s) for s in (data.train, data.valid, data.test)])
+
+
+def evaluate_if_due(args, epoch, model, forward, y, splits):
+    """Every --eval-every epochs and at the last (--epochs): train/valid/test accuracy of
+    forward()'s logits in eval mode, timed. Returns (accuracies or None, seconds)."""
+    if epoch % args.eval_every and epoch != args.epochs:
+        return None, 0.0
+    clock = time.perf_counter()
+    model.eval()
+    with torch.no_grad():
+        accs = accuracies(forward(), y, splits)
+    return accs, time.perf_counter() - clock
+
+
+def train_full_batch(args, model, forward, optimizer, y, splits, rss):
+    """The full-batch loop every full-graph peer runs, after the training phase's RSS record
+    starts: per epoch one timed training step (forward, cross-entropy over the training nodes,
+    backward, optimizer step; `epoch_s`), then, every --eval-every epochs and at the last, a
+    separately timed evaluation of train/valid/test accuracy (`eval_s`). forward() returns the
+    logits of every node. Returns the closed Metrics."""
+    rss.start_training()
+    metrics = Metrics(args.metrics)
+    train = splits[0]
+    for epoch in range(1, args.epochs + 1):
+        clock = time.perf_counter()
+        model.train()
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(forward()[train], y[train])
+        loss.backward()
+        optimizer.step()
+        epoch_s = time.perf_counter() - clock
+        accs, eval_s = evaluate_if_due(args, epoch, model, forward, y, splits)
+        metrics.write(epoch, float(loss), epoch_s, eval_s, accs)
+    metrics.close()
+    return metrics
 
 
 def versions(extra):

@@ -15,7 +15,6 @@ import torch.nn.functional as F
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ogb_raw  # noqa: E402
 import peer_common  # noqa: E402
 
 
@@ -94,12 +93,7 @@ def main():
     else:
         import dgl
         extra = {"dgl": dgl.__version__}
-    rss = peer_common.PeakRss(peer_common.vm_rss_bytes())
-    peer_common.set_threads_and_seed(args.threads, args.seed)
-
-    clock = time.perf_counter()
-    data = ogb_raw.load(args.dataset)
-    load_s = time.perf_counter() - clock
+    rss, data, load_s = peer_common.start(args)
 
     clock = time.perf_counter()
     if args.framework == "pyg":
@@ -111,33 +105,12 @@ def main():
         model = DglGCN(data.x.shape[1], args.hidden_channels, data.num_classes,
                        args.num_layers, args.dropout)
     x = torch.from_numpy(data.x)
-    y = torch.from_numpy(data.y)
-    splits = [torch.from_numpy(s) for s in (data.train, data.valid, data.test)]
-    train = splits[0]
+    y, splits = peer_common.labels_and_splits(data)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     setup_s = time.perf_counter() - clock
     del data
-    rss.start_training()
-
-    metrics = peer_common.Metrics(args.metrics)
-    for epoch in range(1, args.epochs + 1):
-        clock = time.perf_counter()
-        model.train()
-        optimizer.zero_grad()
-        out = model(x, graph)
-        loss = F.cross_entropy(out[train], y[train])
-        loss.backward()
-        optimizer.step()
-        epoch_s = time.perf_counter() - clock
-        accs, eval_s = None, 0.0
-        if epoch % args.eval_every == 0 or epoch == args.epochs:
-            clock = time.perf_counter()
-            model.eval()
-            with torch.no_grad():
-                accs = peer_common.accuracies(model(x, graph), y, splits)
-            eval_s = time.perf_counter() - clock
-        metrics.write(epoch, float(loss), epoch_s, eval_s, accs)
-    metrics.close()
+    metrics = peer_common.train_full_batch(args, model, lambda: model(x, graph), optimizer, y,
+                                           splits, rss)
 
     summary = {"framework": args.framework, "model": "gcn",
                "graph_format": args.graph_format if args.framework == "pyg" else "dglgraph",

@@ -88,13 +88,8 @@ def main():
             total_examples += batch.batch_size
             batches += 1
         epoch_s = time.perf_counter() - clock
-        accs, eval_s = None, 0.0
-        if epoch % args.eval_every == 0 or epoch == args.epochs:
-            clock = time.perf_counter()
-            model.eval()
-            with torch.no_grad():
-                accs = peer_common.accuracies(model(data.x, adj_t), data.y, splits)
-            eval_s = time.perf_counter() - clock
+        accs, eval_s = peer_common.evaluate_if_due(args, epoch, model,
+                                                   lambda: model(data.x, adj_t), data.y, splits)
         metrics.write(epoch, total_loss / total_examples, epoch_s, eval_s, accs)
         if accs is not None and args.stop_at_valid is not None and accs[1] >= args.stop_at_valid:
             break
