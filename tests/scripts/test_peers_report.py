@@ -2,7 +2,8 @@
 """The peer benchmark's parsing and table code on canned outputs, with no network and no peer
 run: time to accuracy and epoch medians on hand-made metrics; run_peers.py's flags, commands and
 rotation; bench/peers/report.py on the files of a small real run (data/peers/: Cora and
-arxiv-like, DGL marked unavailable), checked against figures recomputed here from those files.
+arxiv-like, DGL marked unavailable), checked against figures recomputed here from those files;
+run_models.py's flags, commands and report on a hand-made run of one case.
 
   python3 tests/scripts/test_peers_report.py SOURCE_DIR WORK_DIR
 """
@@ -21,6 +22,8 @@ import peers_fixture  # noqa: E402
 SOURCE = None
 report = None
 run_peers = None
+run_models = None
+WORK = None
 
 
 def metrics(valid, epoch_s=1.0, eval_s=0.5):
@@ -200,6 +203,65 @@ class CannedRun(unittest.TestCase):
         self.assertIn("**2.00** (peer better)", report._ratio(2.0))
 
 
+class ModelsHarness(unittest.TestCase):
+    """run_models.py (GAT and GCNII against PyG): flags, commands and the report of a hand-made
+    run of one case."""
+
+    def test_every_system_gets_the_case_flags_and_its_threads(self):
+        args = run_models.parse_flags(["--threads", "4", "--build", "B", "--venv", "V"])
+        settings = dict(run_models.CASES["gcnii-cora"])
+        for system in run_models.SYSTEMS:
+            with self.subTest(system=system):
+                cmd = run_models.command(args, system, settings, "DATA", 1, "R")
+                flag = dict(zip(cmd, cmd[1:]))
+                self.assertEqual(cmd[-len(settings["flags"]) - 12:-12], settings["flags"])
+                self.assertEqual((flag["--dataset"], flag["--epochs"], flag["--seed"]),
+                                 ("DATA", "100", "1"))
+                self.assertEqual((flag["--metrics"], flag["--summary"]), ("R.jsonl", "R.json"))
+                self.assertEqual(flag["--threads"], "2" if system == "tessera-2" else "4")
+
+    def test_cases_and_flags(self):
+        args = run_models.parse_flags(["--quick", "--cases", "gat-cora"])
+        self.assertEqual((args.reps, args.datasets), (1, ["cora"]))
+        err = io.StringIO()
+        with self.assertRaises(SystemExit), contextlib.redirect_stderr(err):
+            run_models.parse_flags(["--cases", "gin-cora"])
+        self.assertIn("gin-cora", err.getvalue())
+
+    def test_report_of_one_case(self):
+        root = os.path.join(WORK, "models")
+        os.makedirs(os.path.join(root, "gat-cora"), exist_ok=True)
+        runs = []
+        for system, epoch_s, rss in (("tessera-1", 0.02, 100e6), ("tessera-2", 0.03, 60e6),
+                                     ("pyg", 0.04, 400e6)):
+            stem = os.path.join("gat-cora", f"{system}-rep0")
+            with open(os.path.join(root, stem + ".jsonl"), "w") as f:
+                for epoch in (1, 2, 3):
+                    f.write(json.dumps({"epoch": epoch, "epoch_s": 9.0 if epoch == 1 else epoch_s,
+                                        "eval_s": 0.01, "valid_acc": 0.8}) + "\n")
+            with open(os.path.join(root, stem + ".json"), "w") as f:
+                json.dump({"peak_rss_bytes_max": rss, "peak_rss_bytes": rss, "threads": 2,
+                           "best_valid_acc": 0.8, "test_acc_at_best_valid": 0.81,
+                           "final_test_acc": 0.8, "versions": {"torch": "T"}}, f)
+            runs.append({"system": system, "dataset": "gat-cora", "rep": 0, "seed": 0,
+                         "wall_s": 1.0, "metrics": stem + ".jsonl", "summary": stem + ".json",
+                         "load_average": 0.5, "load_during": 0.6})
+        manifest = {"date": "D", "command": "C", "machine": {"cores": 2}, "cpu": ["Model name: X"],
+                    "settings": {"threads": 2, "reps": 1},
+                    "cases": {"gat-cora": dict(run_models.CASES["gat-cora"], warmup=1, reps=1)},
+                    "versions": {"tessera": "V", "train_gcn": "A\nB", "torch": "T"},
+                    "case_loads": [{"case": "gat-cora", "rep": 0, "waited_s": 0,
+                                    "before": [0.5, 0.4, 0.3], "after": [0.7, 0.5, 0.3]}],
+                    "runs_dir": root, "runs": runs}
+        res = run_models.results(manifest)
+        pyg = res["table"]["gat-cora"]["pyg"]
+        self.assertAlmostEqual(pyg["ratios"]["tessera-1"]["epoch_time"], 0.5)  # warm-up 1 left out
+        self.assertAlmostEqual(pyg["ratios"]["tessera-2"]["peak_rss"], 0.15)
+        text = run_models.render(res)
+        self.assertIn("| gat-cora | 0 | 0 | 0.50 0.40 0.30 | 0.70 0.50 0.30 |", text)
+        self.assertIn("| pyg | 1 × 2 | 40 |", text)
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -207,4 +269,7 @@ if __name__ == "__main__":
     report = peers_fixture.report_module(SOURCE)
     import run_peers as run_peers_module  # on the path since report_module
     run_peers = run_peers_module
+    import run_models as run_models_module
+    run_models = run_models_module
+    WORK = sys.argv[2]
     unittest.main(argv=[sys.argv[0], "-v"])
