@@ -31,5 +31,10 @@ inline constexpr int kRocAucRows = 1 << 20;
 constexpr int pipeline_forward(int chunk) { return 2 * chunk; }
 constexpr int pipeline_backward(int chunk) { return 2 * chunk + 1; }
 inline constexpr int kPipelineEval = 1 << 24;
+// Initial-residual kinds (GCNII): chunk c's h0 (layer 0's output, which every later layer reads)
+// beside its embeddings, and h0's gradient beside theirs; chunks < 2^20.
+constexpr int pipeline_initial_forward(int chunk) { return (1 << 22) + 2 * chunk; }
+constexpr int pipeline_initial_backward(int chunk) { return (1 << 22) + 2 * chunk + 1; }
+inline constexpr int kPipelineEvalInitial = (1 << 24) + 1;
 
 }  // namespace tessera::tags

@@ -29,6 +29,7 @@ class HaloPartExchange final : public PartExchange {
     exchange_.set_noise(seed, static_cast<std::uint64_t>(epoch));
     for (int l = first; l < first + count; ++l) {
       History::Layer& h = history.layer(l);
+      if (h.inputs.empty()) continue;  // a layer that aggregates nothing (GCNII's dense ones)
       // Boundary rows of this epoch's inputs to the parts that aggregate them ...
       exchange_.start_forward(h.inputs, h.halo_inputs, l);
       exchange_.finish_forward(h.halo_inputs);

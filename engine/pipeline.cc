@@ -26,6 +26,10 @@ std::int64_t layer_out(int l, int layers, std::int64_t hidden, std::int64_t out)
   return l + 1 == layers ? out : hidden;
 }
 
+// The codec noise key of the h0 stream at layer l: past every layer's own key, so that h0's
+// rounding is drawn apart from the embeddings' beside it.
+int initial_noise_key(int l) { return (1 << 20) + l; }
+
 std::span<std::byte> bytes_of(Tensor& t) {
   return {reinterpret_cast<std::byte*>(t.raw()), t.bytes()};
 }
@@ -170,6 +174,10 @@ struct PipelineEngine::Chunk {
   Tensor d_input;                       // (n_c, H) gradient of the input, to the previous stage
   Tensor logp;                          // loss workspace
   std::vector<std::byte> forward_bytes, backward_bytes, received;  // encoded messages
+  // Initial-residual kinds: h0 (n_c, H) from the previous stage, the gradient of h0 the later
+  // stages accumulated (from the next stage), this stage's sum (to the previous one).
+  Tensor initial, d_initial_later, d_initial;
+  std::vector<std::byte> initial_forward_bytes, initial_backward_bytes, initial_received;
 };
 
 PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& layout,
@@ -322,11 +330,17 @@ void PipelineEngine::receive_rows(Tensor& x, int c, std::int64_t width, int peer
 
 void PipelineEngine::forward_chunk(Model& model, int c, std::int64_t epoch, std::uint64_t seed) {
   Chunk& k = chunk_state_[static_cast<std::size_t>(c)];
+  const bool initial = config_.kind()->initial_residual;
   const Tensor* input = &k.features;
   if (!layout_.first_stage()) {
     receive_rows(k.input, c, config_.hidden_channels, layout_.stage - 1, tags::pipeline_forward(c),
                  false, k.received);
     input = &k.input;
+    if (initial) {
+      receive_rows(k.initial, c, config_.hidden_channels, layout_.stage - 1,
+                   tags::pipeline_initial_forward(c), false, k.initial_received);
+      model.set_initial(c, &k.initial);
+    }
   }
   model.forward(k.output, *input, k.context, /*training=*/true, epoch, c);
   if (layout_.last_stage()) {
@@ -336,19 +350,32 @@ void PipelineEngine::forward_chunk(Model& model, int c, std::int64_t epoch, std:
     const int next_layer = layout_.first_layer() + layout_.num_layers();
     send_rows(k.output, c, layout_.stage + 1, tags::pipeline_forward(c), next_layer, false, seed,
               epoch, k.forward_bytes);
+    if (initial)
+      send_rows(model.initial(c), c, layout_.stage + 1, tags::pipeline_initial_forward(c),
+                initial_noise_key(next_layer), false, seed, epoch, k.initial_forward_bytes);
   }
 }
 
 void PipelineEngine::backward_chunk(Model& model, int c, std::int64_t epoch, std::uint64_t seed) {
   Chunk& k = chunk_state_[static_cast<std::size_t>(c)];
+  const bool initial = config_.kind()->initial_residual;
   if (!layout_.last_stage()) {
     receive_rows(k.d_output, c, config_.hidden_channels, layout_.stage + 1,
                  tags::pipeline_backward(c), true, k.received);
+    if (initial)
+      receive_rows(k.d_initial_later, c, config_.hidden_channels, layout_.stage + 1,
+                   tags::pipeline_initial_backward(c), true, k.initial_received);
   }
-  model.backward(k.d_output, k.context, layout_.first_stage() ? nullptr : &k.d_input, c);
+  const Tensor* d_initial_later = initial && !layout_.last_stage() ? &k.d_initial_later : nullptr;
+  model.backward(k.d_output, k.context, layout_.first_stage() ? nullptr : &k.d_input, c,
+                 d_initial_later, initial ? &k.d_initial : nullptr);
   if (!layout_.first_stage()) {
     send_rows(k.d_input, c, layout_.stage - 1, tags::pipeline_backward(c), layout_.first_layer(),
               true, seed, epoch, k.backward_bytes);
+    if (initial)
+      send_rows(k.d_initial, c, layout_.stage - 1, tags::pipeline_initial_backward(c),
+                initial_noise_key(layout_.first_layer()), true, seed, epoch,
+                k.initial_backward_bytes);
   }
 }
 
@@ -384,7 +411,9 @@ double PipelineEngine::train_step(Model& model, std::int64_t epoch, std::uint64_
 void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) {
   const int chunks = chunks_.num_chunks();
   const std::int64_t n = op_->num_owned();
+  const bool initial = config_.kind()->initial_residual;
   Tensor input;  // (N, F_in) of the stage's first layer, in chunk order
+  Tensor h0;     // (N, H) initial-residual kinds, after the first stage
   if (layout_.first_stage()) {
     input.resize(n, chunk_state_.front().features.cols());
     for (int c = 0; c < chunks; ++c)
@@ -392,6 +421,11 @@ void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) 
   } else {
     input.resize(n, config_.hidden_channels);
     pipe_comm_->irecv(bytes_of(input), layout_.stage - 1, tags::kPipelineEval)->wait();
+    if (initial) {
+      h0.resize(n, config_.hidden_channels);
+      pipe_comm_->irecv(bytes_of(h0), layout_.stage - 1, tags::kPipelineEvalInitial)->wait();
+      model.set_initial(chunks, &h0);
+    }
   }
   model.set_inference_slot(chunks);  // two layers of activations, not all of them
   GraphContext context;
@@ -401,10 +435,13 @@ void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) 
   Tensor output;
   model.forward(output, input, context, /*training=*/false, epoch, chunks);
   if (!layout_.last_stage()) {
-    pipe_comm_
-        ->isend(bytes_of(std::as_const(output)), layout_.stage + 1, tags::kPipelineEval,
-                TrafficCategory::Pipeline)
-        ->wait();
+    std::vector<std::unique_ptr<Request>> sends;
+    sends.push_back(pipe_comm_->isend(bytes_of(std::as_const(output)), layout_.stage + 1,
+                                      tags::kPipelineEval, TrafficCategory::Pipeline));
+    if (initial)
+      sends.push_back(pipe_comm_->isend(bytes_of(model.initial(chunks)), layout_.stage + 1,
+                                        tags::kPipelineEvalInitial, TrafficCategory::Pipeline));
+    wait_all(sends);
     logits = Tensor();
     return;
   }

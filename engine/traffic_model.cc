@@ -36,8 +36,8 @@ double graph_mode_bytes(std::int64_t halo_nodes_total, const ExchangedWidths& wi
 }
 
 double pipeline_mode_bytes(int stages, std::int64_t nodes, std::int64_t hidden, CodecKind forward,
-                           CodecKind backward) {
-  return static_cast<double>(stages - 1) *
+                           CodecKind backward, int streams) {
+  return static_cast<double>(stages - 1) * streams *
          (encoded_bytes(forward, nodes, hidden) + encoded_bytes(backward, nodes, hidden));
 }
 

@@ -7,7 +7,7 @@
 //             both ways at every layer; GCNII: F both ways in its GCNII layers, nothing in the
 //             dense ones; each kind's LayerKind::halo_widths)
 //   pipeline  2 (S - 1) · N · H · b   (every node's embedding and its gradient cross each of the
-//             S - 1 stage boundaries once)
+//             S - 1 stage boundaries once; GCNII twice that: its h0 and h0's gradient too)
 //   hybrid    the pipeline term over the G parts plus the graph term for their halos (each
 //             layer's boundary rows and gradient contributions, once per epoch)
 // b = bytes per value after the codec (4 for none, 2 for bf16/fp16, bits/8 plus the per-row
@@ -37,7 +37,9 @@ double encoded_bytes(CodecKind codec, std::int64_t rows, std::int64_t width);
 
 double graph_mode_bytes(std::int64_t halo_nodes_total, const ExchangedWidths& widths,
                         CodecKind forward, CodecKind backward);
+// streams: 2 for initial-residual kinds (GCNII), whose h0 and its gradient travel beside the
+// embeddings as messages of their own.
 double pipeline_mode_bytes(int stages, std::int64_t nodes, std::int64_t hidden, CodecKind forward,
-                           CodecKind backward);
+                           CodecKind backward, int streams = 1);
 
 }  // namespace tessera

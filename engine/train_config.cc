@@ -60,10 +60,6 @@ void check_model(const TrainConfig& c) {
                   c.heads, " (--model ", c.model, " concatenates the heads)");
   }
   if (!c.kind()->initial_residual) return;  // (OneOf, checked before, names an unknown kind)
-  TESSERA_CHECK(c.mode() == ParallelMode::Graph, InvalidArgument, "--model ", c.model,
-                ": --parallel ", c.parallel,
-                " is refused: every layer reads the first layer's output (the initial residual), "
-                "which the stages after the first do not have; use --parallel graph");
   TESSERA_CHECK(c.num_layers >= 3, InvalidArgument, "--num-layers ", c.num_layers, ": --model ",
                 c.model,
                 " needs >= 3 (a dense input layer, at least one convolution, a dense output "

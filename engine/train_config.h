@@ -55,7 +55,7 @@ struct TrainConfig : Options {
 void validate(const TrainConfig& config);
 
 // The option table's custom checks (Custom(...) in TESSERA_OPTIONS) and record values.
-void check_model(const TrainConfig& config);  // an initial-residual kind runs in graph mode
+void check_model(const TrainConfig& config);  // the rules of --model that read other options
 void check_dense_weight_decay(const TrainConfig& config);  // -1 or >= 0
 void check_device(const TrainConfig& config);
 void check_codec(const TrainConfig& config);

@@ -94,6 +94,7 @@ struct Model::State {
   bool has_forward = false;          // embeddings() valid
   bool backward_ready = false;       // last forward was a training one, not yet backpropagated
   bool inference_only = false;       // set_inference_slot: keeps no activations
+  const Tensor* initial = nullptr;   // (N, F_hidden) h0 of a slice after layer 0 (set_initial)
   std::int64_t epoch = 0;            // of the last forward: keys the dropout masks
 
   // Layer i's embedding (after activation and residual, before dropout).
@@ -168,10 +169,6 @@ void check_model_config(const ModelConfig& c) {
                   " model needs >= 3 layers (dense input, at least one convolution, dense "
                   "output), got ",
                   c.total_layers);
-    TESSERA_CHECK(c.first_layer == 0, InvalidArgument, "a slice of a ", to_string(c.kind),
-                  " model must start at layer 0: every layer reads layer 0's output (got a slice "
-                  "from layer ",
-                  c.first_layer, ")");
   }
 }
 
@@ -320,8 +317,16 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
   s.epoch = epoch;
   s.has_forward = false;  // until this forward completes
 
+  // Initial residual: layer 0's output, read by all layers; a slice after layer 0 reads its
+  // caller's copy.
+  const bool keeps_initial = c.kind->initial_residual && c.first_layer == 0;
+  if (c.kind->initial_residual && c.first_layer > 0) {
+    TESSERA_CHECK(s.initial != nullptr, InvalidArgument, "Model::forward: a slice of a ",
+                  to_string(c.kind), " model from layer ", c.first_layer,
+                  " reads layer 0's output: set_initial(", slot, ", h0) first");
+    check_shape(*s.initial, n, c.hidden_channels, "Model::forward h0 (set_initial)");
+  }
   const Tensor* h = &features;  // (N, F_in of layer l): the input of the next layer
-  const bool keeps_initial = c.kind->initial_residual;  // layer 0's output, read by all
   for (std::size_t i = 0; i < s.layers.size(); ++i) {
     h = forward_layer(s, i, h, graph, training, epoch);
     if (s.inference_only) {  // keep only this layer's output for the next one (and h0)
@@ -333,8 +338,10 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
   logits.resize(n, h->cols(), h->device());
   logits.copy_from(*h);
   if (s.inference_only) {
-    s.layers.back().release();
-    if (keeps_initial) s.layers.front().release();
+    // A slice ending before the last layer keeps h0 for initial(): the next slice reads it.
+    const bool keep_h0 = keeps_initial && c.first_layer + c.num_layers < c.total_layers;
+    s.layers.back().release(keep_h0 && s.layers.size() == 1 ? &s.output(0, c.batch_norm) : nullptr);
+    if (keeps_initial && !keep_h0) s.layers.front().release();
   }
   s.has_forward = true;
   s.backward_ready = training;
@@ -356,8 +363,9 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
     dropout_forward(layer.dropped, *h, rate, dropout_rng(c.seed, epoch, l), graph.global_ids);
   }
   layer.stand_in = nullptr;
-  if (c.kind->initial_residual && l > 0)  // (a slice of such a kind starts at layer 0)
-    layer.conv->set_initial(&s.output(0, c.batch_norm), &workspace_->d_initial);
+  if (c.kind->initial_residual && l > 0)
+    layer.conv->set_initial(c.first_layer == 0 ? &s.output(0, c.batch_norm) : s.initial,
+                            &workspace_->d_initial);
   layer.conv->set_step(
       training, CounterRng(c.seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(l),
                            RngPurpose::AttentionDropout));
@@ -388,7 +396,8 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
   return h;
 }
 
-void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_input, int slot) {
+void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_input, int slot,
+                     const Tensor* d_initial_later, Tensor* d_initial_out) {
   const ModelConfig& c = config_;
   TESSERA_CHECK(slot >= 0 && slot < c.slots, InvalidArgument, "Model::backward: slot ", slot,
                 " of ", c.slots);
@@ -399,19 +408,59 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
   check_shape(d_logits, s.features->rows(), s.layers.back().f_out(), "Model::backward d_logits");
   s.backward_ready = false;
   // Initial residual: the layers after the first accumulate the gradient of its output.
+  // (In a pipeline, the later stages' share arrives as d_initial_later.)
   const bool initial = c.kind->initial_residual;
   Tensor& d_initial = workspace_->d_initial;
   if (initial) {
-    d_initial.resize(d_logits.rows(), s.layers.front().f_out(), d_logits.device());
+    d_initial.resize(d_logits.rows(), c.hidden_channels, d_logits.device());
     d_initial.zero();
+    if (d_initial_later != nullptr) {
+      check_shape(*d_initial_later, d_logits.rows(), c.hidden_channels,
+                  "Model::backward d_initial_later");
+      axpy(d_initial, 1.0f, *d_initial_later);
+    }
   }
   // Gradient w.r.t. layer i's output, read-only until copied.
   const Tensor* d_h = &d_logits;
   for (std::size_t i = s.layers.size(); i-- > 0 && d_h != nullptr;) {
-    // Layer 0 of an initial-residual model (>= 3 layers): d_h is layer 1's workspace output.
-    if (initial && i == 0 && d_h != &d_logits) axpy(const_cast<Tensor&>(*d_h), 1.0f, d_initial);
+    if (initial && i == 0 && c.first_layer == 0) {
+      // Layer 0: its output's gradient gains d_initial (on a copy when it is the caller's).
+      if (d_h == &d_logits) {
+        Tensor& copy = workspace_->free_grad(nullptr);
+        copy.resize(d_logits.rows(), d_logits.cols(), d_logits.device());
+        copy.copy_from(d_logits);
+        d_h = &copy;
+      }
+      axpy(const_cast<Tensor&>(*d_h), 1.0f, d_initial);
+    }
     d_h = backward_layer(s, i, d_h, d_logits, graph, d_input);
   }
+  if (initial && c.first_layer > 0 && d_initial_out != nullptr) {
+    d_initial_out->resize(d_initial.rows(), d_initial.cols(), d_initial.device());
+    d_initial_out->copy_from(d_initial);
+  }
+}
+
+void Model::set_initial(int slot, const Tensor* h0) {
+  TESSERA_CHECK(slot >= 0 && slot < config_.slots, InvalidArgument, "Model::set_initial: slot ",
+                slot, " of ", config_.slots);
+  states_[static_cast<std::size_t>(slot)]->initial = h0;
+}
+
+const Tensor& Model::initial(int slot) const {
+  const ModelConfig& c = config_;
+  TESSERA_CHECK(c.kind->initial_residual && slot >= 0 && slot < c.slots, InvalidArgument,
+                "Model::initial: slot ", slot, " of ", c.slots, " of a ", to_string(c.kind),
+                " model");
+  const State& s = *states_[static_cast<std::size_t>(slot)];
+  if (c.first_layer > 0) {
+    TESSERA_CHECK(s.initial != nullptr, InvalidArgument, "Model::initial: no h0 set for slot ",
+                  slot);
+    return *s.initial;
+  }
+  TESSERA_CHECK(s.has_forward, InvalidArgument, "Model::initial: slot ", slot,
+                " has no forward");
+  return s.output(0, c.batch_norm);
 }
 
 const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,

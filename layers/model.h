@@ -112,8 +112,20 @@ class Model {
   // forward of `slot` (which must have been a training forward; one backward per forward).
   // d_input (N, F_in of the first layer), when given, is overwritten with the gradient of the
   // input (a pipeline stage's upstream gradient); otherwise none is computed for it.
+  // Initial-residual kinds (GCNII) cut into slices: d_initial_later (N, F_hidden), when given,
+  // is the gradient of layer 0's output that later slices accumulated (added to this slice's);
+  // a slice after layer 0 OVERWRITES d_initial_out, when given, with the sum, for the slice
+  // before it.
   void backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_input = nullptr,
-                int slot = 0);
+                int slot = 0, const Tensor* d_initial_later = nullptr,
+                Tensor* d_initial_out = nullptr);
+
+  // Initial-residual kinds: every layer reads layer 0's output h0. A slice after layer 0 reads
+  // its caller's (N, F_hidden) h0, set before each forward of `slot` and kept alive and unchanged
+  // until that slot's backward. initial(slot): the h0 the last forward of `slot` read or made
+  // (a slice with layer 0: its output, kept in inference slots unless the slice ends the model).
+  void set_initial(int slot, const Tensor* h0);
+  const Tensor& initial(int slot) const;
 
   // Marks `slot` as inference only: its forwards keep no activations (each layer's are freed
   // once the next layer has read them), so a whole-graph evaluation slot costs two layers of

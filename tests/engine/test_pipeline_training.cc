@@ -166,6 +166,8 @@ TEST_F(PipelineTraining, OneStageOneChunkEqualsGraphModeExactly) {
   expect_one_stage_equals_graph_mode(synth, small_config(ModelKind::Gcn, 15), "synthetic gcn");
   expect_one_stage_equals_graph_mode(synth, small_config(ModelKind::ResGcn, 15),
                                      "synthetic resgcn");
+  expect_one_stage_equals_graph_mode(synth, small_config(ModelKind::Gcnii, 15),
+                                     "synthetic gcnii");
   SKIP_WITHOUT_CORA();
   TrainConfig gcn = small_config(ModelKind::Gcn, 20);
   gcn.num_layers = 2;
@@ -212,13 +214,38 @@ TEST_F(PipelineTraining, PipelineRunsRepeatExactlyWithMoreChunksThanStages) {
 
 TEST_F(PipelineTraining, HybridRunsRepeatExactly) {
   if (ranks() < 2) GTEST_SKIP() << "hybrid needs 2 or more ranks";
-  TrainConfig c = small_config(ModelKind::ResGcn, 12);
-  c.parallel = "hybrid";
-  c.stages = ranks() / 2;  // 2 parts of ranks / 2 stages
-  c.chunks = c.stages + 1;
-  expect_deterministic(comm, c, c.stages,
-                       "hybrid 2 parts x " + std::to_string(c.stages) + " stages, " +
-                           std::to_string(c.chunks) + " chunks");
+  for (const ModelKind kind : {ModelKind::ResGcn, ModelKind::Gcnii}) {
+    TrainConfig c = small_config(kind, 12);
+    c.parallel = "hybrid";
+    c.stages = ranks() / 2;  // 2 parts of ranks / 2 stages
+    c.chunks = c.stages + 1;
+    expect_deterministic(comm, c, c.stages,
+                         "hybrid " + c.model + " 2 parts x " + std::to_string(c.stages) +
+                             " stages, " + std::to_string(c.chunks) + " chunks");
+  }
+}
+
+// S stages equal one stage over the same chunks, bit for bit: every stage meets the chunks in
+// the same order, so the rows each chunk reads fresh (chunks before it) or stale (the others) at
+// every layer, and the order of every sum, do not depend on the 1F1B interleaving. For GCNII
+// this checks h0's trip down the stages and its gradient's trip back (summed stage by stage in
+// the order the whole model sums it).
+TEST_F(PipelineTraining, StagesEqualOneStageOverTheSameChunks) {
+  if (ranks() < 2) GTEST_SKIP() << "compares 2 or more stages with one";
+  const Data& d = synthetic();
+  for (const ModelKind kind : {ModelKind::ResGcn, ModelKind::Gcnii}) {
+    TrainConfig c = small_config(kind, 4);
+    c.num_layers = 6;  // GCNII: dense, 4 GCNII layers, dense; a stage of layer 0 alone at 4 ranks
+    c.parallel = "pipeline";
+    c.chunks = ranks() + 1;
+    SCOPED_TRACE(c.model + ", " + std::to_string(ranks()) + " stages");
+    Trainer one(c, d.dataset);
+    const std::vector<EpochRecord> reference = train_records(one);
+    Trainer staged(c, rank_part(d, c.mode(), ranks(), rank(), ranks()).part, comm);
+    const std::vector<EpochRecord> records = train_records(staged);
+    EXPECT_TRUE(identical(reference, records));
+    EXPECT_GT(records.back().bytes[kPipe], 0u);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -412,20 +439,27 @@ TEST_F(PipelineTraining, PipelineModeBytesMatchTheTrafficModel) {
   if (ranks() < 2) GTEST_SKIP() << "no stream on one stage";
   const Data& d = synthetic();
   const std::int64_t n = d.dataset.num_nodes();
-  for (const char* codec : {"none", "int8"}) {
-    TrainConfig c = traffic_config(ParallelMode::Pipeline);
-    c.chunks = ranks() + 1;
-    c.codec = codec;
-    Trainer trainer(c, rank_part(d, c.mode(), ranks(), rank(), ranks()).part, comm);
-    const RunResult r = trainer.train_run(0);
-    const CodecKind kind = parse_codec(codec);
-    // Codec none: exact. int8: the 16-byte header of each of the 2 (S - 1) C messages is not
-    // in the model.
-    const double tolerance = kind == CodecKind::None ? 0.0 : 0.10;
-    expect_bytes(comm, r.bytes_per_epoch[kPipe],
-                 pipeline_mode_bytes(ranks(), n, c.hidden_channels, kind, kind), tolerance,
-                 std::string("pipeline ") + codec + ", " + std::to_string(ranks()) + " stages");
-    EXPECT_EQ(r.bytes_per_epoch[kHalo] + r.bytes_per_epoch[kHaloBack], 0u);
+  // GCNII: h0 and its gradient stream beside the embeddings (2 streams).
+  for (const ModelKind model : {ModelKind::Gcn, ModelKind::Gcnii}) {
+    for (const char* codec : {"none", "int8"}) {
+      TrainConfig c = traffic_config(ParallelMode::Pipeline);
+      c.model = to_string(model);
+      c.chunks = ranks() + 1;
+      c.codec = codec;
+      Trainer trainer(c, rank_part(d, c.mode(), ranks(), rank(), ranks()).part, comm);
+      const RunResult r = trainer.train_run(0);
+      const CodecKind kind = parse_codec(codec);
+      const int streams = model == ModelKind::Gcnii ? 2 : 1;
+      // Codec none: exact. int8: the 16-byte header of each of the 2 (S - 1) C messages is not
+      // in the model.
+      const double tolerance = kind == CodecKind::None ? 0.0 : 0.10;
+      expect_bytes(comm, r.bytes_per_epoch[kPipe],
+                   pipeline_mode_bytes(ranks(), n, c.hidden_channels, kind, kind, streams),
+                   tolerance,
+                   "pipeline " + c.model + ", " + codec + ", " + std::to_string(ranks()) +
+                       " stages");
+      EXPECT_EQ(r.bytes_per_epoch[kHalo] + r.bytes_per_epoch[kHaloBack], 0u);
+    }
   }
 }
 

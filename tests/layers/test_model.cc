@@ -300,8 +300,16 @@ TEST(Model, GcniiDeclaresDenseEndsAndBiaslessLayers) {
   EXPECT_EQ(names, (std::vector<std::string>{"convs.0.weight", "convs.0.bias", "convs.1.weight",
                                              "convs.2.weight", "convs.3.weight", "convs.3.bias"}));
   EXPECT_THROW(Model(gcnii_config(2, false)), Error);  // no GCNII layer
-  // A slice after layer 0 has no h0 to read.
-  EXPECT_THROW(Model(slice_config(gcnii_config(5, false), 1, 2)), Error);
+  // A slice after layer 0 reads h0 from its caller: without it, no forward.
+  Model after(slice_config(gcnii_config(5, false), 1, 2));
+  Graph g(3, 37);
+  Tensor x = random_tensor(kNodes, 5, 1), out;
+  try {
+    after.forward(out, x, g.context, false, 0);
+    ADD_FAILURE() << "a forward without h0";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("set_initial"), std::string::npos) << e.what();
+  }
   EXPECT_NO_THROW(Model(slice_config(gcnii_config(5, false), 0, 3)));
   ModelConfig bad = gcnii_config(4, false);
   bad.hyper.gcnii_alpha = 1.0f;
@@ -644,6 +652,51 @@ TEST(Model, SlicesComposeToTheWholeModel) {
     // differently when the gradient between slices sits in a caller's buffer instead of the
     // model's own workspace.
     expect_same("gradients", grads, false, 1e-5);
+  }
+}
+
+// GCNII cut into slices as a pipeline cuts it: h0 from the slice with layer 0 to the later ones,
+// the gradient of h0 from each slice back to the one before it (summed on the way), including a
+// slice of layer 0 alone and one of the last layer alone. Logits and every gradient equal the
+// whole model's.
+TEST(Model, GcniiSlicesPassH0AndItsGradient) {
+  const ModelConfig config = gcnii_config(6, false, 0.3f, 0.2f, 0.2f, 0.5f);
+  for (const std::vector<std::pair<int, int>>& cuts :
+       {std::vector<std::pair<int, int>>{{0, 2}, {2, 3}, {5, 1}},
+        std::vector<std::pair<int, int>>{{0, 1}, {1, 2}, {3, 3}}}) {
+    SCOPED_TRACE("first slice of " + std::to_string(cuts[0].second) + " layers");
+    Graph g(3, 41);
+    Tensor x = random_tensor(kNodes, 7, 1);
+    Model whole(config);
+    std::vector<Model> slices;
+    for (const auto& [first, count] : cuts) slices.emplace_back(slice_config(config, first, count));
+    constexpr std::int64_t kEpoch = 5;
+    for (int pass = 0; pass < 2; ++pass) {  // twice: workspaces reused
+      Tensor logits, hidden[2], sliced_logits;
+      whole.zero_grad();
+      for (Model& m : slices) m.zero_grad();
+      whole.forward(logits, x, g.context, true, kEpoch);
+      slices[0].forward(hidden[0], x, g.context, true, kEpoch);
+      const Tensor& h0 = slices[0].initial(0);
+      slices[1].set_initial(0, &h0);
+      slices[1].forward(hidden[1], hidden[0], g.context, true, kEpoch);
+      slices[2].set_initial(0, &slices[1].initial(0));
+      slices[2].forward(sliced_logits, hidden[1], g.context, true, kEpoch);
+      expect_close(span_of(sliced_logits), span_of(logits), 0.0, "logits of the chained slices");
+
+      const Tensor d_logits = random_tensor(kNodes, 3, 2);
+      whole.backward(d_logits, g.context);
+      Tensor d_hidden[2], d_h0[2];  // gradients of hidden[0], hidden[1] and of h0 on the way
+      slices[2].backward(d_logits, g.context, &d_hidden[1], 0, nullptr, &d_h0[1]);
+      slices[1].backward(d_hidden[1], g.context, &d_hidden[0], 0, &d_h0[1], &d_h0[0]);
+      slices[0].backward(d_hidden[0], g.context, nullptr, 0, &d_h0[0]);
+      NamedValues merged, expected;
+      for (Model& slice : slices) add_by_name(merged, slice.param_info(), slice.grads());
+      add_by_name(expected, whole.param_info(), whole.grads());
+      ASSERT_EQ(merged.size(), expected.size());
+      // The same sums in another order (d_h0 gathered slice by slice): float rounding only.
+      for (const auto& [name, v] : expected) expect_close(merged.at(name), v, 1e-5, name);
+    }
   }
 }
 
