@@ -241,12 +241,11 @@ void bias_act_forward(Tensor& y, const Tensor& x, std::span<const float> bias, A
                                              act, x.rows(), x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
-        if (act == Activation::Elu) break;  // no CUDA ELU yet: no_kernel below
         cuda::DeviceInput<float> b(bias);
         return cuda::bias_act_forward(y.f32(), x.f32(), b.get(), act, x.rows(), x.cols());
       });
   }
-  no_kernel(act == Activation::Elu ? "bias_act_forward (ELU)" : "bias_act_forward", device);
+  no_kernel("bias_act_forward", device);
 }
 
 void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, const Tensor& y,
@@ -264,7 +263,6 @@ void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, 
                                               d_y.f32(), y.f32(), act, d_y.rows(), d_y.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
-        if (act == Activation::Elu) break;
         cuda::DeviceOutput<float> db(d_bias);
         cuda::bias_act_backward(d_x.f32(), db.get(), d_y.f32(), y.f32(), act, d_y.rows(),
                                 d_y.cols());
@@ -272,7 +270,7 @@ void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, 
         return;
       });
   }
-  no_kernel(act == Activation::Elu ? "bias_act_backward (ELU)" : "bias_act_backward", device);
+  no_kernel("bias_act_backward", device);
 }
 
 namespace {
@@ -333,13 +331,16 @@ std::int64_t head_width(const Tensor& zs, int heads, const char* kernel) {
   return w / heads;
 }
 
-cpu::AttentionDropoutArgs dropout_args(const AttentionDropout& d, std::int64_t num_cols,
-                                       const char* kernel) {
+void check_dropout(const AttentionDropout& d, std::int64_t num_cols, const char* kernel) {
   TESSERA_CHECK(d.p >= 0.0f && d.p < 1.0f, InvalidArgument, kernel,
                 ": attention dropout must be in [0, 1), got ", d.p);
-  if (d.p == 0.0f) return {};
+  if (d.p == 0.0f) return;
   TESSERA_CHECK(d.rng != nullptr, InvalidArgument, kernel, ": attention dropout without an rng");
   check_count(d.column_ids.size(), num_cols, kernel, "dropout column_ids");
+}
+
+cpu::AttentionDropoutArgs cpu_dropout(const AttentionDropout& d) {
+  if (d.p == 0.0f) return {};
   return {d.p, d.rng, d.column_ids.data()};
 }
 
@@ -347,10 +348,9 @@ cpu::AttentionDropoutArgs dropout_args(const AttentionDropout& d, std::int64_t n
 // (R, H), per-edge (nnz, H) and per-row (R, HD) tensors; returns D.
 std::int64_t check_attention(const CsrView& a, const Tensor& zs, const Tensor& s_dst,
                              const Tensor& edge, const Tensor& row, int heads,
-                             std::span<const NodeId> rows, const char* kernel) {
+                             const AttentionDropout& dropout, std::span<const NodeId> rows,
+                             const char* kernel) {
   const Device device = row.device();
-  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument, "no ", kernel,
-                " kernel for device ", to_string(device));
   for (const Tensor* t : {&zs, &s_dst, &edge}) check_input(*t, device, kernel, "input");
   check_csr_view(a, kernel);
   const std::int64_t d = head_width(zs, heads, kernel);
@@ -359,16 +359,37 @@ std::int64_t check_attention(const CsrView& a, const Tensor& zs, const Tensor& s
   check_dims(edge, a.nnz(), heads, kernel, "edge tensor");
   check_dims(row, a.num_rows, heads * d, kernel, "row tensor");
   check_rows(rows, a.num_rows, /*distinct=*/true, kernel, device);
+  check_dropout(dropout, a.num_cols, kernel);
   return d;
 }
+
+#ifdef TESSERA_HAVE_CUDA
+// The CUDA kernels' view of a host CSR pattern, its index lists and the dropout's ids: staged
+// for the one call (uploaded on the compute stream).
+struct CudaAttentionArgs {
+  cuda::DeviceInput<EdgeOffset> indptr;
+  cuda::DeviceInput<NodeId> indices;
+  cuda::DeviceInput<NodeId> rows;
+  cuda::DeviceInput<GlobalId> ids;
+  cuda::AttentionDropoutArgs drop;
+
+  CudaAttentionArgs(const CsrView& a, std::span<const NodeId> row_list,
+                    const AttentionDropout& d)
+      : indptr(std::span<const EdgeOffset>(a.indptr, static_cast<std::size_t>(a.num_rows + 1))),
+        indices(std::span<const NodeId>(a.indices, static_cast<std::size_t>(a.nnz()))),
+        rows(row_list),
+        ids(d.p > 0.0f ? d.column_ids : std::span<const GlobalId>()) {
+    if (d.p > 0.0f) drop = {d.p, d.rng->key(), ids.get()};
+  }
+  cuda::CudaCsrArrays pattern() const { return {indptr.get(), indices.get()}; }
+};
+#endif
 
 }  // namespace
 
 void gat_project(Tensor& zs, Tensor& s_dst, const Tensor& z, std::span<const float> att,
                  int heads) {
   const Device device = zs.device();
-  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument,
-                "no gat_project kernel for device ", to_string(device));
   check_input(s_dst, device, "gat_project", "s_dst");
   check_input(z, device, "gat_project", "z");
   const std::int64_t d = head_width(zs, heads, "gat_project");
@@ -376,15 +397,23 @@ void gat_project(Tensor& zs, Tensor& s_dst, const Tensor& z, std::span<const flo
   check_dims(s_dst, zs.rows(), heads, "gat_project", "s_dst");
   check_count(att.size(), 2 * heads * d, "gat_project", "att");
   check_no_alias(zs, z, "gat_project", "zs", "z");
-  cpu::kernels().gat_project(zs.f32(), s_dst.f32(), z.f32(), att.data(), z.rows(), heads, d);
+  switch (device.kind) {
+    case DeviceKind::Cpu:
+      return cpu::kernels().gat_project(zs.f32(), s_dst.f32(), z.f32(), att.data(), z.rows(),
+                                        heads, d);
+    case DeviceKind::Cuda:
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<float> a(att);
+        return cuda::gat_project(zs.f32(), s_dst.f32(), z.f32(), a.get(), z.rows(), heads, d);
+      });
+  }
+  no_kernel("gat_project", device);
 }
 
 void gat_project_backward(Tensor& d_z, std::span<float> d_att, const Tensor& d_zs,
                           const Tensor& d_s_dst, const Tensor& zs, std::span<const float> att,
                           int heads) {
   const Device device = d_z.device();
-  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument,
-                "no gat_project_backward kernel for device ", to_string(device));
   for (const Tensor* t : {&d_zs, &d_s_dst, &zs})
     check_input(*t, device, "gat_project_backward", "input");
   const std::int64_t d = head_width(zs, heads, "gat_project_backward");
@@ -394,18 +423,45 @@ void gat_project_backward(Tensor& d_z, std::span<float> d_att, const Tensor& d_z
   check_count(att.size(), 2 * heads * d, "gat_project_backward", "att");
   check_count(d_att.size(), 2 * heads * d, "gat_project_backward", "d_att");
   check_no_alias(d_z, d_zs, "gat_project_backward", "d_z", "d_zs");
-  cpu::kernels().gat_project_backward(d_z.f32(), d_att.data(), d_zs.f32(), d_s_dst.f32(), zs.f32(),
-                                      att.data(), zs.rows(), heads, d);
+  switch (device.kind) {
+    case DeviceKind::Cpu:
+      return cpu::kernels().gat_project_backward(d_z.f32(), d_att.data(), d_zs.f32(),
+                                                 d_s_dst.f32(), zs.f32(), att.data(), zs.rows(),
+                                                 heads, d);
+    case DeviceKind::Cuda:
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<float> a(att);
+        cuda::DeviceOutput<float> da(d_att);
+        cuda::gat_project_backward(d_z.f32(), da.get(), d_zs.f32(), d_s_dst.f32(), zs.f32(),
+                                   a.get(), zs.rows(), heads, d);
+        da.finish();
+        return;
+      });
+  }
+  no_kernel("gat_project_backward", device);
 }
 
 void gat_attention_forward(Tensor& out, Tensor& alpha, const CsrView& a, const Tensor& zs,
                            const Tensor& s_dst, int heads, float slope,
                            const AttentionDropout& dropout, std::span<const NodeId> rows) {
   const char* kernel = "gat_attention_forward";
-  const std::int64_t d = check_attention(a, zs, s_dst, alpha, out, heads, rows, kernel);
+  const std::int64_t d = check_attention(a, zs, s_dst, alpha, out, heads, dropout, rows, kernel);
   check_no_alias(out, zs, kernel, "out", "zs");
-  cpu::kernels().gat_attention_forward(out.f32(), alpha.f32(), a, zs.f32(), s_dst.f32(), heads, d,
-                                       slope, dropout_args(dropout, a.num_cols, kernel), rows);
+  switch (out.device().kind) {
+    case DeviceKind::Cpu:
+      return cpu::kernels().gat_attention_forward(out.f32(), alpha.f32(), a, zs.f32(),
+                                                  s_dst.f32(), heads, d, slope,
+                                                  cpu_dropout(dropout), rows);
+    case DeviceKind::Cuda:
+      TESSERA_CUDA_KERNEL({
+        const CudaAttentionArgs args(a, rows, dropout);
+        return cuda::gat_attention_forward(out.f32(), alpha.f32(), args.pattern(), zs.f32(),
+                                           s_dst.f32(), heads, d, slope, args.drop,
+                                           args.rows.get(),
+                                           static_cast<std::int64_t>(rows.size()));
+      });
+  }
+  no_kernel(kernel, out.device());
 }
 
 void gat_attention_backward(Tensor& d_score, Tensor& d_s_dst, Tensor& alpha, const CsrView& a,
@@ -413,13 +469,25 @@ void gat_attention_backward(Tensor& d_score, Tensor& d_s_dst, Tensor& alpha, con
                             float slope, const AttentionDropout& dropout,
                             std::span<const NodeId> rows) {
   const char* kernel = "gat_attention_backward";
-  const std::int64_t d = check_attention(a, zs, s_dst, alpha, d_out, heads, rows, kernel);
+  const std::int64_t d = check_attention(a, zs, s_dst, alpha, d_out, heads, dropout, rows, kernel);
   check_dims(d_score, a.nnz(), heads, kernel, "d_score");
   check_dims(d_s_dst, a.num_rows, heads, kernel, "d_s_dst");
   check_no_alias(d_score, alpha, kernel, "d_score", "alpha");
-  cpu::kernels().gat_attention_backward(d_score.f32(), d_s_dst.f32(), alpha.f32(), a, d_out.f32(),
-                                        zs.f32(), s_dst.f32(), heads, d, slope,
-                                        dropout_args(dropout, a.num_cols, kernel), rows);
+  switch (d_out.device().kind) {
+    case DeviceKind::Cpu:
+      return cpu::kernels().gat_attention_backward(d_score.f32(), d_s_dst.f32(), alpha.f32(), a,
+                                                   d_out.f32(), zs.f32(), s_dst.f32(), heads, d,
+                                                   slope, cpu_dropout(dropout), rows);
+    case DeviceKind::Cuda:
+      TESSERA_CUDA_KERNEL({
+        const CudaAttentionArgs args(a, rows, dropout);
+        return cuda::gat_attention_backward(d_score.f32(), d_s_dst.f32(), alpha.f32(),
+                                            args.pattern(), d_out.f32(), zs.f32(), s_dst.f32(),
+                                            heads, d, slope, args.drop, args.rows.get(),
+                                            static_cast<std::int64_t>(rows.size()));
+      });
+  }
+  no_kernel(kernel, d_out.device());
 }
 
 void gat_attention_transpose(Tensor& d_zs, const CsrView& at, std::span<const EdgeOffset> edge_of,
@@ -427,8 +495,6 @@ void gat_attention_transpose(Tensor& d_zs, const CsrView& at, std::span<const Ed
                              int heads, std::span<const NodeId> rows) {
   const char* kernel = "gat_attention_transpose";
   const Device device = d_zs.device();
-  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument, "no ", kernel,
-                " kernel for device ", to_string(device));
   for (const Tensor* t : {&alpha, &d_score, &d_out}) check_input(*t, device, kernel, "input");
   check_csr_view(at, kernel);
   const std::int64_t d = head_width(d_zs, heads, kernel);
@@ -441,8 +507,20 @@ void gat_attention_transpose(Tensor& d_zs, const CsrView& at, std::span<const Ed
   for (std::size_t k = 0; k < edge_of.size(); ++k)
     TESSERA_CHECK(edge_of[k] >= 0 && edge_of[k] < at.nnz(), InvalidArgument, kernel, ": edge_of[",
                   k, "] = ", edge_of[k], " is outside [0, ", at.nnz(), ")");
-  cpu::kernels().gat_attention_transpose(d_zs.f32(), at, edge_of.data(), alpha.f32(), d_score.f32(),
-                                         d_out.f32(), heads, d, rows);
+  switch (device.kind) {
+    case DeviceKind::Cpu:
+      return cpu::kernels().gat_attention_transpose(d_zs.f32(), at, edge_of.data(), alpha.f32(),
+                                                    d_score.f32(), d_out.f32(), heads, d, rows);
+    case DeviceKind::Cuda:
+      TESSERA_CUDA_KERNEL({
+        const CudaAttentionArgs args(at, rows, {});
+        const cuda::DeviceInput<EdgeOffset> edges(edge_of);
+        return cuda::gat_attention_transpose(d_zs.f32(), args.pattern(), edges.get(), alpha.f32(),
+                                             d_score.f32(), d_out.f32(), heads, d, args.rows.get(),
+                                             static_cast<std::int64_t>(rows.size()));
+      });
+  }
+  no_kernel(kernel, device);
 }
 
 // ---- row movement ----

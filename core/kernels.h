@@ -15,7 +15,7 @@
 
 namespace tessera {
 
-// Elu: x > 0 ? x : exp(x) - 1 (GAT's hidden activation; CPU kernels only).
+// Elu: x > 0 ? x : exp(x) - 1 (GAT's hidden activation).
 enum class Activation { None, Relu, Elu };
 
 // ---- sparse ----

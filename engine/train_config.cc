@@ -51,8 +51,6 @@ void check_model(const TrainConfig& c) {
                   " is refused: attention layers weight the edges of the halo exchange "
                   "themselves, which the pipeline's stale chunk aggregation does not offer; use "
                   "--parallel graph");
-    TESSERA_CHECK(c.device == "cpu", InvalidArgument, "--model ", c.model, ": --device ", c.device,
-                  " is refused: the attention kernels run on the CPU only");
     // (--heads < 1 is refused by its own rule, checked after --model.)
     TESSERA_CHECK(c.heads < 1 || c.num_layers == 1 || c.hidden_channels % c.heads == 0,
                   InvalidArgument,

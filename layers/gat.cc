@@ -94,8 +94,9 @@ class GatConv final : public Conv {
         d_(head_width(shape)),
         weight_at_(static_cast<std::size_t>(at[0])),
         att_src_at_(static_cast<std::size_t>(at[1])),
-        att_dst_at_(static_cast<std::size_t>(at[2])),
         bias_at_(static_cast<std::size_t>(at[3])) {
+    TESSERA_CHECK(static_cast<std::size_t>(at[2]) == att_src_at_ + static_cast<std::size_t>(hd()),
+                  Internal, "GAT: att_dst must follow att_src in the parameters");
     TESSERA_CHECK(shape.hyper.attention_dropout >= 0.0f && shape.hyper.attention_dropout < 1.0f,
                   InvalidArgument, "GAT attention dropout must be in [0, 1), got ",
                   shape.hyper.attention_dropout);
@@ -133,15 +134,21 @@ class GatConv final : public Conv {
     if (!training_ || p <= 0.0f) return {};
     return {p, &rng_, halo.column_ids()};
   }
-  // The (H·D, D) matrix that averages the heads: 1/H at (h·D + k, k).
-  const Tensor& mean_matrix() {
-    if (mean_.empty()) {
-      mean_ = Tensor::zeros(hd(), d_);
+  // The (H·D, D) matrix that averages the heads: 1/H at (h·D + k, k), on `device`.
+  const Tensor& mean_matrix(Device device) {
+    if (mean_.empty() || mean_.device() != device) {
+      Tensor host = Tensor::zeros(hd(), d_);
       for (std::int64_t h = 0; h < heads_; ++h)
         for (std::int64_t k = 0; k < d_; ++k)
-          mean_.f32()[(h * d_ + k) * d_ + k] = 1.0f / static_cast<float>(heads_);
+          host.f32()[(h * d_ + k) * d_ + k] = 1.0f / static_cast<float>(heads_);
+      mean_ = host.to(device);
     }
     return mean_;
+  }
+  // a_src then a_dst (2·H·D), adjacent in the parameters (and likewise their gradients).
+  template <class T>
+  std::span<T> attention_vectors(std::span<T> buffer) const {
+    return buffer.subspan(att_src_at_, static_cast<std::size_t>(2 * hd()));
   }
   Tensor owned_rows(Tensor& t, std::int64_t n) const {
     return Tensor::borrow(t.f32(), n, t.cols(), DType::F32, t.device());
@@ -149,13 +156,12 @@ class GatConv final : public Conv {
 
   LayerShape shape_;
   std::int64_t heads_, d_;
-  std::size_t weight_at_, att_src_at_, att_dst_at_, bias_at_;
+  std::size_t weight_at_, att_src_at_, bias_at_;
   bool training_ = false;
   CounterRng rng_{0, 0, 0, RngPurpose::Dropout};
   bool ready_ = false;
   Transposed t_;
   Tensor weight_, d_weight_;  // (F_in, H·D)
-  std::vector<float> att_;    // (2, H·D) a_src then a_dst
   Tensor mean_;               // (H·D, D) the output layer's head average
   Tensor z_;                  // (N, H·D) x W; the backward's d_z
   Tensor zs_;                 // (N + H, H·D + H) [z, s_src], owned then halo rows
@@ -178,17 +184,12 @@ void GatConv::forward(Tensor& out, const Tensor& x, std::span<const float> param
   ready_ = false;
   copy_param(weight_, params.subspan(weight_at_, static_cast<std::size_t>(shape_.f_in * hd())),
              shape_.f_in, hd(), x.device());
-  att_.resize(static_cast<std::size_t>(2 * hd()));
-  const auto att_size = static_cast<std::size_t>(hd());
-  std::copy_n(params.begin() + static_cast<std::ptrdiff_t>(att_src_at_), att_size, att_.begin());
-  std::copy_n(params.begin() + static_cast<std::ptrdiff_t>(att_dst_at_), att_size,
-              att_.begin() + static_cast<std::ptrdiff_t>(att_size));
   z_.resize(n, hd(), x.device());
   gemm(z_, x, false, weight_, false);
   zs_.resize(a.num_cols(), w, x.device());
   s_dst_.resize(n, heads_, x.device());
   Tensor zs_owned = owned_rows(zs_, n);
-  gat_project(zs_owned, s_dst_, z_, att_, static_cast<int>(heads_));
+  gat_project(zs_owned, s_dst_, z_, attention_vectors(params), static_cast<int>(heads_));
   halo.start_forward(zs_, shape_.layer);
   alpha_.resize(a.nnz(), heads_, x.device());
   Tensor& agg = averaged() ? agg_ : out;
@@ -203,14 +204,14 @@ void GatConv::forward(Tensor& out, const Tensor& x, std::span<const float> param
   attend(halo.boundary_rows());
   if (averaged()) {
     out.resize(n, d_, x.device());
-    gemm(out, agg_, false, mean_matrix(), false);
+    gemm(out, agg_, false, mean_matrix(x.device()), false);
   }
   bias_act_forward(out, out, params.subspan(bias_at_, static_cast<std::size_t>(shape_.f_out)), act);
   ready_ = true;
 }
 
 void GatConv::backward(Tensor* d_x, std::span<float> grads, const Tensor& d_out, const Tensor& x,
-                       const Tensor& out, std::span<const float>, Activation act,
+                       const Tensor& out, std::span<const float> params, Activation act,
                        Propagator& propagator, Tensor& workspace) {
   HaloAccess& halo = halo_of(propagator);
   const Csr& a = halo.pattern();
@@ -225,7 +226,7 @@ void GatConv::backward(Tensor* d_x, std::span<float> grads, const Tensor& d_out,
       d_pre_, grads.subspan(bias_at_, static_cast<std::size_t>(shape_.f_out)), d_out, out, act);
   if (averaged()) {
     d_agg_.resize(n, hd(), x.device());
-    gemm(d_agg_, *d_agg, false, mean_matrix(), true);
+    gemm(d_agg_, *d_agg, false, mean_matrix(x.device()), true);
     d_agg = &d_agg_;
   }
   const AttentionDropout drop = dropout(halo);
@@ -247,14 +248,9 @@ void GatConv::backward(Tensor* d_x, std::span<float> grads, const Tensor& d_out,
   in_chunks(halo.inner_rows(), halo, attend_back);
   in_chunks(t_.owned, halo, to_sources);
   halo.finish_backward(d_zs_);
-  // Through the projections: d_z, d_att, then d_W and d_x.
-  std::vector<float> d_att(static_cast<std::size_t>(2 * hd()), 0.0f);
-  gat_project_backward(z_, d_att, owned_rows(d_zs_, n), d_s_dst_, owned_rows(zs_, n), att_, heads);
-  const auto att_size = static_cast<std::size_t>(hd());
-  for (std::size_t k = 0; k < att_size; ++k) {
-    grads[att_src_at_ + k] += d_att[k];
-    grads[att_dst_at_ + k] += d_att[att_size + k];
-  }
+  // Through the projections: d_z, d_att (accumulated), then d_W and d_x.
+  gat_project_backward(z_, attention_vectors(grads), owned_rows(d_zs_, n), d_s_dst_,
+                       owned_rows(zs_, n), attention_vectors(params), heads);
   const std::span<float> d_w =
       grads.subspan(weight_at_, static_cast<std::size_t>(shape_.f_in * hd()));
   copy_param(d_weight_, d_w, shape_.f_in, hd(), x.device());

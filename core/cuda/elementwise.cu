@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// CUDA fused elementwise kernels: bias + activation forward/backward, inverted dropout with the
+// CUDA fused elementwise kernels: bias + activation (ReLU, ELU) forward/backward, inverted dropout with the
 // CPU's counter RNG (philox.h: the same mask bit for bit), and deterministic column sums (fixed
 // row chunks summed in double, then the chunks in order). Outputs may alias inputs: each
 // element is read before it is written by the same thread.
@@ -13,23 +13,30 @@ namespace {
 using detail::blocks_for;
 using detail::kThreads;
 
-__global__ void bias_act_forward_kernel(float* y, const float* x, const float* bias, bool relu,
-                                        std::int64_t r, std::int64_t f) {
+__global__ void bias_act_forward_kernel(float* y, const float* x, const float* bias,
+                                        Activation act, std::int64_t r, std::int64_t f) {
   const std::int64_t total = r * f;
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < total;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     float v = x[i];
     if (bias) v += bias[i % f];
-    if (relu) v = v < 0.0f ? 0.0f : v;  // NaN stays NaN, as on the CPU
+    if (act == Activation::Relu) v = v < 0.0f ? 0.0f : v;  // NaN stays NaN, as on the CPU
+    if (act == Activation::Elu) v = v > 0.0f ? v : expm1f(v);
     y[i] = v;
   }
 }
 
-__global__ void act_backward_kernel(float* d_x, const float* d_y, const float* y, bool relu,
+__global__ void act_backward_kernel(float* d_x, const float* d_y, const float* y, Activation act,
                                     std::int64_t total) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < total;
        i += std::int64_t{gridDim.x} * blockDim.x) {
-    d_x[i] = relu ? (y[i] > 0.0f ? d_y[i] : 0.0f) : d_y[i];
+    if (act == Activation::Relu) {
+      d_x[i] = y[i] > 0.0f ? d_y[i] : 0.0f;
+    } else if (act == Activation::Elu) {  // y' = 1 for y > 0, else exp(x) = y + 1
+      d_x[i] = y[i] > 0.0f ? d_y[i] : d_y[i] * (y[i] + 1.0f);
+    } else {
+      d_x[i] = d_y[i];
+    }
   }
 }
 
@@ -140,7 +147,7 @@ void bias_act_forward(float* y, const float* x, const float* bias, Activation ac
                       std::int64_t f) {
   if (r * f == 0) return;
   bias_act_forward_kernel<<<blocks_for(r * f), kThreads, 0, compute_stream()>>>(
-      y, x, bias, act == Activation::Relu, r, f);
+      y, x, bias, act, r, f);
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -148,7 +155,7 @@ void bias_act_backward(float* d_x, float* d_bias, const float* d_y, const float*
                        std::int64_t r, std::int64_t f) {
   if (r * f > 0) {
     act_backward_kernel<<<blocks_for(r * f), kThreads, 0, compute_stream()>>>(
-        d_x, d_y, y, act == Activation::Relu, r * f);
+        d_x, d_y, y, act, r * f);
     TESSERA_CUDA_CHECK_LAUNCH();
   }
   if (d_bias) column_sums(d_bias, d_x, /*accumulate=*/true, r, f);

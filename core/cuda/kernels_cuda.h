@@ -4,7 +4,7 @@
 // queued on the current device's compute stream (asynchronous unless stated). Index lists
 // (rows, labels, global ids) are device arrays here; the caller validated them on the host.
 // Files match the CPU backend's: spmm.cc, dense.cc, elementwise.cu, rows.cu, loss.cu,
-// batch_norm.cu.
+// batch_norm.cu, attention.cu.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +89,39 @@ void dropout_forward(float* y, const float* x, float p, const CounterRng& rng,
                      const GlobalId* global_ids, std::int64_t r, std::int64_t f);
 void dropout_backward(float* d_x, const float* d_y, float p, const CounterRng& rng,
                       const GlobalId* global_ids, std::int64_t r, std::int64_t f);
+
+// ---- attention (attention.cu): H heads of width D, rows of zs (·, H·D + H) = [z, s_src] ----
+// A CSR pattern's device arrays (values unused).
+struct CudaCsrArrays {
+  const EdgeOffset* indptr = nullptr;
+  const NodeId* indices = nullptr;
+};
+// The attention dropout as on the CPU: head h of edge (r, c) is kept when
+// CounterRng(key).uniform(column_ids[r], column_ids[c] * H + h) >= p; p = 0: none.
+struct AttentionDropoutArgs {
+  float p = 0.0f;
+  std::uint64_t key = 0;                // CounterRng::key()
+  const GlobalId* column_ids = nullptr;  // device array
+};
+void gat_project(float* zs, float* s_dst, const float* z, const float* att, std::int64_t r,
+                 std::int64_t heads, std::int64_t d);
+// d_z written, d_att (2 H D) accumulated (deterministic column sums).
+void gat_project_backward(float* d_z, float* d_att, const float* d_zs, const float* d_s_dst,
+                          const float* zs, const float* att, std::int64_t r, std::int64_t heads,
+                          std::int64_t d);
+void gat_attention_forward(float* out, float* alpha, const CudaCsrArrays& a, const float* zs,
+                           const float* s_dst, std::int64_t heads, std::int64_t d, float slope,
+                           const AttentionDropoutArgs& drop, const NodeId* rows,
+                           std::int64_t count);
+void gat_attention_backward(float* d_score, float* d_s_dst, float* alpha, const CudaCsrArrays& a,
+                            const float* d_out, const float* zs, const float* s_dst,
+                            std::int64_t heads, std::int64_t d, float slope,
+                            const AttentionDropoutArgs& drop, const NodeId* rows,
+                            std::int64_t count);
+void gat_attention_transpose(float* d_zs, const CudaCsrArrays& at, const EdgeOffset* edge_of,
+                             const float* alpha, const float* d_score, const float* d_out,
+                             std::int64_t heads, std::int64_t d, const NodeId* rows,
+                             std::int64_t count);
 
 // ---- row movement (rows.cu); out never aliases x ----
 // out (n, F) = x[rows[0..n)].

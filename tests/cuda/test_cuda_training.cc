@@ -91,9 +91,14 @@ TEST_F(CudaTraining, EveryModelFamilyTracksTheCpu) {
   for (const Family& family : {Family{ModelKind::Gcn, 3, false, "gcn, 3 layers"},
                                Family{ModelKind::Sage, 2, false, "sage, 2 layers"},
                                Family{ModelKind::ResGcn, 6, false, "resgcn, 6 layers"},
-                               Family{ModelKind::Sage, 3, true, "sage + batch norm, 3 layers"}}) {
+                               Family{ModelKind::Sage, 3, true, "sage + batch norm, 3 layers"},
+                               Family{ModelKind::Gcnii, 6, false, "gcnii, 6 layers"},
+                               Family{ModelKind::Gat, 3, false, "gat, 3 layers"}}) {
     TrainConfig config = base;
     config.model = to_string(family.model);
+    config.heads = 4;  // gat: 4 heads (of a multiple of 4 wide) concatenated, 2 averaged at the end
+    config.output_heads = 2;
+    config.attention_dropout = 0.3f;
     config.num_layers = family.num_layers;
     config.batch_norm = family.batch_norm;
     expect_same_training(config, dataset, family.what);
