@@ -143,7 +143,8 @@ else
   step configure 120 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DTESSERA_BUILD_PYTHON=OFF -DTESSERA_NATIVE_ARCH=OFF &&
   step build 240 cmake --build "$build" -j "$(nproc)" --target test_cuda_kernels \
-    test_cuda_runtime test_cuda_training test_cuda_codec test_communicator_conformance \
+    test_cuda_runtime test_cuda_training test_cuda_codec test_cuda_attention \
+    test_communicator_conformance \
     bench_cuda train_gcn tessera_data
   if [[ ! -x $build/tests/cuda/test_cuda_kernels ]]; then
     note "gpu-check: no binaries (the build needs MPICH, METIS, HDF5 and OpenBLAS: make a pack" \
@@ -152,7 +153,7 @@ else
   fi
   mkdir -p "$build/gpu-bin"
   for b in tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime tests/cuda/test_cuda_training \
-           tests/cuda/test_cuda_codec \
+           tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention \
            tests/comm/test_communicator_conformance bench/bench_cuda apps/train_gcn \
            apps/tessera_data; do ln -sf "$build/$b" "$build/gpu-bin/"; done
   bin=$build/gpu-bin
@@ -161,8 +162,8 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} OPENBLAS_NUM_THREADS=1
 
 # ---- GPU tests (the twins, the runtime, the communicator contract on one rank's GPU, GPU
 # training against the CPU; Cora's part skips there unless the shared datasets came along) ----
-for t in test_cuda_runtime test_cuda_kernels test_cuda_codec test_communicator_conformance \
-         test_cuda_training; do
+for t in test_cuda_runtime test_cuda_kernels test_cuda_attention test_cuda_codec \
+         test_communicator_conformance test_cuda_training; do
   step "$t" 90 "${run[@]}" "$bin/$t" --gtest_output="xml:$out/$t.xml"
 done
 

@@ -20,7 +20,7 @@ build=$1
 pack=$2
 archive_name=tessera-gpu.tar.xz
 binaries=(tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime tests/cuda/test_cuda_training
-          tests/cuda/test_cuda_codec
+          tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention
           tests/comm/test_communicator_conformance bench/bench_cuda apps/train_gcn
           apps/tessera_data)
 for b in "${binaries[@]}"; do
