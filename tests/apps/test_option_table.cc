@@ -171,18 +171,20 @@ TEST(OptionTable, EveryCheckNamesItsFlag) {
   }
 }
 
+// validate's message for c (InvalidArgument), or "" when it accepts c.
+std::string refusal(const TrainConfig& c) {
+  try {
+    validate(c);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument);
+    return e.message();
+  }
+  return "";
+}
+
 // GAT's rules, which need the other options: graph mode only (the attention runs on the halo
 // exchange, which the pipelined modes replace), whole heads, and its own flags' ranges.
 TEST(OptionTable, GatRulesNameTheirFlags) {
-  auto refusal = [](const TrainConfig& c) -> std::string {
-    try {
-      validate(c);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument);
-      return e.message();
-    }
-    return "";
-  };
   TrainConfig c;
   c.model = "gat";
   c.hidden_channels = 64;
@@ -209,15 +211,6 @@ TEST(OptionTable, GatRulesNameTheirFlags) {
 // GCNII's rules, which need the other options: >= 3 layers and a dense decay of -1 or >= 0; every
 // parallel mode takes it (the pipelines stream h0 beside the embeddings).
 TEST(OptionTable, GcniiRulesNameTheirFlags) {
-  auto refusal = [](const TrainConfig& c) -> std::string {
-    try {
-      validate(c);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument);
-      return e.message();
-    }
-    return "";
-  };
   TrainConfig c;
   c.model = "gcnii";
   EXPECT_EQ(refusal(c), "");
