@@ -11,7 +11,7 @@ torch-sparse, no DGL): run_peers.py makes that environment, or
 `python3 -m venv VENV && VENV/bin/pip install -r bench/peers/requirements.txt`.
 Standard library only.
 
-  bench/peers/run_models.py --build build            # the full run, about 20 minutes idle
+  bench/peers/run_models.py --build build            # the full run, about 15 minutes
   bench/peers/run_models.py --quick                  # a few minutes
 """
 import argparse
@@ -194,9 +194,13 @@ def results(manifest):
     for e in manifest["runs"]:
         summary = report.read_json(os.path.join(manifest["runs_dir"], e["summary"]))
         metrics = report.read_jsonl(os.path.join(manifest["runs_dir"], e["metrics"]))
+        warmup = manifest["cases"][e["dataset"]]["warmup"]
         record = report.run_record(e["system"], e["dataset"], e["rep"], e["seed"], e["wall_s"],
-                                   summary, metrics, manifest["cases"][e["dataset"]]["warmup"],
-                                   e.get("rusage_maxrss_bytes"))
+                                   summary, metrics, warmup, e.get("rusage_maxrss_bytes"))
+        # Evaluation time over the evaluated epochs only (a case may evaluate every k-th).
+        evaluated = [m for m in metrics if m.get("valid_acc") is not None]
+        record["eval_s"] = report.median([m["eval_s"] for m in evaluated if m["epoch"] > warmup]
+                                         or [m["eval_s"] for m in evaluated])
         record.update({k: e.get(k) for k in ("load_average", "load_during", "tessera_binary")})
         records.append(record)
     out = {k: manifest.get(k) for k in manifest if k not in ("runs", "runs_dir")}
