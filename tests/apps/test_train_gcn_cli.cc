@@ -175,7 +175,7 @@ TEST_P(TrainGcnBadFlags, ExitWithOneStatusAndMessage) {
 INSTANTIATE_TEST_SUITE_P(
     Flags, TrainGcnBadFlags,
     ::testing::Values(
-        BadFlag{"--model gat", "--model", 2}, BadFlag{"--num-layers 0", "--num-layers", 2},
+        BadFlag{"--model gin", "--model", 2}, BadFlag{"--num-layers 0", "--num-layers", 2},
         BadFlag{"--dropout 1.5 --epochs 1", "--dropout", 2},
         BadFlag{"--lr -1 --epochs 1", "--lr", 2}, BadFlag{"--epochs abc", "--epochs", 2},
         BadFlag{"--epochs 99999999999", "--epochs", 2},

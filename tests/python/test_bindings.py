@@ -2,6 +2,7 @@
 """The Python module on one process: Cora through the bindings equals train_gcn with the same
 seed; a Graph built from NumPy arrays trains and hands back embeddings, logits, predictions and
 weights; every class of bad argument is a ValueError with a clear message (never a crash)."""
+import ctypes
 import json
 import os
 import subprocess
@@ -31,6 +32,20 @@ def two_rings(n=400, f=6):
                 valid_idx=v[(split >= 6) & (split < 8)], test_idx=v[split >= 8])
 
 
+def blas_environment():
+    """The environment for a train_gcn that runs this process's OpenBLAS kernels: train_gcn
+    starts again with the best core for the CPU when OpenBLAS chose a weaker one (an imported
+    module cannot), and other GEMM kernels round differently."""
+    env = dict(os.environ)
+    try:
+        blas = ctypes.CDLL("libopenblas.so.0")  # the one the module loaded
+        blas.openblas_get_corename.restype = ctypes.c_char_p
+        env.setdefault("OPENBLAS_CORETYPE", blas.openblas_get_corename().decode())
+    except (OSError, AttributeError):
+        pass  # another BLAS: no core to match
+    return env
+
+
 class CoraMatchesTrainGcn(unittest.TestCase):
     def test_same_accuracy_and_loss_as_train_gcn(self):
         need_cora(self)
@@ -46,7 +61,7 @@ class CoraMatchesTrainGcn(unittest.TestCase):
             for key, value in flags.items():
                 flag = "--" + key.replace("_", "-")
                 cli += [flag] if value is True else [flag, str(value)]
-            subprocess.run(cli, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(cli, check=True, stdout=subprocess.DEVNULL, env=blas_environment())
             with open(summary) as f:
                 cli_run = json.load(f)["per_run"][0]
         self.assertEqual(runs[0]["final_test"], cli_run["final_test_acc"])
