@@ -329,11 +329,12 @@ void Session::Impl::load(PartSource source) {
                  info.name.c_str(), static_cast<long long>(info.num_nodes),
                  static_cast<long long>(info.num_edges), static_cast<long long>(info.num_features),
                  static_cast<long long>(info.num_outputs()), load_s);
-    if (comm->size() > 1 && stats) {
+    const auto parts = stats ? static_cast<int>(stats->owned_nodes.size()) : 0;  // G in hybrid
+    if (parts > 1) {
       std::fprintf(stderr,
                    "Partitioned (%s) into %d parts: edge cut %lld, halo nodes %lld, "
                    "imbalance %.3f (train %.3f), %.2f s\n",
-                   method.c_str(), comm->size(), static_cast<long long>(stats->edge_cut),
+                   method.c_str(), parts, static_cast<long long>(stats->edge_cut),
                    static_cast<long long>(stats->halo_nodes_total), stats->node_imbalance,
                    stats->train_imbalance, stats->seconds);
     }

@@ -134,15 +134,18 @@ History::Layer& History::sized(int l, std::int64_t f) {
       t->resize(num_owned_, f);
       t->zero();
     }
-    h.halo_inputs.resize(num_halo_, f);
-    h.halo_inputs.zero();
+    for (Tensor* t : {&h.halo_inputs, &h.halo_grads}) {
+      t->resize(num_halo_, f);
+      t->zero();
+    }
   }
   return h;
 }
 
 void History::clear() {
   for (Layer& h : layers_)
-    for (Tensor* t : {&h.inputs, &h.halo_inputs, &h.grads, &h.remote_grads}) t->zero();
+    for (Tensor* t : {&h.inputs, &h.halo_inputs, &h.grads, &h.remote_grads, &h.halo_grads})
+      t->zero();
 }
 
 void copy_rows_into(Tensor& dst, std::int64_t first, const Tensor& src) {
@@ -164,8 +167,21 @@ void add_rows_from(Tensor& dst, const Tensor& src, std::int64_t first) {
 }
 
 ChunkPropagator::ChunkPropagator(const ChunkedOperator& op, History& history,
-                                 const ChunkLayout& layout, int chunk)
-    : op_(op), history_(history), layout_(layout), chunk_(chunk) {}
+                                 const ChunkLayout& layout, int chunk,
+                                 std::span<const GlobalId> owned_ids,
+                                 std::span<const GlobalId> halo_ids)
+    : op_(op),
+      history_(history),
+      layout_(layout),
+      chunk_(chunk),
+      owned_ids_(owned_ids),
+      halo_ids_(halo_ids) {
+  TESSERA_CHECK(static_cast<std::int64_t>(owned_ids.size()) == op.num_owned() &&
+                    static_cast<std::int64_t>(halo_ids.size()) == op.num_halo(),
+                InvalidArgument, "chunk propagator: ", owned_ids.size(), " owned and ",
+                halo_ids.size(), " halo ids for an operator of ", op.num_owned(), " + ",
+                op.num_halo(), " columns");
+}
 
 void ChunkPropagator::forward(Tensor& out, const Tensor& x, int layer) {
   const std::int64_t n = num_rows(), f = x.cols();
@@ -190,6 +206,108 @@ void ChunkPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
   d_x.resize(n, f);
   spmm(d_x, op_.owned_t(chunk_).view(), h.grads);
   if (op_.num_halo() > 0) add_rows_from(d_x, h.remote_grads, layout_.begin(chunk_));
+}
+
+HaloAccess* ChunkPropagator::halo_access() {
+  if (!column_ids_.empty() || num_rows() == 0) return this;
+  const Csr& a = op_.whole();
+  const std::int64_t first = layout_.begin(chunk_), n = num_rows(), last = first + n;
+  const auto own = [&](NodeId c) { return c >= first && c < last; };
+  for (std::int64_t r = first; r < last; ++r)
+    for (EdgeOffset e = a.indptr()[r]; e < a.indptr()[r + 1]; ++e)
+      if (!own(a.indices()[e])) columns_.push_back(a.indices()[e]);
+  std::sort(columns_.begin(), columns_.end());
+  columns_.erase(std::unique(columns_.begin(), columns_.end()), columns_.end());
+  // Each row: its own columns, then the others (both ascending, as in the operator's row).
+  std::vector<EdgeOffset> indptr(static_cast<std::size_t>(n) + 1, 0);
+  std::vector<NodeId> indices;
+  std::vector<float> values;
+  indices.reserve(static_cast<std::size_t>(a.indptr()[last] - a.indptr()[first]));
+  for (std::int64_t r = first; r < last; ++r) {
+    bool boundary = false;
+    for (const bool owned_pass : {true, false}) {
+      for (EdgeOffset e = a.indptr()[r]; e < a.indptr()[r + 1]; ++e) {
+        const NodeId c = a.indices()[e];
+        if (own(c) != owned_pass) continue;
+        const auto other = std::lower_bound(columns_.begin(), columns_.end(), c);
+        indices.push_back(static_cast<NodeId>(
+            owned_pass ? c - first : n + (other - columns_.begin())));
+        if (a.has_values()) values.push_back(a.values()[e]);
+        boundary = boundary || !owned_pass;
+      }
+    }
+    indptr[static_cast<std::size_t>(r - first) + 1] = static_cast<EdgeOffset>(indices.size());
+    (boundary ? boundary_ : inner_).push_back(static_cast<NodeId>(r - first));
+  }
+  pattern_ = Csr(n, n + static_cast<std::int64_t>(columns_.size()), std::move(indptr),
+                 std::move(indices), std::move(values));
+  const std::int64_t owned = op_.num_owned();
+  column_ids_.assign(owned_ids_.begin() + first, owned_ids_.begin() + last);
+  for (const std::int64_t c : columns_)
+    column_ids_.push_back(c < owned ? owned_ids_[static_cast<std::size_t>(c)]
+                                    : halo_ids_[static_cast<std::size_t>(c - owned)]);
+  return this;
+}
+
+History::Layer& ChunkPropagator::pushed_layer(int layer, std::int64_t f) {
+  History::Layer& h = history_.sized(layer, f);
+  TESSERA_CHECK(h.pushed, Internal, "layer ", layer,
+                " weights its edges itself but its history does not take pushed gradients");
+  return h;
+}
+
+void ChunkPropagator::start_forward(Tensor& rows, int layer) {
+  const std::int64_t n = num_rows(), f = rows.cols();
+  check_shape(rows, pattern_.num_cols(), f, "ChunkPropagator::start_forward rows");
+  layer_ = layer;
+  History::Layer& h = pushed_layer(layer, f);
+  std::copy_n(rows.f32(), n * f, h.inputs.row<float>(layout_.begin(chunk_)));  // fresh now
+}
+
+void ChunkPropagator::finish_forward(Tensor& rows) {
+  History::Layer& h = history_.layer(layer_);
+  const std::int64_t n = num_rows(), f = rows.cols(), owned = op_.num_owned();
+  const auto x = static_cast<std::int64_t>(columns_.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t k = 0; k < x; ++k) {
+    const std::int64_t c = columns_[static_cast<std::size_t>(k)];
+    const float* from = c < owned ? h.inputs.row<float>(c) : h.halo_inputs.row<float>(c - owned);
+    std::copy_n(from, f, rows.row<float>(n + k));
+  }
+}
+
+void ChunkPropagator::start_backward(Tensor& d_rows, int layer) {
+  const std::int64_t n = num_rows(), f = d_rows.cols(), owned = op_.num_owned();
+  check_shape(d_rows, pattern_.num_cols(), f, "ChunkPropagator::start_backward d_rows");
+  layer_ = layer;
+  History::Layer& h = pushed_layer(layer, f);
+  h.backward_used = true;
+  const auto x = static_cast<std::int64_t>(columns_.size());
+  // The columns are distinct: every k adds into a row of its own.
+#pragma omp parallel for schedule(static)
+  for (std::int64_t k = 0; k < x; ++k) {
+    const std::int64_t c = columns_[static_cast<std::size_t>(k)];
+    float* to = c < owned ? h.grads.row<float>(c) : h.halo_grads.row<float>(c - owned);
+    const float* from = d_rows.row<float>(n + k);
+    for (std::int64_t j = 0; j < f; ++j) to[j] += from[j];
+  }
+}
+
+void ChunkPropagator::finish_backward(Tensor& d_rows) {
+  History::Layer& h = history_.layer(layer_);
+  const std::int64_t n = num_rows(), f = d_rows.cols(), first = layout_.begin(chunk_);
+  const bool remote = op_.num_halo() > 0;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < n; ++r) {
+    float* to = d_rows.row<float>(r);
+    float* pushed = h.grads.row<float>(first + r);
+    const float* other_parts = remote ? h.remote_grads.row<float>(first + r) : nullptr;
+    for (std::int64_t j = 0; j < f; ++j) {
+      to[j] += pushed[j];
+      if (other_parts != nullptr) to[j] += other_parts[j];
+      pushed[j] = 0.0f;  // taken
+    }
+  }
 }
 
 }  // namespace tessera

@@ -72,13 +72,23 @@ class ChunkedOperator {
 //                        in the same way (backward)
 //   remote_grads (N, F)  what the other parts' rows send back to this part's rows (hybrid),
 //                        refreshed after each epoch
+// Layers that weight the edges themselves (attention, `pushed`) keep per-edge terms that a row
+// gradient cannot rebuild, so their backward pushes each source's contribution instead, and
+// grads holds something else:
+//   grads (N, F)         what the other chunks pushed to every owned row and the row's chunk
+//                        has not taken yet: the chunks before it this epoch, those after it in
+//                        the last one (the same fresh/stale rule as above); the chunk's
+//                        backward takes its rows and zeroes them
+//   halo_grads (H, F)    what this epoch's chunks pushed to the halo rows (hybrid: sent to
+//                        their owners at the refresh, then zeroed)
 // Buffers start at zero in every run and are sized on first use.
 class History {
  public:
   struct Layer {
-    Tensor inputs, halo_inputs, grads, remote_grads;
+    Tensor inputs, halo_inputs, grads, remote_grads, halo_grads;
     bool backward_used = false;  // a backward aggregated gradients (not the first layer when
                                  // it aggregates first: the features get no gradient)
+    bool pushed = false;         // gradients pushed per source (set by the engine, kept by clear)
   };
   History(std::int64_t num_owned, std::int64_t num_halo, int first_layer, int num_layers);
   Layer& layer(int l);  // l in [first_layer, first_layer + num_layers)
@@ -100,20 +110,49 @@ class History {
 // whole history: fresh rows of chunks done this epoch, stale rows of the rest, halo rows from the
 // last refresh. Backward does the same with the gradients (A^T over the gradient history plus
 // the stale contributions of the other parts).
-class ChunkPropagator final : public Propagator {
+//
+// Its attention path (HaloAccess) gives an attention layer the chunk's rows with, as their "halo",
+// every other chunk's row and every halo row that the chunk's rows read (X columns): forward
+// writes the chunk's rows into the history and reads the X rows from it (fresh or stale as
+// above), backward pushes the X rows' gradients into the history (grads and halo_grads of a
+// pushed layer) and takes what the other chunks pushed to the chunk's rows. The pattern is
+// (n_c, n_c + X): the chunk's own columns first, then the X others in chunk order and halo
+// order, so that with one chunk it is the part's operator itself.
+class ChunkPropagator final : public Propagator, private HaloAccess {
  public:
+  // owned_ids (N, chunk order) and halo_ids (H): the global ids of the operator's columns.
   ChunkPropagator(const ChunkedOperator& op, History& history, const ChunkLayout& layout,
-                  int chunk);
+                  int chunk, std::span<const GlobalId> owned_ids,
+                  std::span<const GlobalId> halo_ids);
   void forward(Tensor& out, const Tensor& x, int layer) override;
   void backward(Tensor& d_x, const Tensor& d_out, int layer) override;
   std::int64_t num_rows() const override { return layout_.size(chunk_); }
+  HaloAccess* halo_access() override;
 
  private:
+  const Csr& pattern() const override { return pattern_; }
+  std::span<const GlobalId> column_ids() const override { return column_ids_; }
+  std::span<const NodeId> inner_rows() const override { return inner_; }
+  std::span<const NodeId> boundary_rows() const override { return boundary_; }
+  void start_forward(Tensor& rows, int layer) override;
+  void finish_forward(Tensor& rows) override;
+  void start_backward(Tensor& d_rows, int layer) override;
+  void finish_backward(Tensor& d_rows) override;
+  void poll() override {}
+  History::Layer& pushed_layer(int layer, std::int64_t f);
+
   const ChunkedOperator& op_;
   History& history_;
   const ChunkLayout& layout_;
   int chunk_;
+  std::span<const GlobalId> owned_ids_, halo_ids_;
   Tensor halo_part_;  // (n_c, F) A_halo rows of the chunk times the halo inputs
+  // The attention path, built on first use.
+  Csr pattern_;                        // (n_c, n_c + X)
+  std::vector<std::int64_t> columns_;  // (X) each other column: a position < N, or N + halo row
+  std::vector<GlobalId> column_ids_;   // (n_c + X)
+  std::vector<NodeId> inner_, boundary_;
+  int layer_ = -1;  // of the exchange in progress
 };
 
 // Copies rows [first, first + src.rows()) of dst from src (same width).

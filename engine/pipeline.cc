@@ -120,7 +120,8 @@ PipelineLayout pipeline_layout(const TrainConfig& config, int rank, int ranks,
 StageMemory estimate_stage_memory(const PipelineLayout& layout, ModelKind kind,
                                   std::int64_t in_channels, std::int64_t hidden,
                                   std::int64_t out_channels, std::int64_t nodes,
-                                  std::int64_t halo_nodes, std::int64_t nnz) {
+                                  std::int64_t halo_nodes, std::int64_t nnz,
+                                  const LayerHyper& hyper) {
   StageMemory m;
   m.nodes = nodes;
   m.halo_nodes = halo_nodes;
@@ -131,8 +132,23 @@ StageMemory estimate_stage_memory(const PipelineLayout& layout, ModelKind kind,
   for (int l = layout.first_layer(); l < layout.first_layer() + layout.num_layers(); ++l) {
     const double f_in = static_cast<double>(layer_in(l, in_channels, hidden));
     const double f_out = static_cast<double>(layer_out(l, layers, hidden, out_channels));
-    const double w = std::min(f_in, f_out);
-    floats += (n + halo) * w + n * w + (halo_nodes > 0 ? n * w : 0.0);  // history
+    double w = std::min(f_in, f_out);
+    if (kind->attention) {
+      // Heads and source terms (H·D + H), in the history and per chunk: z, [z, s_src] over the
+      // chunk's columns and their gradient; per edge the weights and their gradients (H each)
+      // and the transposed pattern (about 3 floats' worth).
+      const LayerShape shape{.layer = l,
+                             .num_layers = layers,
+                             .f_in = layer_in(l, in_channels, hidden),
+                             .f_out = layer_out(l, layers, hidden, out_channels),
+                             .hyper = hyper};
+      w = static_cast<double>(kind->halo_widths(shape).forward);
+      const double heads = static_cast<double>(shape.hidden() ? hyper.gat_heads
+                                                              : hyper.gat_output_heads);
+      floats += 3.0 * (n + halo) * w + static_cast<double>(nnz) * (2.0 * heads + 3.0);
+    }
+    // history: inputs and halo rows, gradients and those pushed to halo rows, remote gradients
+    floats += 2.0 * (n + halo) * w + (halo_nodes > 0 ? n * w : 0.0);
     // Activations over the chunks: conv output, aggregate, residual sum, and the dropped-out
     // input where the backward needs it (SAGE, or a GCN layer that transforms first); weights
     // per slot.
@@ -195,6 +211,8 @@ PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& 
   chunks_ = make_chunks(g.adjacency, part.train_rows, layout.chunks, config.seed);
   op_ = std::make_unique<ChunkedOperator>(op, owned_symmetry, chunks_);
   history_ = std::make_unique<History>(n, g.num_halo(), layout.first_layer(), layout.num_layers());
+  for (int l = layout.first_layer(); l < layout.first_layer() + layout.num_layers(); ++l)
+    history_->layer(l).pushed = config.kind()->attention;  // the edge-weighting kinds
   owned_ids_.resize(static_cast<std::size_t>(n));
   for (std::int64_t r = 0; r < n; ++r)
     owned_ids_[static_cast<std::size_t>(r)] = g.owned_ids[chunks_.order[static_cast<std::size_t>(r)]];
@@ -221,7 +239,8 @@ PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& 
   for (int c = 0; c < chunks_.num_chunks(); ++c) {
     Chunk& k = chunk_state_[static_cast<std::size_t>(c)];
     const std::int64_t first = chunks_.begin(c), rows = chunks_.size(c);
-    k.propagator = std::make_unique<ChunkPropagator>(*op_, *history_, chunks_, c);
+    k.propagator = std::make_unique<ChunkPropagator>(*op_, *history_, chunks_, c, owned_ids_,
+                                                     halo_ids_);
     k.ids = std::span<const GlobalId>(owned_ids_).subspan(static_cast<std::size_t>(first),
                                                           static_cast<std::size_t>(rows));
     k.context.set_propagator(*config.kind()->op, k.propagator.get());
@@ -402,7 +421,7 @@ double PipelineEngine::train_step(Model& model, std::int64_t epoch, std::uint64_
   sends_.clear();
   if (part_exchange_) {
     part_exchange_->refresh(*history_, *op_, layout_.first_layer(), layout_.num_layers(), epoch,
-                            seed);
+                            seed, /*restored=*/false);
     halo_times_ = part_exchange_->times();
   }
   return loss_sum_;
@@ -461,29 +480,35 @@ std::string history_name(int layer, const char* what) {
 
 std::vector<NodeArray> PipelineEngine::save_history(Communicator& world) {
   const int layers = layout_.stage_first.back();
-  // Per layer, from the ranks that keep it: the width of its buffers and whether a backward
-  // aggregated gradients.
-  std::vector<std::int64_t> shape(2 * static_cast<std::size_t>(layers), 0);
+  // Per layer, from the ranks that keep it: the width of its buffers, whether a backward
+  // aggregated gradients, and whether the other parts' contributions must be kept as they are
+  // (pushed layers in hybrid mode: the refresh cannot rebuild them from this part's buffers).
+  constexpr std::size_t kFields = 3;
+  std::vector<std::int64_t> shape(kFields * static_cast<std::size_t>(layers), 0);
+  const auto at = [&](int l, std::size_t field) -> std::int64_t& {
+    return shape[kFields * static_cast<std::size_t>(l) + field];
+  };
   for (int l = layout_.first_layer(); l < layout_.first_layer() + layout_.num_layers(); ++l) {
     const History::Layer& h = history_->layer(l);
-    shape[2 * static_cast<std::size_t>(l)] = h.inputs.cols();
-    shape[2 * static_cast<std::size_t>(l) + 1] = h.backward_used ? 1 : 0;
+    at(l, 0) = h.inputs.cols();
+    at(l, 1) = h.backward_used ? 1 : 0;
+    at(l, 2) = h.backward_used && h.pushed && part_exchange_ ? 1 : 0;
   }
   world.all_reduce_max(shape);
   std::vector<NodeArray> arrays;
   auto gather = [&](int l, const Tensor* mine, const char* what) {
-    const std::int64_t f = shape[2 * static_cast<std::size_t>(l)];
+    const std::int64_t f = at(l, 0);
     Tensor all = gather_by_id(
         world, mine, mine ? std::span<const GlobalId>(owned_ids_) : std::span<const GlobalId>(),
         global_nodes_, f);
     if (world.rank() == 0) arrays.push_back({history_name(l, what), std::move(all)});
   };
   for (int l = 0; l < layers; ++l) {
-    if (shape[2 * static_cast<std::size_t>(l)] == 0) continue;  // not trained yet
+    if (at(l, 0) == 0) continue;  // not trained yet
     History::Layer* h = history_->has(l) ? &history_->layer(l) : nullptr;
     gather(l, h ? &h->inputs : nullptr, "inputs");
-    if (shape[2 * static_cast<std::size_t>(l) + 1] != 0)
-      gather(l, h ? &h->grads : nullptr, "grads");
+    if (at(l, 1) != 0) gather(l, h ? &h->grads : nullptr, "grads");
+    if (at(l, 2) != 0) gather(l, h ? &h->remote_grads : nullptr, "remote_grads");
   }
   return arrays;
 }
@@ -504,8 +529,9 @@ void PipelineEngine::restore_history(const std::vector<NodeArray>& arrays) {
   for (int l = layout_.first_layer(); l < layout_.first_layer() + layout_.num_layers(); ++l) {
     const Tensor* inputs = find(history_name(l, "inputs"));
     const Tensor* grads = find(history_name(l, "grads"));
+    const Tensor* remote = find(history_name(l, "remote_grads"));
     if (inputs == nullptr) continue;  // a checkpoint of graph mode: as a new run
-    for (const Tensor* t : {inputs, grads}) {
+    for (const Tensor* t : {inputs, grads, remote}) {
       TESSERA_CHECK(
           t == nullptr ||
               (t->rows() == global_nodes_ && t->cols() == inputs->cols() && t->cols() > 0),
@@ -518,13 +544,14 @@ void PipelineEngine::restore_history(const std::vector<NodeArray>& arrays) {
       pick(h.grads, *grads);
       h.backward_used = true;
     }
+    if (remote != nullptr) pick(h.remote_grads, *remote);
   }
 }
 
 void PipelineEngine::refresh_restored(std::int64_t epoch, std::uint64_t seed) {
   if (!part_exchange_) return;
   part_exchange_->refresh(*history_, *op_, layout_.first_layer(), layout_.num_layers(), epoch,
-                          seed);
+                          seed, /*restored=*/true);
 }
 
 }  // namespace tessera

@@ -61,7 +61,9 @@ PipelineLayout pipeline_layout(const TrainConfig& config, int rank, int ranks,
 
 // Estimated bytes one stage holds while training: for each of its layers the historical buffers
 // and the activations and workspaces of the layer over all chunks, plus the operator and (first
-// stage) the features. `aggregated_width` of a layer is min(F_in, F_out).
+// stage) the features. The buffers of a layer are min(F_in, F_out) wide, or what an attention
+// layer exchanges (heads and source terms, LayerKind::halo_widths), which also keeps per-edge
+// weights and their gradients for every chunk.
 struct StageMemory {
   std::int64_t nodes = 0, halo_nodes = 0, nnz = 0, features = 0;
   std::uint64_t bytes = 0;
@@ -69,7 +71,8 @@ struct StageMemory {
 StageMemory estimate_stage_memory(const PipelineLayout& layout, ModelKind kind,
                                   std::int64_t in_channels, std::int64_t hidden,
                                   std::int64_t out_channels, std::int64_t nodes,
-                                  std::int64_t halo_nodes, std::int64_t nnz);
+                                  std::int64_t halo_nodes, std::int64_t nnz,
+                                  const LayerHyper& hyper = {});
 
 // What hybrid mode adds between the G parts at one stage: after each epoch the halo rows of the
 // stage's historical buffers (and the gradient contributions to other parts' rows), and the
@@ -79,9 +82,11 @@ class PartExchange {
   virtual ~PartExchange() = default;
   virtual void reset() = 0;  // a new run
   // Refreshes the halo rows of the buffers of layers [first, first + count) of `history` after
-  // the epoch's chunks, with `op` the part's operator in chunk order.
+  // the epoch's chunks, with `op` the part's operator in chunk order. `restored`: the buffers
+  // come from a checkpoint (pushed layers keep the other parts' contributions it held, as their
+  // halo_grads are gone).
   virtual void refresh(History& history, const ChunkedOperator& op, int first, int count,
-                       std::int64_t epoch, std::uint64_t seed) = 0;
+                       std::int64_t epoch, std::uint64_t seed, bool restored) = 0;
   virtual std::unique_ptr<Propagator> eval_propagator(const Csr& whole,
                                                       MatrixSymmetry symmetry) = 0;
   virtual ExchangeTimes times() const = 0;  // of the last refresh
@@ -128,7 +133,8 @@ class PipelineEngine {
 
   // Checkpoints (engine/mode_runner.h). save_history: every layer's historical buffers as
   // (num_nodes, F) arrays in node-id order on rank 0 of `world` ("history.L.inputs", and
-  // "history.L.grads" where a backward aggregated gradients); collective over `world`.
+  // "history.L.grads" where a backward aggregated gradients, "history.L.remote_grads" for the
+  // pushed layers of hybrid mode); collective over `world`.
   // restore_history: this stage's layers from such arrays (absent ones: a new run's zeros);
   // local. refresh_restored: in hybrid mode, the halo refresh of the epoch they were taken
   // after (the halo rows and the other parts' gradient contributions follow from the buffers).

@@ -21,7 +21,8 @@ void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
   const DatasetInfo& data = part.dataset;
   const StageMemory m =
       estimate_stage_memory(layout, config.kind(), data.num_features, config.hidden_channels,
-                            data.num_outputs(), part.graph.num_owned(), part.graph.num_halo(), nnz);
+                            data.num_outputs(), part.graph.num_owned(), part.graph.num_halo(), nnz,
+                            config.hyper());
   const double gib = 1024.0 * 1024.0 * 1024.0;
   const double budget = config.memory_budget > 0.0 ? config.memory_budget * gib
                                                    : static_cast<double>(physical_memory_bytes());

@@ -46,11 +46,6 @@ void validate(const TrainConfig& config) {
 
 void check_model(const TrainConfig& c) {
   if (c.kind()->attention) {
-    TESSERA_CHECK(c.mode() == ParallelMode::Graph, InvalidArgument, "--model ", c.model,
-                  ": --parallel ", c.parallel,
-                  " is refused: attention layers weight the edges of the halo exchange "
-                  "themselves, which the pipeline's stale chunk aggregation does not offer; use "
-                  "--parallel graph");
     // (--heads < 1 is refused by its own rule, checked after --model.)
     TESSERA_CHECK(c.heads < 1 || c.num_layers == 1 || c.hidden_channels % c.heads == 0,
                   InvalidArgument,

@@ -47,6 +47,9 @@ struct TrainConfig : Options {
   // of halo gradients (--codec-backward, else the same as --codec).
   CodecKind forward_codec() const;
   CodecKind backward_codec() const;
+  LayerHyper hyper() const {  // the kinds' hyperparameters (--gcnii-*, --heads, ...)
+    return {gcnii_alpha, gcnii_lambda, heads, output_heads, attention_dropout};
+  }
   bool progress() const { return verbosity >= 2; }  // per-epoch lines and load progress
 };
 

@@ -165,8 +165,7 @@ Trainer::RunState Trainer::begin_run(int run) {
   model_config.dropout = config_.dropout;
   model_config.input_dropout = config_.input_dropout;
   model_config.batch_norm = config_.batch_norm;
-  model_config.hyper = {config_.gcnii_alpha, config_.gcnii_lambda, config_.heads,
-                        config_.output_heads, config_.attention_dropout};
+  model_config.hyper = config_.hyper();
   model_config.seed = config_.seed + static_cast<std::uint64_t>(run);
   s.model = std::make_unique<Model>(s.runner->model_config(model_config));
   index_model_slice(s.model_index, *s.model, model_config);

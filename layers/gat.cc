@@ -125,8 +125,8 @@ class GatConv final : public Conv {
   HaloAccess& halo_of(Propagator& propagator) const {
     HaloAccess* halo = propagator.halo_access();
     TESSERA_CHECK(halo != nullptr, InvalidArgument,
-                  "GAT needs the attention path of its propagator (HaloAccess): the graph mode "
-                  "and the single-process propagator have it, the pipelined modes do not");
+                  "GAT needs the attention path of its propagator (HaloAccess), which this "
+                  "propagator does not offer");
     return *halo;
   }
   AttentionDropout dropout(const HaloAccess& halo) const {

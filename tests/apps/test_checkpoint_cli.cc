@@ -149,7 +149,8 @@ INSTANTIATE_TEST_SUITE_P(Codecs, StopAndResume, ::testing::Values("none", "int8"
 
 // The pipelined modes: the stages' weights and Adam moments are gathered into the whole model,
 // the historical buffers into (num_nodes, F) arrays; a resume takes each stage's share back (and
-// in hybrid mode rebuilds the halo rows and the other parts' gradient contributions from them),
+// in hybrid mode rebuilds the halo rows and the other parts' gradient contributions from them,
+// or, for GAT, whose contributions cannot be rebuilt, takes them from the checkpoint too),
 // so the resumed run equals the uninterrupted one bit for bit, with integer codecs too.
 struct Pipelined {
   const char* name;
@@ -188,7 +189,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Pipelined{"pipeline", 2, "--parallel pipeline --chunks 3", "none"},
                       Pipelined{"pipeline", 2, "--parallel pipeline --chunks 3", "int8"},
                       Pipelined{"hybrid", 4, "--parallel hybrid --stages 2", "none"},
-                      Pipelined{"hybrid", 4, "--parallel hybrid --stages 2", "int4"}),
+                      Pipelined{"hybrid", 4, "--parallel hybrid --stages 2", "int4"},
+                      // GAT pushes its gradients: the pending pushes and the other parts'
+                      // contributions are in the checkpoint.
+                      Pipelined{"hybrid_gat", 4, "--parallel hybrid --stages 2 --model gat --heads 4",
+                                "none"}),
     [](const auto& param_info) {
       return std::string(param_info.param.name) + "_" + param_info.param.codec;
     });

@@ -389,6 +389,17 @@ Csr cycle_with_halo() {
   return csr_of(6, 8, std::move(e));
 }
 
+// Global ids of an operator's columns in chunk order: 100 + position, halo rows 200 + k.
+struct Ids {
+  std::vector<GlobalId> owned, halo;
+};
+Ids ids_of(const ChunkedOperator& op) {
+  Ids ids;
+  for (std::int64_t p = 0; p < op.num_owned(); ++p) ids.owned.push_back(100 + p);
+  for (std::int64_t k = 0; k < op.num_halo(); ++k) ids.halo.push_back(200 + k);
+  return ids;
+}
+
 TEST(ChunkPropagatorTest, ForwardReadsFreshRowsOfDoneChunksAndStaleRowsOfTheRest) {
   const ChunkLayout l = layout_of({{0, 1, 2}, {3, 4, 5}});
   const ChunkedOperator op(cycle_with_halo(), MatrixSymmetry::Symmetric, l);
@@ -399,7 +410,9 @@ TEST(ChunkPropagatorTest, ForwardReadsFreshRowsOfDoneChunksAndStaleRowsOfTheRest
   for (int v = 0; v < 6; ++v) h.inputs.f32()[v] = 10.0f * static_cast<float>(v + 1);
   h.halo_inputs.f32()[0] = 1000.0f;
   h.halo_inputs.f32()[1] = 2000.0f;
-  ChunkPropagator chunk0(op, history, l, 0), chunk1(op, history, l, 1);
+  const Ids ids = ids_of(op);
+  ChunkPropagator chunk0(op, history, l, 0, ids.owned, ids.halo),
+      chunk1(op, history, l, 1, ids.owned, ids.halo);
   EXPECT_EQ(chunk0.num_rows(), 3);
   // This epoch's inputs: v + 1.
   Tensor out0, out1;
@@ -426,7 +439,9 @@ TEST(ChunkPropagatorTest, BackwardReadsFreshGradientsOfDoneChunksAndStaleOnesOfT
   h.remote_grads.f32()[1] = 1000.0f;
   h.remote_grads.f32()[4] = 2000.0f;
   EXPECT_FALSE(h.backward_used);
-  ChunkPropagator chunk0(op, history, l, 0), chunk1(op, history, l, 1);
+  const Ids ids = ids_of(op);
+  ChunkPropagator chunk0(op, history, l, 0, ids.owned, ids.halo),
+      chunk1(op, history, l, 1, ids.owned, ids.halo);
   Tensor d_x0, d_x1;
   chunk0.backward(d_x0, column({1, 2, 3}), 0);
   // node 0: g1 + stale g5 = 2 + 60; node 1: g0 + g2 + remote = 1 + 3 + 1000; node 2: g1 + stale g3.
@@ -477,11 +492,12 @@ TEST(ChunkPropagatorTest, ThreeChunksMatchTheDenseStalenessRule) {
   std::vector<int> chunk_of(n);
   for (int c = 0; c < l.num_chunks(); ++c)
     for (std::int64_t p = l.begin(c); p < l.begin(c) + l.size(c); ++p) chunk_of[l.order[p]] = c;
+  const Ids ids = ids_of(op);
 
   for (const bool backward : {false, true}) {
     for (int c = 0; c < l.num_chunks(); ++c) {
       SCOPED_TRACE(std::string(backward ? "backward" : "forward") + " chunk " + std::to_string(c));
-      ChunkPropagator prop(op, history, l, c);
+      ChunkPropagator prop(op, history, l, c, ids.owned, ids.halo);
       const Dense& fresh = backward ? g : x;
       const Dense& stale = backward ? stale_g : stale_x;
       Tensor in(l.size(c), f), out;
@@ -510,6 +526,88 @@ TEST(ChunkPropagatorTest, ThreeChunksMatchTheDenseStalenessRule) {
   }
 }
 
+// The attention path (HaloAccess): a chunk's pattern is its rows over its own columns and then
+// the other chunks' and halo columns it reads; forward reads those rows from the history (fresh
+// for chunks done this epoch, stale for the rest, halo rows from the last refresh), backward
+// pushes their gradients into it and takes what the other chunks pushed to the chunk's rows.
+TEST(ChunkPropagatorTest, AttentionPathPushesGradientsUnderTheStalenessRule) {
+  const ChunkLayout l = layout_of({{0, 1, 2}, {3, 4, 5}});
+  const ChunkedOperator op(cycle_with_halo(), MatrixSymmetry::Symmetric, l);
+  History history(6, 2, /*first_layer=*/1, /*num_layers=*/1);
+  const int layer = 1;
+  history.layer(layer).pushed = true;
+  History::Layer& h = history.sized(layer, 1);
+  for (int v = 0; v < 6; ++v) h.inputs.f32()[v] = 10.0f * static_cast<float>(v + 1);  // stale
+  h.halo_inputs.f32()[0] = 1000.0f;
+  h.halo_inputs.f32()[1] = 2000.0f;
+  const Ids ids = ids_of(op);
+  ChunkPropagator chunk0(op, history, l, 0, ids.owned, ids.halo),
+      chunk1(op, history, l, 1, ids.owned, ids.halo);
+  HaloAccess& a0 = *chunk0.halo_access();
+  HaloAccess& a1 = *chunk1.halo_access();
+  // Chunk 0 = rows 0, 1, 2 reads 3 (from 2), 5 (from 0) and halo 0 (from 1): columns 3, 4, 5.
+  ASSERT_EQ(a0.pattern().num_rows(), 3);
+  ASSERT_EQ(a0.pattern().num_cols(), 6);
+  EXPECT_EQ(to_dense(a0.pattern()), (Dense{{0, 1, 0, 0, 1, 0}, {1, 0, 1, 0, 0, 1}, {0, 1, 0, 1, 0, 0}}));
+  EXPECT_EQ(std::vector<GlobalId>(a0.column_ids().begin(), a0.column_ids().end()),
+            (std::vector<GlobalId>{100, 101, 102, 103, 105, 200}));
+  EXPECT_TRUE(a0.inner_rows().empty());
+  EXPECT_EQ(a0.boundary_rows().size(), 3u);
+  // Chunk 1 = rows 3, 4, 5 reads 0 (from 5), 2 (from 3) and halo 1 (from 4).
+  EXPECT_EQ(std::vector<GlobalId>(a1.column_ids().begin(), a1.column_ids().end()),
+            (std::vector<GlobalId>{103, 104, 105, 100, 102, 201}));
+
+  // Forward: this epoch's rows are v + 1.
+  Tensor rows0 = column({1, 2, 3, -7, -7, -7});
+  a0.start_forward(rows0, layer);
+  a0.finish_forward(rows0);
+  EXPECT_EQ(values_of(rows0), (std::vector<float>{1, 2, 3, 40, 60, 1000}));  // stale 3 and 5
+  Tensor rows1 = column({4, 5, 6, -7, -7, -7});
+  a1.start_forward(rows1, layer);
+  a1.finish_forward(rows1);
+  EXPECT_EQ(values_of(rows1), (std::vector<float>{4, 5, 6, 1, 3, 2000}));  // fresh 0 and 2
+  EXPECT_EQ(values_of(h.inputs), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+
+  // Backward. Pushed to rows 0-2 last epoch (by chunk 1): 0.5, 0.25, 0.125; the other parts
+  // sent 1000 to row 1 and 2000 to row 4.
+  h.grads.f32()[0] = 0.5f;
+  h.grads.f32()[1] = 0.25f;
+  h.grads.f32()[2] = 0.125f;
+  h.remote_grads.f32()[1] = 1000.0f;
+  h.remote_grads.f32()[4] = 2000.0f;
+  Tensor d0 = column({1, 2, 3, 10, 20, 30});  // own rows, then pushes to 3, 5 and halo 0
+  a0.start_backward(d0, layer);
+  a0.finish_backward(d0);
+  EXPECT_EQ(values_of(d0).at(0), 1.5f);
+  EXPECT_EQ(values_of(d0).at(1), 1002.25f);
+  EXPECT_EQ(values_of(d0).at(2), 3.125f);
+  EXPECT_TRUE(h.backward_used);
+  Tensor d1 = column({4, 5, 6, 7, 8, 9});  // own rows, then pushes to 0, 2 and halo 1
+  a1.start_backward(d1, layer);
+  a1.finish_backward(d1);
+  // Fresh pushes of chunk 0 (10 to row 3, 20 to row 5) and the other parts' 2000 to row 4.
+  EXPECT_EQ(values_of(d1), (std::vector<float>{14, 2005, 26, 7, 8, 9}));
+  // Left for the next epoch: chunk 1's pushes to rows 0 and 2; to the halo rows: 30 and 9.
+  EXPECT_EQ(values_of(h.grads), (std::vector<float>{7, 0, 8, 0, 0, 0}));
+  EXPECT_EQ(values_of(h.halo_grads), (std::vector<float>{30, 9}));
+}
+
+// One chunk and no halo: the attention pattern is the operator, the columns the rows.
+TEST(ChunkPropagatorTest, OneChunkAttentionPathIsTheOperator) {
+  const ChunkLayout l = layout_of({{0, 1, 2, 3, 4, 5}});
+  const Csr a = cycle_with_halo();
+  const ChunkedOperator op(a, MatrixSymmetry::Symmetric, l);
+  History history(6, 2, 0, 1);
+  const Ids ids = ids_of(op);
+  ChunkPropagator chunk(op, history, l, 0, ids.owned, ids.halo);
+  const HaloAccess& access = *chunk.halo_access();
+  EXPECT_EQ(to_dense(access.pattern()), to_dense(a));
+  EXPECT_EQ(access.column_ids().size(), 8u);
+  EXPECT_EQ(access.column_ids()[7], 201);
+  EXPECT_EQ(access.boundary_rows().size(), 2u);  // rows 1 and 4 read a halo row
+  EXPECT_EQ(access.inner_rows().size(), 4u);
+}
+
 // One chunk and no halo: the chunk propagator is the plain SpMM, bit for bit.
 TEST(ChunkPropagatorTest, OneChunkEqualsLocalPropagatorExactly) {
   const std::int64_t n = 50;
@@ -526,7 +624,8 @@ TEST(ChunkPropagatorTest, OneChunkEqualsLocalPropagatorExactly) {
   for (const std::int64_t f : {1, 7, 33}) {
     const ChunkedOperator op(a, MatrixSymmetry::General, l);
     History history(n, 0, 0, 1);
-    ChunkPropagator chunk(op, history, l, 0);
+    const Ids ids = ids_of(op);
+    ChunkPropagator chunk(op, history, l, 0, ids.owned, ids.halo);
     LocalPropagator local(a, MatrixSymmetry::General);
     Tensor x(n, f);
     for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = value(gen);
@@ -595,6 +694,22 @@ TEST(StageMemory, GrowsWithNodesAndShrinksWithStagesAndParts) {
               "S=4 %.1f, S=8 %.1f; S=2 with G=2 %.1f, G=4 %.1f\n",
               s1 / 1048576.0, s2 / 1048576.0, s4 / 1048576.0, s8 / 1048576.0, g2 / 1048576.0,
               g4 / 1048576.0);
+}
+
+// An attention layer keeps heads and source terms (H·D + H wide) and per-edge weights: more than
+// a GCN layer of the same widths, and more heads, more memory.
+TEST(StageMemory, AttentionCountsItsHeadsAndEdges) {
+  const std::int64_t n = 100000, nnz = 12 * n;
+  LayerHyper hyper;
+  hyper.gat_heads = 8;
+  const auto bytes = [&](ModelKind kind, const LayerHyper& h) {
+    return estimate_stage_memory(stage_layout(2, 1, 4), kind, 128, 256, 40, n, n / 10, nnz, h)
+        .bytes;
+  };
+  EXPECT_GT(bytes(ModelKind::Gat, hyper), bytes(ModelKind::Gcn, hyper));
+  LayerHyper more = hyper;
+  more.gat_heads = 32;
+  EXPECT_GT(bytes(ModelKind::Gat, more), bytes(ModelKind::Gat, hyper));
 }
 
 TEST(TrafficModel, ExchangedWidthsByHand) {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Pipeline and hybrid training end to end, under mpiexec at 1, 2 and 4 ranks (every rank builds
 // its Trainer over MPI_COMM_WORLD): one stage of one chunk equals graph mode bit for bit (1 rank,
-// Cora and a synthetic graph, gcn and resgcn); runs repeat exactly with more chunks than stages
-// (pipeline, and hybrid); an 8-layer ResGCN pipelined over 2 and 4 ranks reaches the accuracy of
+// Cora and a synthetic graph, every model kind); S stages equal one stage over the same chunks;
+// with frozen weights the chunks settle on graph mode's loss; runs repeat exactly with more
+// chunks than stages (pipeline, and hybrid); an 8-layer ResGCN pipelined over 4 ranks reaches the accuracy of
 // graph mode within 1 point (Cora, synthetic); the bytes each mode sends per epoch equal the
 // traffic model (engine/traffic_model.h). Cora tests skip when ../shared/datasets is absent.
 #include <gtest/gtest.h>
@@ -122,6 +123,9 @@ TrainConfig small_config(ModelKind model, int epochs) {
   c.model = to_string(model);
   c.num_layers = model == ModelKind::ResGcn ? 4 : 3;
   c.hidden_channels = 32;
+  c.heads = 4;  // GAT: 4 heads of 8, concatenated
+  c.output_heads = 2;
+  c.attention_dropout = 0.2f;
   c.dropout = 0.5f;
   c.lr = 0.01f;
   c.weight_decay = 5e-4f;
@@ -168,6 +172,7 @@ TEST_F(PipelineTraining, OneStageOneChunkEqualsGraphModeExactly) {
                                      "synthetic resgcn");
   expect_one_stage_equals_graph_mode(synth, small_config(ModelKind::Gcnii, 15),
                                      "synthetic gcnii");
+  expect_one_stage_equals_graph_mode(synth, small_config(ModelKind::Gat, 15), "synthetic gat");
   SKIP_WITHOUT_CORA();
   TrainConfig gcn = small_config(ModelKind::Gcn, 20);
   gcn.num_layers = 2;
@@ -184,8 +189,10 @@ TEST_F(PipelineTraining, OneStageOneChunkEqualsGraphModeExactly) {
 // not depend on timing. A run repeated on the same trainer (buffers reset) and on a new one
 // gives the same losses and metrics.
 
+// min_test: the test accuracy the run must pass (GAT learns this graph slowly: about 30 % after
+// 10 epochs in graph mode, so it only has to lower the loss).
 void expect_deterministic(Communicator& comm, const TrainConfig& config, int stages,
-                          const std::string& name) {
+                          const std::string& name, double min_test = 0.5) {
   SCOPED_TRACE(name);
   const Data& d = synthetic();
   Trainer first(config, rank_part(d, config.mode(), comm.size(), comm.rank(), stages).part, comm);
@@ -197,7 +204,7 @@ void expect_deterministic(Communicator& comm, const TrainConfig& config, int sta
   EXPECT_TRUE(identical(a, b)) << "a second trainer";
   EXPECT_TRUE(std::isfinite(a.back().loss));
   EXPECT_LT(a.back().loss, a.front().loss) << "training did not lower the loss";
-  EXPECT_GT(a.back().test_metric, 0.5);
+  EXPECT_GT(a.back().test_metric, min_test);
   if (comm.rank() == 0)
     std::printf("%s: loss %.4f -> %.4f, test %.4f\n", name.c_str(), a.front().loss,
                 a.back().loss, a.back().test_metric);
@@ -214,14 +221,15 @@ TEST_F(PipelineTraining, PipelineRunsRepeatExactlyWithMoreChunksThanStages) {
 
 TEST_F(PipelineTraining, HybridRunsRepeatExactly) {
   if (ranks() < 2) GTEST_SKIP() << "hybrid needs 2 or more ranks";
-  for (const ModelKind kind : {ModelKind::ResGcn, ModelKind::Gcnii}) {
+  for (const ModelKind kind : {ModelKind::ResGcn, ModelKind::Gcnii, ModelKind::Gat}) {
     TrainConfig c = small_config(kind, 12);
     c.parallel = "hybrid";
     c.stages = ranks() / 2;  // 2 parts of ranks / 2 stages
     c.chunks = c.stages + 1;
     expect_deterministic(comm, c, c.stages,
                          "hybrid " + c.model + " 2 parts x " + std::to_string(c.stages) +
-                             " stages, " + std::to_string(c.chunks) + " chunks");
+                             " stages, " + std::to_string(c.chunks) + " chunks",
+                         kind == ModelKind::Gat ? 0.0 : 0.5);
   }
 }
 
@@ -229,11 +237,11 @@ TEST_F(PipelineTraining, HybridRunsRepeatExactly) {
 // the same order, so the rows each chunk reads fresh (chunks before it) or stale (the others) at
 // every layer, and the order of every sum, do not depend on the 1F1B interleaving. For GCNII
 // this checks h0's trip down the stages and its gradient's trip back (summed stage by stage in
-// the order the whole model sums it).
+// the order the whole model sums it); for GAT, the gradients the chunks push to each other.
 TEST_F(PipelineTraining, StagesEqualOneStageOverTheSameChunks) {
   if (ranks() < 2) GTEST_SKIP() << "compares 2 or more stages with one";
   const Data& d = synthetic();
-  for (const ModelKind kind : {ModelKind::ResGcn, ModelKind::Gcnii}) {
+  for (const ModelKind kind : {ModelKind::ResGcn, ModelKind::Gcnii, ModelKind::Gat}) {
     TrainConfig c = small_config(kind, 4);
     c.num_layers = 6;  // GCNII: dense, 4 GCNII layers, dense; a stage of layer 0 alone at 4 ranks
     c.parallel = "pipeline";
@@ -245,6 +253,37 @@ TEST_F(PipelineTraining, StagesEqualOneStageOverTheSameChunks) {
     const std::vector<EpochRecord> records = train_records(staged);
     EXPECT_TRUE(identical(reference, records));
     EXPECT_GT(records.back().bytes[kPipe], 0u);
+  }
+}
+
+// With the weights frozen (an lr of 1e-20: Adam's steps round away; no dropout), a layer's stale rows are last epoch's exact rows
+// once the layers below have settled: from epoch L + 1 on, a pipelined L-layer model computes
+// graph mode's loss (up to summation order) however many chunks read each other's rows. For GAT
+// this checks that each chunk reads the right rows of the others, in the right columns.
+TEST_F(PipelineTraining, FrozenWeightsSettleOnGraphModesLoss) {
+  if (ranks() != 1) GTEST_SKIP() << "a 1-rank test";
+  const Data& d = synthetic();
+  for (const ModelKind kind : {ModelKind::Gcn, ModelKind::Gat}) {
+    TrainConfig c = small_config(kind, 5);
+    c.lr = 1e-20f;  // --lr must be > 0
+    c.weight_decay = 0.0f;
+    c.dropout = 0.0f;
+    c.attention_dropout = 0.0f;
+    SCOPED_TRACE(c.model);
+    Trainer graph(c, d.dataset);
+    const std::vector<EpochRecord> reference = train_records(graph);
+    c.parallel = "pipeline";
+    c.chunks = 4;
+    Trainer pipeline(c, d.dataset);
+    const std::vector<EpochRecord> records = train_records(pipeline);
+    ASSERT_EQ(records.size(), 5u);
+    EXPECT_GT(std::abs(records[0].loss - reference[0].loss), 1e-4)
+        << "the first epoch reads zeros for the chunks not yet done";
+    for (std::size_t e = 3; e < 5; ++e)
+      EXPECT_NEAR(records[e].loss, reference[e].loss, 1e-5 * reference[e].loss)
+          << "epoch " << e + 1;
+    std::printf("%s: epoch 1 loss %.6f (graph mode %.6f), epoch 5 %.6f (%.6f)\n", c.model.c_str(),
+                records[0].loss, reference[0].loss, records[4].loss, reference[4].loss);
   }
 }
 
@@ -334,14 +373,15 @@ void expect_pipeline_accuracy(Communicator& comm, const Data& d, int epochs, dou
                                    << pipeline.mean_final_test;
 }
 
+// At 4 ranks only (4 stages: the stalest case), as each costs a minute on two cores.
 TEST_F(PipelineTraining, DeepResGcnOnCoraWithinOnePointOfGraphMode) {
-  if (ranks() < 2) GTEST_SKIP() << "compares 2 or more pipeline stages with graph mode";
+  if (ranks() != 4) GTEST_SKIP() << "compares 4 pipeline stages with graph mode";
   SKIP_WITHOUT_CORA();
   expect_pipeline_accuracy(comm, *cora(), 200, 1.0, "cora");
 }
 
 TEST_F(PipelineTraining, DeepResGcnOnSyntheticWithinOnePointOfGraphMode) {
-  if (ranks() < 2) GTEST_SKIP() << "compares 2 or more pipeline stages with graph mode";
+  if (ranks() != 4) GTEST_SKIP() << "compares 4 pipeline stages with graph mode";
   // 50 epochs: the accuracy has levelled off (~85 % in both modes).
   expect_pipeline_accuracy(comm, synthetic(), 50, 1.0, "synthetic");
 }
@@ -439,8 +479,8 @@ TEST_F(PipelineTraining, PipelineModeBytesMatchTheTrafficModel) {
   if (ranks() < 2) GTEST_SKIP() << "no stream on one stage";
   const Data& d = synthetic();
   const std::int64_t n = d.dataset.num_nodes();
-  // GCNII: h0 and its gradient stream beside the embeddings (2 streams).
-  for (const ModelKind model : {ModelKind::Gcn, ModelKind::Gcnii}) {
+  // GCNII: h0 and its gradient stream beside the embeddings (2 streams); GAT: the embeddings.
+  for (const ModelKind model : {ModelKind::Gcn, ModelKind::Gcnii, ModelKind::Gat}) {
     for (const char* codec : {"none", "int8"}) {
       TrainConfig c = traffic_config(ParallelMode::Pipeline);
       c.model = to_string(model);
@@ -466,24 +506,33 @@ TEST_F(PipelineTraining, PipelineModeBytesMatchTheTrafficModel) {
 TEST_F(PipelineTraining, HybridBytesMatchTheTrafficModel) {
   if (ranks() < 4) GTEST_SKIP() << "hybrid 2 parts x 2 stages needs 4 ranks";
   const Data& d = synthetic();
-  TrainConfig c = traffic_config(ParallelMode::Hybrid);
-  c.stages = 2;
-  c.chunks = 3;
-  RankPart p = rank_part(d, c.mode(), ranks(), rank(), c.stages);
-  const std::int64_t halo = p.halo_nodes_total;
-  Trainer trainer(c, std::move(p.part), comm);
-  const RunResult r = trainer.train_run(0);
-  const ExchangedWidths w =
-      exchanged_widths(c.num_layers, d.info.num_features, c.hidden_channels, d.info.num_classes);
-  // Every part streams its N_g rows through S - 1 boundaries: the pipeline term over all N.
-  expect_bytes(comm, r.bytes_per_epoch[kPipe],
-               pipeline_mode_bytes(c.stages, d.dataset.num_nodes(), c.hidden_channels,
-                               CodecKind::None, CodecKind::None),
-               0.0, "hybrid pipeline, 2 parts x 2 stages");
-  // Each layer's halo rows and gradient contributions once per epoch, over the 2 parts.
-  expect_bytes(comm, r.bytes_per_epoch[kHalo] + r.bytes_per_epoch[kHaloBack],
-               graph_mode_bytes(halo, w, CodecKind::None, CodecKind::None), 0.0,
-               "hybrid halo, " + std::to_string(halo) + " halo nodes");
+  // GAT: the halo rows of its buffers are H·D + H wide, and so are the pushed gradients.
+  for (const ModelKind kind : {ModelKind::Gcn, ModelKind::Gat}) {
+    TrainConfig c = traffic_config(ParallelMode::Hybrid);
+    c.model = to_string(kind);
+    c.heads = 4;
+    c.output_heads = 2;
+    c.stages = 2;
+    c.chunks = 3;
+    RankPart p = rank_part(d, c.mode(), ranks(), rank(), c.stages);
+    const std::int64_t halo = p.halo_nodes_total;
+    Trainer trainer(c, std::move(p.part), comm);
+    const RunResult r = trainer.train_run(0);
+    LayerHyper hyper;
+    hyper.gat_heads = c.heads;
+    hyper.gat_output_heads = c.output_heads;
+    const ExchangedWidths w = exchanged_widths(c.num_layers, d.info.num_features,
+                                               c.hidden_channels, d.info.num_classes, kind, hyper);
+    // Every part streams its N_g rows through S - 1 boundaries: the pipeline term over all N.
+    expect_bytes(comm, r.bytes_per_epoch[kPipe],
+                 pipeline_mode_bytes(c.stages, d.dataset.num_nodes(), c.hidden_channels,
+                                     CodecKind::None, CodecKind::None),
+                 0.0, "hybrid " + c.model + " pipeline, 2 parts x 2 stages");
+    // Each layer's halo rows and gradient contributions once per epoch, over the 2 parts.
+    expect_bytes(comm, r.bytes_per_epoch[kHalo] + r.bytes_per_epoch[kHaloBack],
+                 graph_mode_bytes(halo, w, CodecKind::None, CodecKind::None), 0.0,
+                 "hybrid " + c.model + " halo, " + std::to_string(halo) + " halo nodes");
+  }
 }
 
 }  // namespace
