@@ -5,16 +5,19 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "comm/communicator.h"
 
 namespace tessera {
 
 // An NCCL communicator over the ranks of `job` (an MpiCommunicator, which bootstraps it and must
-// outlive it). Each rank binds the GPU of its local rank; *device_index receives it. Bytes sent
-// through it are counted in job's traffic counter. Collective over job. Throws InvalidArgument
-// in a build without NCCL or when job is not an MPI communicator, and an agreed Cuda error when
-// a rank has no GPU of its own.
-std::unique_ptr<Communicator> make_gpu_communicator(Communicator& job, int* device_index);
+// outlive it). Each rank binds the GPU that `device` ("cuda" or "cuda:i") gives it under the
+// rules of comm/gpu_binding.h; *device_index receives it. Bytes sent through it are counted in
+// job's traffic counter. Collective over job. Throws InvalidArgument in a build without NCCL or
+// when job is not an MPI communicator, and an agreed error when a rank has no GPU, asks for one
+// it does not see, or would share one with another rank.
+std::unique_ptr<Communicator> make_gpu_communicator(Communicator& job, const std::string& device,
+                                                    int* device_index);
 
 }  // namespace tessera

@@ -140,21 +140,27 @@ std::string describe(const LaunchEnv& env) {
   return text;
 }
 
+std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& mine,
+                                            std::size_t slot) {
+  slot = (slot + sizeof(std::int64_t) - 1) / sizeof(std::int64_t) * sizeof(std::int64_t);
+  const auto k = static_cast<std::size_t>(comm.size());
+  std::vector<std::int64_t> slots(k * slot / sizeof(std::int64_t), 0);
+  std::memcpy(reinterpret_cast<char*>(slots.data()) + static_cast<std::size_t>(comm.rank()) * slot,
+              mine.data(), std::min(mine.size(), slot));
+  comm.all_reduce_max(slots);  // every other rank's slot is zero
+  std::vector<std::string> all;
+  for (std::size_t r = 0; r < k; ++r) {
+    const char* at = reinterpret_cast<const char*>(slots.data()) + r * slot;
+    all.emplace_back(at, strnlen(at, slot));
+  }
+  return all;
+}
+
 std::vector<std::string> host_names(Communicator& comm) {
   constexpr std::size_t kSlot = 64;  // bytes of a host name (longer ones are cut)
   char name[kSlot + 1] = {};
   if (::gethostname(name, kSlot) != 0) std::snprintf(name, sizeof name, "unknown");
-  const auto k = static_cast<std::size_t>(comm.size());
-  std::vector<std::int64_t> slots(k * kSlot / sizeof(std::int64_t), 0);
-  std::memcpy(reinterpret_cast<char*>(slots.data()) + static_cast<std::size_t>(comm.rank()) * kSlot,
-              name, std::strlen(name));
-  comm.all_reduce_max(slots);  // every other rank's slot is zero
-  std::vector<std::string> hosts;
-  for (std::size_t r = 0; r < k; ++r) {
-    const char* at = reinterpret_cast<const char*>(slots.data()) + r * kSlot;
-    hosts.emplace_back(at, strnlen(at, kSlot));
-  }
-  return hosts;
+  return all_gather_strings(comm, name, kSlot);
 }
 
 }  // namespace tessera

@@ -46,5 +46,9 @@ std::string describe(const LaunchEnv& env);
 // Every rank's host name, in rank order, the same list on every rank. Collective (one
 // all-reduce).
 std::vector<std::string> host_names(Communicator& comm);
+// Every rank's `mine` (its first `slot` bytes, no NUL inside), in rank order, on every rank.
+// Collective (one all-reduce).
+std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& mine,
+                                            std::size_t slot);
 
 }  // namespace tessera

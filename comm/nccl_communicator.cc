@@ -8,9 +8,12 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/agreement.h"
+#include "comm/gpu_binding.h"
 #include "comm/launch_env.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
@@ -86,23 +89,25 @@ class NcclRequest final : public Request {
   std::shared_ptr<detail::NcclPending> op_;  // null: a zero-byte message, complete at once
 };
 
-NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, double timeout_s)
+NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, double timeout_s,
+                                   std::string device)
     : bootstrap_(&bootstrap), rank_(bootstrap.rank()), size_(bootstrap.size()),
-      timeout_s_(timeout_s) {
+      device_text_(std::move(device)), timeout_s_(timeout_s) {
   const LaunchEnv env =
       detect_launch_env(bootstrap, bootstrap.rank_on_node(), bootstrap.ranks_on_node());
-  device_ = env.local_rank;
   ncclUniqueId id{};
+  std::string identity;
   run_agreed(bootstrap, "NCCL set-up (GPU binding)", [&] {
     TESSERA_CHECK(cuda::cuda_available(), Cuda, "NcclCommunicator needs one GPU per rank, but "
                   "no usable CUDA GPU was found (", cuda::unavailable_reason(), ")");
-    TESSERA_CHECK(device_ < cuda::device_count(), Cuda, "NcclCommunicator: local rank ", device_,
-                  " of ", env.local_size, " on this node needs GPU ", device_, ", but the node has ",
-                  cuda::device_count(), " (NCCL needs one GPU per rank)");
+    device_ = choose_gpu(requested_gpu(device_text_), env.local_rank, cuda::device_count(),
+                         std::getenv("CUDA_VISIBLE_DEVICES"));
     cuda::require_device(device_, "NcclCommunicator");
+    identity = cuda::device_identity(device_);
     (void)cuda::comm_stream();
     if (rank_ == 0) TESSERA_NCCL_CHECK(ncclGetUniqueId(&id));
   });
+  require_one_gpu_per_rank(bootstrap, identity, device_text_);
   bootstrap.broadcast(std::as_writable_bytes(std::span<ncclUniqueId>(&id, 1)), 0,
                       TrafficCategory::Setup);
   // Blocking initialisation: every rank reached this point with a usable GPU (agreed above).
@@ -112,8 +117,9 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, double timeout_s)
 
 std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   std::unique_ptr<Communicator> bootstrap = bootstrap_->split(color, key);
-  auto split =
-      std::make_unique<NcclCommunicator>(static_cast<MpiCommunicator&>(*bootstrap), timeout_s_);
+  // The split's ranks keep their GPUs (its local ranks are not the job's).
+  auto split = std::make_unique<NcclCommunicator>(static_cast<MpiCommunicator&>(*bootstrap),
+                                                  timeout_s_, "cuda:" + std::to_string(device_));
   split->owned_bootstrap_ = std::move(bootstrap);
   return split;
 }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // NcclCommunicator: the Communicator over NCCL, for ranks that each own one GPU (built only with
 // TESSERA_CUDA). Bootstrapped over MPI: rank 0 makes the NCCL unique id and broadcasts it, each
-// rank binds its GPU by local rank (SLURM_LOCALID under srun, else MPI's shared-memory split).
+// rank binds its GPU by the rules of comm/gpu_binding.h (local rank modulo the visible devices,
+// or --device cuda:i; SLURM_LOCALID under srun, else MPI's shared-memory split), and two ranks on
+// one physical GPU are refused.
 // Collectives run on the communication stream; isend/irecv are collected and issued as one
 // NCCL group (ncclGroupStart, ncclSend/ncclRecv..., ncclGroupEnd) at the first wait, test,
 // start() or collective after them, so a halo exchange posted before the inner-row SpMM runs
@@ -18,6 +20,7 @@
 #include <nccl.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -32,9 +35,11 @@ struct NcclPending;  // a posted, not yet issued point-to-point operation
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over `bootstrap`'s ranks, which must stay alive as long as this communicator.
-  // Throws AgreedError(Cuda) on every rank, naming the rank and the reason, when a rank has no
-  // usable GPU for its local rank (no GPU at all, or fewer GPUs than ranks on its node).
-  explicit NcclCommunicator(MpiCommunicator& bootstrap, double timeout_s = 900.0);
+  // `device`: "cuda" or "cuda:i" (comm/gpu_binding.h). Throws AgreedError on every rank, naming
+  // the rank and the reason, when a rank sees no GPU, asks for one it does not see, or would
+  // share its GPU with another rank.
+  explicit NcclCommunicator(MpiCommunicator& bootstrap, double timeout_s = 900.0,
+                            std::string device = "cuda");
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -79,6 +84,7 @@ class NcclCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;
+  std::string device_text_;  // --device, for the splits
   double timeout_s_ = 900.0;
   bool failed_ = false;
   std::vector<std::shared_ptr<detail::NcclPending>> pending_;

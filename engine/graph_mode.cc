@@ -31,7 +31,7 @@ class GraphRunner final : public ModeRunner {
   void connect() override {
     if (config_.device == "cpu" || comm_.size() == 1) return;
     run_agreed(comm_, "binding the GPUs",
-               [&] { gpu_comm_ = make_gpu_communicator(comm_, &gpu_device_); });
+               [&] { gpu_comm_ = make_gpu_communicator(comm_, config_.device, &gpu_device_); });
   }
 
   void build(const LossRows& loss) override;

@@ -93,6 +93,19 @@ void require_device(int index, const char* what) {
   TESSERA_CUDA_CHECK(cudaSetDevice(index));
 }
 
+std::string device_identity(int index) {
+  cudaDeviceProp prop{};
+  TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  std::string id = "GPU-";
+  constexpr char kHex[] = "0123456789abcdef";
+  for (const char byte : prop.uuid.bytes) {
+    const auto b = static_cast<unsigned char>(byte);
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
+}
+
 Event::Event() { TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
 Event::~Event() {
   if (event_) cudaEventDestroy(event_);

@@ -22,6 +22,9 @@ std::string unavailable_reason();
 // Throws Error(Cuda) naming `what` and the reason when no GPU is usable or `index` is not one of
 // them; otherwise makes `index` the current device of this thread.
 void require_device(int index, const char* what);
+// The physical identity of device `index`: "GPU-" and its UUID in hex, the same whichever
+// CUDA_VISIBLE_DEVICES numbering a process sees it under.
+std::string device_identity(int index);
 
 // An owned CUDA event (timing disabled: used for ordering and completion only).
 class Event {
