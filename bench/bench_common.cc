@@ -124,13 +124,21 @@ nlohmann::ordered_json number(double v) {
 
 EpochTimes read_epoch_times(const std::filesystem::path& metrics, int warmup_epochs) {
   std::ifstream in(metrics);
-  std::vector<double> epoch_s, comm_s, hidden_s;
+  std::vector<double> epoch_s, comm_s, hidden_s, eval_s;
   EpochTimes t;
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const nlohmann::ordered_json record = nlohmann::ordered_json::parse(line);
     const double seconds = record.at("epoch_s").get<double>();
+    const double evaluation = record.value("eval_s", 0.0);
+    if (evaluation > 0.0) {
+      if (std::isnan(t.first_eval_s)) {
+        t.first_eval_s = evaluation;
+      } else {
+        eval_s.push_back(evaluation);
+      }
+    }
     if (record.at("epoch").get<int>() <= warmup_epochs) {
       if (record.at("run").get<int>() == 0 && record.at("epoch").get<int>() == 1)
         t.first_epoch_s = seconds;
@@ -146,6 +154,7 @@ EpochTimes read_epoch_times(const std::filesystem::path& metrics, int warmup_epo
   t.epoch_max_s = *std::max_element(epoch_s.begin(), epoch_s.end());
   t.comm_s = median(comm_s);
   t.hidden_s = median(hidden_s);
+  if (!eval_s.empty()) t.eval_s = median(eval_s);
   return t;
 }
 

@@ -90,6 +90,9 @@ nlohmann::ordered_json number(double v);
 struct EpochTimes {
   double epoch_s = kNaN, epoch_min_s = kNaN, epoch_max_s = kNaN, first_epoch_s = kNaN;
   double comm_s = kNaN, hidden_s = kNaN;  // medians of the means over ranks
+  // Evaluation passes (eval_s of the evaluated epochs): run 0's first, and the median of the
+  // others (NaN when there is none).
+  double first_eval_s = kNaN, eval_s = kNaN;
 };
 EpochTimes read_epoch_times(const std::filesystem::path& metrics, int warmup_epochs);
 

@@ -403,21 +403,22 @@ std::string rss_per_rank(const Run& r) {
 void print_time_table(const std::vector<Run>& runs) {
   std::printf("\n## Time, memory and accuracy\n\n");
   std::printf("| depth | mode | parts x stages (chunks) | epoch ms | min ms | max ms | epoch 1 ms "
-              "| comm ms | peak RSS MB (max rank) | peak RSS MB per rank | final test acc %% "
-              "| test at best valid %% | run wall s |\n");
-  std::printf("|--:|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|\n");
+              "| eval ms | eval 1 ms | comm ms | peak RSS MB (max rank) | peak RSS MB per rank "
+              "| final test acc %% | test at best valid %% | run wall s |\n");
+  std::printf("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|\n");
   for (const Run& r : runs) {
     if (!r.ok()) {
-      std::printf("%s %d x %d | failed | | | | | | | | | |\n", label(r).c_str(), r.parts,
+      std::printf("%s %d x %d | failed | | | | | | | | | | | |\n", label(r).c_str(), r.parts,
                   r.stages);
       continue;
     }
     const std::string chunks = r.chunks > 0 ? " (" + std::to_string(r.chunks) + ")" : "";
-    std::printf("%s %d x %d%s | %.1f | %.1f | %.1f | %s | %.1f | %.0f | %s | %.2f ± %.2f | %.2f | "
-                "%.1f |\n",
+    std::printf("%s %d x %d%s | %.1f | %.1f | %.1f | %s | %s | %s | %.1f | %.0f | %s | %.2f ± %.2f "
+                "| %.2f | %.1f |\n",
                 label(r).c_str(), r.parts, r.stages, chunks.c_str(), 1e3 * r.times.epoch_s,
                 1e3 * r.times.epoch_min_s, 1e3 * r.times.epoch_max_s,
-                fixed(1e3 * r.times.first_epoch_s, 1).c_str(), 1e3 * r.times.comm_s,
+                fixed(1e3 * r.times.first_epoch_s, 1).c_str(), fixed(1e3 * r.times.eval_s, 1).c_str(),
+                fixed(1e3 * r.times.first_eval_s, 1).c_str(), 1e3 * r.times.comm_s,
                 r.peak_rss_max / kMB, rss_per_rank(r).c_str(), 100 * r.final_test,
                 100 * r.final_test_std, 100 * r.test_at_best, r.wall_s);
   }
@@ -464,7 +465,9 @@ void print_report(const Flags& flags, const std::map<int, Store>& stores,
       "the K / S parts. It covers halo and pipeline bytes, not the all-reduce (weight "
       "gradients: graph mode over all K ranks, pipelined modes over the parts of each stage).\n"
       "- Times: epoch = rank 0's training step (which waits for the others in the all-reduce), "
-      "median over epochs %d..%d of every run; epoch 1 is the warm-up. comm = communication "
+      "median over epochs %d..%d of every run; epoch 1 is the warm-up (first touch of every "
+      "buffer). eval = the exact evaluation pass, median after the first (eval 1: the first, "
+      "warm-up included). comm = communication "
       "time, mean over ranks. Ratios come from one invocation on a shared machine: compare "
       "them, not absolute times, across invocations.\n"
       "- Accuracy: final test accuracy (mean ± std over runs) and test accuracy at the best "

@@ -52,6 +52,28 @@ class Deadline {
   Clock::time_point at_{};
 };
 
+// How a waiting rank spends the time between polls: yielding (a busy poll that lets others on
+// its core run) for the first kSpinFor of a wait, which keeps short waits as quick as a spin,
+// then sleeping kNap between polls. Ranks often share cores (several stages of a pipeline on
+// one node, or oversubscribed tests), and a rank that waits seconds for another stage must not
+// take half a core from the rank it waits for: sched_yield in a tight loop does. A nap adds at
+// most kNap to a wait that was long already.
+class WaitPacer {
+ public:
+  void pause() {
+    if (Clock::now() - start_ < kSpinFor) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(kNap);
+    }
+  }
+
+ private:
+  static constexpr std::chrono::microseconds kSpinFor{2000};
+  static constexpr std::chrono::microseconds kNap{50};
+  Clock::time_point start_ = Clock::now();
+};
+
 bool mpi_finalized() {
   int finalized = 0;
   MPI_Finalized(&finalized);  // callable at any time, even after MPI_Finalize
@@ -65,6 +87,7 @@ bool mpi_finalized() {
 // aborted or destroyed.
 void poll_collective(MPI_Request& request, const Deadline& deadline, double timeout_s, int ranks,
                      std::string_view what, AbortNotices* notices = nullptr) {
+  WaitPacer pacer;
   for (;;) {
     int done = 0;
     TESSERA_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
@@ -75,7 +98,7 @@ void poll_collective(MPI_Request& request, const Deadline& deadline, double time
                    " s (waiting for the other ", ranks - 1, " of ", ranks,
                    " ranks; at least one did not join)");
     }
-    std::this_thread::yield();  // several ranks share a core: let the others run
+    pacer.pause();  // several ranks may share a core: let the others run
   }
 }
 
@@ -182,13 +205,14 @@ class MpiRequest final : public Request {
 
   void wait() override {
     const Deadline deadline(timeout_s_);
+    WaitPacer pacer;
     while (!test()) {
       if (notices_) notices_->check(describe());
       if (deadline.passed()) {
         TESSERA_FAIL(Timeout, describe(), " did not complete within ", timeout_s_, " s (rank ",
                      peer_, kind_ == Kind::Send ? " did not receive it)" : " did not send it)");
       }
-      std::this_thread::yield();
+      pacer.pause();
     }
   }
 

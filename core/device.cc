@@ -8,6 +8,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #ifdef TESSERA_HAVE_CUDA
 #include "core/cuda/device_cuda.h"
 #include "core/cuda/runtime.h"
@@ -16,9 +17,18 @@
 namespace tessera {
 namespace {
 
+// Large blocks through the cache of core/host_memory.h, except under AddressSanitizer.
+#ifdef __SANITIZE_ADDRESS__
+constexpr bool kCacheLargeBlocks = false;
+#else
+constexpr bool kCacheLargeBlocks = true;
+#endif
+
 class CpuBackend final : public DeviceBackend {
  public:
   void* allocate(std::size_t bytes) override {
+    if (kCacheLargeBlocks && bytes >= HostBlockCache::kLargeBlock)
+      return host_block_cache().allocate(bytes);
     // aligned_alloc needs a size that is a multiple of the alignment.
     std::size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded == 0) rounded = 64;
@@ -26,7 +36,13 @@ class CpuBackend final : public DeviceBackend {
     TESSERA_CHECK(ptr != nullptr, Internal, "out of host memory allocating ", bytes, " bytes");
     return ptr;
   }
-  void deallocate(void* ptr, std::size_t) override { std::free(ptr); }
+  void deallocate(void* ptr, std::size_t bytes) override {
+    if (kCacheLargeBlocks && bytes >= HostBlockCache::kLargeBlock) {
+      host_block_cache().deallocate(ptr, bytes);
+      return;
+    }
+    std::free(ptr);
+  }
   void memset_zero(void* ptr, std::size_t bytes) override {
     if (bytes) std::memset(ptr, 0, bytes);
   }

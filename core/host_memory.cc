@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cache of large host blocks (core/host_memory.h).
+#include "core/host_memory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tessera {
+
+HostBlockCache::HostBlockCache(std::size_t capacity) : capacity_(capacity) {}
+
+HostBlockCache::~HostBlockCache() { trim(); }
+
+void* HostBlockCache::allocate(std::size_t bytes) {
+  const std::size_t size = block_size(bytes);
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = free_.find(size);
+    if (it != free_.end()) {
+      void* block = it->second;
+      free_.erase(it);
+      cached_ -= size;
+      return block;
+    }
+  }
+  // Over-map by one granule and cut the mapping to a 2 MiB boundary, so that the kernel can back
+  // it with huge pages from its first byte.
+  const std::size_t span = size + kGranule;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  TESSERA_CHECK(raw != MAP_FAILED, Internal, "out of host memory allocating ", bytes, " bytes");
+  const auto at = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (at + kGranule - 1) / kGranule * kGranule;
+  if (aligned > at) ::munmap(raw, aligned - at);
+  const std::size_t tail = span - (aligned - at) - size;
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + size), tail);
+  void* block = reinterpret_cast<void*>(aligned);
+  ::madvise(block, size, MADV_HUGEPAGE);  // a hint: refused where THP is off, which is fine
+  return block;
+}
+
+void HostBlockCache::deallocate(void* block, std::size_t bytes) {
+  if (block == nullptr) return;
+  const std::size_t size = block_size(bytes);
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (size > capacity_) {
+    ::munmap(block, size);
+    return;
+  }
+  free_.emplace(size, block);
+  cached_ += size;
+  unmap_over_capacity();
+}
+
+void HostBlockCache::unmap_over_capacity() {
+  while (cached_ > capacity_ && !free_.empty()) {
+    const auto largest = std::prev(free_.end());
+    ::munmap(largest->second, largest->first);
+    cached_ -= largest->first;
+    free_.erase(largest);
+  }
+}
+
+std::size_t HostBlockCache::cached_bytes() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return cached_;
+}
+
+void HostBlockCache::trim() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [size, block] : free_) ::munmap(block, size);
+  free_.clear();
+  cached_ = 0;
+}
+
+HostBlockCache& host_block_cache() {
+  // Never destroyed: tensors in static storage may be freed after any other static object.
+  static HostBlockCache* cache = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const std::size_t physical =
+        pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                              : std::size_t{0};
+    const std::size_t limit = std::size_t{2} << 30;
+    return new HostBlockCache(physical > 0 ? std::min(limit, physical / 16) : limit);
+  }();
+  return *cache;
+}
+
+}  // namespace tessera

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cache of large host blocks (core/host_memory.h): blocks are 2 MiB aligned and rounded,
+// a freed block serves the next request of its rounded size, the cache never keeps more than
+// its capacity (largest blocks unmapped first), and CPU tensors of a large size reuse the
+// storage that one of the same size freed (except under AddressSanitizer, which bypasses it).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/host_memory.h"
+#include "core/tensor.h"
+
+namespace tessera {
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+TEST(HostBlockCache, FreedBlocksServeTheSameRoundedSize) {
+  HostBlockCache cache(64 * kMiB);
+  void* a = cache.allocate(5 * kMiB);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % HostBlockCache::kGranule, 0u);
+  std::memset(a, 7, 5 * kMiB);  // the whole block is usable
+  cache.deallocate(a, 5 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 6 * kMiB);  // rounded to the 2 MiB granule
+  void* b = cache.allocate(5 * kMiB + 123);   // the same rounded size: the same block
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(cache.cached_bytes(), 0u);
+  void* c = cache.allocate(8 * kMiB);  // another size: a new block
+  EXPECT_NE(c, a);
+  cache.deallocate(b, 5 * kMiB);
+  cache.deallocate(c, 8 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 14 * kMiB);
+  cache.trim();
+  EXPECT_EQ(cache.cached_bytes(), 0u);
+}
+
+TEST(HostBlockCache, KeepsAtMostItsCapacity) {
+  HostBlockCache cache(16 * kMiB);
+  void* small = cache.allocate(6 * kMiB);
+  void* large = cache.allocate(10 * kMiB);
+  void* other = cache.allocate(6 * kMiB);
+  cache.deallocate(small, 6 * kMiB);
+  cache.deallocate(large, 10 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 16 * kMiB);
+  cache.deallocate(other, 6 * kMiB);  // 22 MiB: the largest (10 MiB) goes
+  EXPECT_EQ(cache.cached_bytes(), 12 * kMiB);
+  void* over = cache.allocate(20 * kMiB);  // above the capacity: never cached
+  cache.deallocate(over, 20 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 12 * kMiB);
+}
+
+TEST(HostBlockCache, LargeTensorsReuseFreedStorage) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "AddressSanitizer builds bypass the cache";
+#else
+  const std::int64_t rows = 4096, cols = 512;  // 8 MiB
+  const void* first = nullptr;
+  {
+    Tensor t(rows, cols);
+    first = t.raw();
+    t.zero();
+  }
+  Tensor again(rows, cols);
+  EXPECT_EQ(again.raw(), first);
+  Tensor small(16, 16);  // below kLargeBlock: the C library's
+  EXPECT_NE(small.raw(), nullptr);
+#endif
+}
+
+}  // namespace
+}  // namespace tessera
