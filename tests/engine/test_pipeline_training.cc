@@ -451,12 +451,9 @@ TEST_F(PipelineTraining, GraphModeGatAndGcniiBytesMatchTheTrafficModel) {
       const std::int64_t halo = p.halo_nodes_total;
       Trainer trainer(c, std::move(p.part), comm);
       const RunResult r = trainer.train_run(0);
-      LayerHyper hyper;
-      hyper.gat_heads = c.heads;
-      hyper.gat_output_heads = c.output_heads;
       ExchangedWidths forward = exchanged_widths(c.num_layers, d.info.num_features,
                                                  c.hidden_channels, d.info.num_classes, kind,
-                                                 hyper);
+                                                 c.hyper());
       ExchangedWidths backward = forward;
       for (auto& x : forward.backward) x = 0;
       for (auto& x : backward.forward) x = 0;
@@ -518,11 +515,9 @@ TEST_F(PipelineTraining, HybridBytesMatchTheTrafficModel) {
     const std::int64_t halo = p.halo_nodes_total;
     Trainer trainer(c, std::move(p.part), comm);
     const RunResult r = trainer.train_run(0);
-    LayerHyper hyper;
-    hyper.gat_heads = c.heads;
-    hyper.gat_output_heads = c.output_heads;
     const ExchangedWidths w = exchanged_widths(c.num_layers, d.info.num_features,
-                                               c.hidden_channels, d.info.num_classes, kind, hyper);
+                                               c.hidden_channels, d.info.num_classes, kind,
+                                               c.hyper());
     // Every part streams its N_g rows through S - 1 boundaries: the pipeline term over all N.
     expect_bytes(comm, r.bytes_per_epoch[kPipe],
                  pipeline_mode_bytes(c.stages, d.dataset.num_nodes(), c.hidden_channels,

@@ -108,9 +108,9 @@ assert [l["epoch"] for l in lines] == list(range(1, epochs + 1)), "metrics epoch
 print("requeued job: %d metrics lines, final test %.4f" % (len(lines), s["final_test_acc"]))
 PY
 # 3. A pipelined job (4 stages over one graph part) stopped, requeued and resumed the same way.
-epochs=3000
+epochs=1000
 pipe_model="--dataset synth:default --hidden-channels 32 --num-layers 4 --quiet --parallel pipeline"
-job=$(sbatch --parsable --export="$common,TESSERA_WORK=$work/pipe,TESSERA_PARTS=1,TESSERA_CHECKPOINT_EVERY=500" \
+job=$(sbatch --parsable --export="$common,TESSERA_WORK=$work/pipe,TESSERA_PARTS=1,TESSERA_CHECKPOINT_EVERY=200" \
       "$template" $pipe_model --epochs $epochs) || fail "sbatch (pipeline)"
 stop_requeue_resume "$job" "$work/pipe"
 grep -q "holds no historical buffers" "$work/tessera-$job.out" && fail "pipeline resumed without its buffers"
