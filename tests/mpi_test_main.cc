@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// main() for GoogleTest suites run under mpiexec (see tessera_add_mpi_gtest): initialises MPI,
-// runs every test on every rank, lets only rank 0 print the full report (other ranks print their
-// failures, prefixed "[rank r]"), and returns the worst result over all ranks, so that a failure
-// on any rank fails the CTest test.
+// main() for GoogleTest suites run under mpiexec (see tessera_add_mpi_gtest): puts OpenBLAS on
+// the best core this CPU runs (as test_main.cc), initialises MPI, runs every test on every rank,
+// lets only rank 0 print the full report (other ranks print their failures, prefixed
+// "[rank r]"), and returns the worst result over all ranks, so that a failure on any rank fails
+// the CTest test.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
 
 #include "comm/mpi_communicator.h"
+#include "core/cpu/dispatch.h"
 
 namespace {
 
@@ -38,6 +40,7 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tessera::cpu::use_best_blas_core(argv);  // as every Tessera program: before MPI starts
   tessera::MpiSession session(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;

@@ -6,6 +6,7 @@
 // per-epoch losses must agree to 1e-5 relative and the accuracies exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -47,8 +48,18 @@ std::vector<EpochRecord> train_records(Trainer& trainer) {
   return records;
 }
 
+// One node's share of a split's accuracy: the most a prediction whose two best logits differ by
+// float rounding (1e-5 relative apart) may move it. ROC-AUC (multi-label) stays exact.
+double one_node(const Dataset& dataset, const std::vector<GlobalId>& split) {
+  if (dataset.task != TaskType::MultiClass) return 0.0;
+  const auto labelled = std::count_if(split.begin(), split.end(), [&](GlobalId v) {
+    return dataset.labels[static_cast<std::size_t>(v)] >= 0;
+  });
+  return labelled > 0 ? 1.0 / static_cast<double>(labelled) + 1e-12 : 0.0;
+}
+
 void expect_same_training(const std::vector<EpochRecord>& one, const std::vector<EpochRecord>& k,
-                          int rank) {
+                          const Dataset& dataset, int rank) {
   ASSERT_EQ(one.size(), k.size());
   double worst = 0.0;
   std::size_t worst_epoch = 0;
@@ -58,9 +69,14 @@ void expect_same_training(const std::vector<EpochRecord>& one, const std::vector
   }
   EXPECT_LE(worst, kLossTolerance) << "rank " << rank << ": largest relative loss difference at "
                                    << "epoch " << worst_epoch;
-  EXPECT_EQ(one.back().train_metric, k.back().train_metric) << "rank " << rank;
-  EXPECT_EQ(one.back().valid_metric, k.back().valid_metric) << "rank " << rank;
-  EXPECT_EQ(one.back().test_metric, k.back().test_metric) << "rank " << rank;
+  // At most one node apart: with OpenBLAS's AVX-512 kernels a 64-layer GCNII's test accuracy
+  // on K ranks was seen one node from the 1-rank run's, the losses within 1e-5.
+  EXPECT_NEAR(one.back().train_metric, k.back().train_metric, one_node(dataset, dataset.train_idx))
+      << "rank " << rank;
+  EXPECT_NEAR(one.back().valid_metric, k.back().valid_metric, one_node(dataset, dataset.valid_idx))
+      << "rank " << rank;
+  EXPECT_NEAR(one.back().test_metric, k.back().test_metric, one_node(dataset, dataset.test_idx))
+      << "rank " << rank;
   // The validation loss (of weights that differ by float rounding, like the training loss).
   EXPECT_NEAR(one.back().valid_loss, k.back().valid_loss,
               kValidLossTolerance * one.back().valid_loss)
@@ -85,7 +101,7 @@ class DistributedTraining : public ::testing::Test {
     Trainer distributed(config, PartBuilder(dataset, graph, plan, info).build(comm.rank()), comm);
     const std::vector<EpochRecord> records = train_records(distributed);
     SCOPED_TRACE(c.name);
-    expect_same_training(reference, records, comm.rank());
+    expect_same_training(reference, records, dataset, comm.rank());
     // Halo traffic flows on every epoch (the partition cuts edges) and is counted.
     EXPECT_GT(records.back().bytes[static_cast<int>(TrafficCategory::HaloForward)], 0u);
     EXPECT_GT(records.back().bytes[static_cast<int>(TrafficCategory::AllReduce)], 0u);
