@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -154,20 +155,39 @@ void expect_output_has(const Result& r, const std::vector<std::string>& pieces) 
 // Runs train_gcn on `ranks` ranks with a summary and a metrics file and expects it to fail
 // within `limit_s` with a message holding every piece, leaving neither file behind (a failure
 // inside the training loop too: the metrics streamed so far are removed on rank 0).
-void expect_train_refused(int ranks, const std::string& args,
-                          const std::vector<std::string>& pieces, const std::string& env = "",
-                          double limit_s = 30.0) {
-  const fs::path summary = work_dir() / "refused.json", metrics = work_dir() / "refused.jsonl";
+struct RefusedRun {
+  Result result;
+  fs::path summary, metrics;
+};
+
+// Runs train_gcn on `ranks` ranks with a summary and a metrics file, its output in <tag>.log
+// and its files named after `tag` (so that jobs can run at once).
+RefusedRun train_refused(int ranks, const std::string& args, const std::string& env,
+                         const std::string& tag) {
+  const fs::path summary = work_dir() / (tag + ".json"), metrics = work_dir() / (tag + ".jsonl");
   fs::remove(summary);
   fs::remove(metrics);
-  const Result r = run(train_gcn(ranks, args + " --quiet --summary " + summary.string() +
-                                            " --metrics " + metrics.string()),
-                       env);
+  Result r = cli_test::run(train_gcn(ranks, args + " --quiet --summary " + summary.string() +
+                                                " --metrics " + metrics.string()),
+                           work_dir() / (tag + ".log"), env);
+  return {std::move(r), summary, metrics};
+}
+
+// Expects the run to have failed within `limit_s`, a line of its output holding all of `pieces`,
+// and neither file written.
+void expect_refused(const RefusedRun& run, const std::vector<std::string>& pieces, double limit_s) {
+  const Result& r = run.result;
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(r.seconds, limit_s) << r.output;
   expect_output_has(r, pieces);
-  EXPECT_FALSE(fs::exists(summary)) << "a failed run left its summary behind";
-  EXPECT_FALSE(fs::exists(metrics)) << "a failed run left its metrics behind";
+  EXPECT_FALSE(fs::exists(run.summary)) << "a failed run left its summary behind";
+  EXPECT_FALSE(fs::exists(run.metrics)) << "a failed run left its metrics behind";
+}
+
+void expect_train_refused(int ranks, const std::string& args,
+                          const std::vector<std::string>& pieces, const std::string& env = "",
+                          double limit_s = 30.0) {
+  expect_refused(train_refused(ranks, args, env, "refused"), pieces, limit_s);
 }
 
 class StoreRuns : public ::testing::TestWithParam<int> {};
@@ -341,35 +361,49 @@ TEST_P(FaultInjection, FailingRankEndsTheJobQuickly) {
 INSTANTIATE_TEST_SUITE_P(Ranks, FaultInjection, ::testing::Values(2, 4));
 
 // A rank that stops (TESSERA_STALL) in a set-up step: every other rank gives up after
-// --comm-timeout, naming the step, and the job ends — it never waits for the absent rank.
+// --comm-timeout, naming the step, and the job ends — it never waits for the absent rank. Four
+// jobs at a time: the stalled rank sleeps and the others wait, so a job is mostly idle.
 struct Stall {
   const char* args;   // the mode
   const char* rank;   // the rank that stalls
   const char* phase;  // where
 };
 
-class StalledSetUp : public ::testing::TestWithParam<Stall> {};
-
-TEST_P(StalledSetUp, EndsTheJobAtTheTimeoutNamingTheStep) {
-  const Stall& s = GetParam();
-  expect_train_refused(2, std::string(s.args) + " --epochs 2 --comm-timeout 2",
-                       {"did not complete within 2 s", s.phase},
-                       "TESSERA_STALL='" + std::string(s.rank) + ":" + s.phase + "'", 20.0);
+TEST(DistributedCli, StalledSetUpEndsTheJobAtTheTimeoutNamingTheStep) {
+  const std::vector<Stall> stalls = {
+      {"", "1", "creating the communicator"},
+      {"", "1", "checking options"},
+      {"", "0", "checking options"},
+      {"", "1", "checking the launch environment"},
+      {"", "1", "loading the dataset"},
+      {"", "1", "partitioning"},
+      {"", "1", "receiving part 1"},
+      {"", "1", "checking the parts against each other"},
+      {"", "1", "setting up training"},
+      {"", "1", "building the graph operator"},
+      {"--codec adaptive", "1", "sharing the receiver weights"},
+      {"--parallel pipeline", "1", "laying out the pipeline"},
+      {"--parallel pipeline", "0", "starting the parallel mode"},
+      {"--parallel pipeline", "1", "checking --parallel"},
+      {"--parallel pipeline", "1", "splitting the communicator"},
+      {"--parallel pipeline", "1", "loading the graph parts"}};
+  constexpr std::size_t kAtOnce = 4;
+  for (std::size_t first = 0; first < stalls.size(); first += kAtOnce) {
+    std::vector<std::future<RefusedRun>> jobs;
+    for (std::size_t i = first; i < std::min(first + kAtOnce, stalls.size()); ++i) {
+      const Stall& s = stalls[i];
+      jobs.push_back(std::async(std::launch::async, [&s, i] {
+        return train_refused(2, std::string(s.args) + " --epochs 2 --comm-timeout 2",
+                             "TESSERA_STALL='" + std::string(s.rank) + ":" + s.phase + "'",
+                             "stall_" + std::to_string(i));
+      }));
+    }
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      const Stall& s = stalls[first + j];
+      SCOPED_TRACE(std::string("rank ") + s.rank + " stalls at " + s.phase + " " + s.args);
+      expect_refused(jobs[j].get(), {"did not complete within 2 s", s.phase}, 20.0);
+    }
+  }
 }
-
-INSTANTIATE_TEST_SUITE_P(
-    Steps, StalledSetUp,
-    ::testing::Values(
-        Stall{"", "1", "creating the communicator"}, Stall{"", "1", "checking options"},
-        Stall{"", "0", "checking options"}, Stall{"", "1", "checking the launch environment"},
-        Stall{"", "1", "loading the dataset"}, Stall{"", "1", "partitioning"},
-        Stall{"", "1", "receiving part 1"}, Stall{"", "1", "checking the parts against each other"},
-        Stall{"", "1", "setting up training"}, Stall{"", "1", "building the graph operator"},
-        Stall{"--codec adaptive", "1", "sharing the receiver weights"},
-        Stall{"--parallel pipeline", "1", "laying out the pipeline"},
-        Stall{"--parallel pipeline", "0", "starting the parallel mode"},
-        Stall{"--parallel pipeline", "1", "checking --parallel"},
-        Stall{"--parallel pipeline", "1", "splitting the communicator"},
-        Stall{"--parallel pipeline", "1", "loading the graph parts"}));
 
 }  // namespace
