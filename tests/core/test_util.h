@@ -23,7 +23,7 @@ namespace tessera::test {
 
 // The feature widths every kernel is tested over: 1, odd widths around the SIMD and
 // specialisation boundaries (7/8/9, 31/32/33) and a wide one.
-inline const std::vector<std::int64_t> kWidths = {1, 2, 4, 7, 8, 9, 16, 31, 32, 33, 257};
+inline const std::vector<std::int64_t> kWidths = {1, 2, 4, 7, 8, 9, 16, 31, 32, 33, 103, 257};
 
 // Unit roundoff of float: the relative error of one rounded operation.
 inline constexpr double kFloatEps = 1.0 / (1 << 24);
