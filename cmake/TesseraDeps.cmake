@@ -8,6 +8,7 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 2.0 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)  # .npz archives (datasets/npz.cc)
 find_path(TESSERA_CBLAS_INCLUDE_DIR cblas.h HINTS ${OPENBLAS_INCLUDE_DIRS} REQUIRED)
 
 if(NOT TARGET tessera::blas)

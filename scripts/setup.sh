@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # MPICH only: libhdf5-mpi-dev or mpi-default-dev would pull in Open MPI beside it.
-packages=(cmake make g++ pkg-config zlib1g-dev libopenblas-dev libhdf5-dev libgtest-dev
+packages=(cmake make g++ pkg-config zlib1g-dev libzip-dev libopenblas-dev libhdf5-dev libgtest-dev
           libcli11-dev nlohmann-json3-dev mpich libmpich-dev libmetis-dev
           python3-dev python3-numpy python3-h5py python3-scipy python3-torch python3-venv python3-pip
           pybind11-dev python3-matplotlib slurm-wlm munge

@@ -321,18 +321,22 @@ TEST_F(BadInput, SeveralSplitsAndNoneNamed) {
   expect_refused(ErrorCategory::InvalidInput, {"split", "several splits (other, public)"});
 }
 
-TEST_F(BadInput, BinaryVariantRefused) {
+// OGB's binary variant is read when raw/data.npz stands without edge.csv.gz (test_ogb_npz); a
+// data.npz that is not an archive is refused by name.
+TEST_F(BadInput, BinaryVariantThatIsNoArchiveIsRefused) {
   files_.erase("raw/edge.csv.gz");
   write_all();
   std::ofstream(dir_ / "raw/data.npz") << "PK";
   expect_error([&] { read_ogb_raw(dir_); }, ErrorCategory::InvalidInput,
-               {"data.npz", "binary (npz) variant is not supported"});
+               {"data.npz", "not a readable .npz archive"});
 }
 
-TEST_F(BadInput, PapersFolderRefused) {
+// A folder named ogbn_papers100M without meta.json takes the built-in row: its split is "time".
+TEST_F(BadInput, PapersFolderTakesTheBuiltInFlags) {
   dir_ = root_ / "ogbn_papers100M";
   files_.erase("meta.json");
-  expect_refused(ErrorCategory::InvalidInput, {"ogbn_papers100M", "binary variant"});
+  expect_refused(ErrorCategory::Io, {"split/time", "built-in OGB master table row for "
+                                     "ogbn_papers100M", "present: public"});
 }
 
 TEST_F(BadInput, FieldsWithSpacesAndPlusAreAccepted) {

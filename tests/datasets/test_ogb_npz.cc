@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+// OGB's binary layout (ogbn-papers100M's raw/data.npz and raw/node-label.npz), on files NumPy
+// writes (make_ogb_npz.py): the dataset equals the same one in the CSV layout, arrays stream in
+// any block size, and each class of bad archive is refused naming the file, the array and the
+// problem.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "datasets/dataset.h"
+#include "datasets/loaders.h"
+#include "datasets/npz.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+// make_ogb_npz.py's output for `variant` ("good" or a defect), made once per test program.
+const fs::path& made(const std::string& variant) {
+  static std::map<std::string, fs::path> dirs;
+  static const fs::path root = [] {
+    fs::path r = fs::temp_directory_path() / ("tessera_npz_" + std::to_string(getpid()));
+    fs::remove_all(r);
+    struct Cleanup : ::testing::Environment {
+      explicit Cleanup(fs::path p) : path(std::move(p)) {}
+      void TearDown() override { fs::remove_all(path); }
+      fs::path path;
+    };
+    ::testing::AddGlobalTestEnvironment(new Cleanup(r));
+    return r;
+  }();
+  auto it = dirs.find(variant);
+  if (it != dirs.end()) return it->second;
+  const fs::path dir = root / variant;
+  const std::string command = std::string(TESSERA_TEST_PYTHON) + " " + TESSERA_SOURCE_DIR +
+                              "/tests/datasets/make_ogb_npz.py " + dir.string() + " " + variant;
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  return dirs.emplace(variant, dir).first->second;
+}
+
+// Expects `f` to throw an Error of category InvalidInput.
+template <class F>
+void expect_invalid_input(F f) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::InvalidInput) << error.what();
+  }
+}
+
+TEST(OgbNpz, Papers100MLayoutReadsAsItsCsvTwin) {
+  const Dataset npz = read_ogb_raw(made("good") / "ogbn_papers100M");
+  const Dataset csv = read_ogb_raw(made("good") / "csv");
+  // The built-in row of ogbn-papers100M: 172 classes, directed, the time split.
+  EXPECT_EQ(npz.name, "ogbn_papers100M");
+  EXPECT_EQ(npz.num_classes, 172);
+  EXPECT_FALSE(npz.add_inverse_edge);
+  EXPECT_EQ(npz.num_nodes(), 300);
+  EXPECT_EQ(npz.num_edge_lines, 1500);
+  EXPECT_EQ(npz.num_features(), 12);
+  EXPECT_EQ(npz.graph.indptr(), csv.graph.indptr());
+  EXPECT_EQ(npz.graph.indices(), csv.graph.indices());
+  ASSERT_EQ(npz.features.numel(), csv.features.numel());
+  for (std::int64_t i = 0; i < npz.features.numel(); ++i) {
+    ASSERT_EQ(npz.features.f32()[i], csv.features.f32()[i]) << "feature element " << i;
+  }
+  EXPECT_EQ(npz.labels, csv.labels);
+  EXPECT_GT(std::count(npz.labels.begin(), npz.labels.end(), -1), 0) << "NaN labels: none";
+  EXPECT_EQ(npz.train_idx, csv.train_idx);
+  EXPECT_EQ(npz.valid_idx, csv.valid_idx);
+  EXPECT_EQ(npz.test_idx, csv.test_idx);
+  EXPECT_EQ(fingerprint(npz), fingerprint(csv));
+  // load_dataset takes the folder as it takes any OGB folder.
+  EXPECT_EQ(fingerprint(load_dataset((made("good") / "ogbn_papers100M").string())),
+            fingerprint(npz));
+}
+
+TEST(OgbNpz, ArraysStreamInAnyBlockSize) {
+  const npz::Archive data(made("good") / "ogbn_papers100M" / "raw" / "data.npz");
+  EXPECT_EQ(data.names(), (std::vector<std::string>{"edge_index", "node_feat", "node_year",
+                                                    "num_nodes_list", "num_edges_list"}));
+  EXPECT_TRUE(data.has("node_year"));
+  EXPECT_FALSE(data.has("edge_feat"));
+  npz::ArrayReader whole = data.open("edge_index");
+  EXPECT_EQ(whole.info().descr, "<i8");
+  EXPECT_EQ(whole.info().shape, (std::vector<std::int64_t>{2, 1500}));
+  std::vector<std::int64_t> all(3000);
+  whole.read_int64(all.data(), 3000);
+  EXPECT_EQ(whole.remaining(), 0);
+  npz::ArrayReader pieces = data.open("edge_index");
+  std::vector<std::int64_t> piecewise(3000);
+  for (std::int64_t at = 0; at < 3000; at += 7) {
+    pieces.read_int64(piecewise.data() + at, std::min<std::int64_t>(7, 3000 - at));
+  }
+  EXPECT_EQ(piecewise, all);
+  // Integers read as doubles exactly; floats are refused as integers and the reverse.
+  npz::ArrayReader years = data.open("node_year");
+  std::vector<double> as_double(300);
+  years.read_f64(as_double.data(), 300);
+  EXPECT_GE(as_double[0], 1990.0);
+  std::vector<float> f(1);
+  expect_invalid_input([&] { data.open("edge_index").read_f32(f.data(), 1); });
+  std::int64_t i = 0;
+  expect_invalid_input([&] { data.open("node_feat").read_int64(&i, 1); });
+}
+
+// Reads `dir` and expects InvalidInput whose message holds every piece.
+void expect_refused(const fs::path& dir, const std::vector<std::string>& pieces) {
+  try {
+    read_ogb_raw(dir);
+    ADD_FAILURE() << dir << ": read without an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::InvalidInput) << error.what();
+    const std::string message = error.what();
+    for (const std::string& piece : pieces) {
+      EXPECT_NE(message.find(piece), std::string::npos) << "'" << piece << "' not in: " << message;
+    }
+  }
+}
+
+TEST(OgbNpz, EachBadArchiveIsRefusedByName) {
+  const std::string data = "data.npz", labels = "node-label.npz";
+  const std::map<std::string, std::vector<std::string>> cases = {
+      {"several_graphs", {data, "num_nodes_list.npy", "2 entries; expected one"}},
+      {"source_out_of_range", {data, "edge_index.npy", "edge 17 has source 300", "[0, 300)"}},
+      {"negative_destination", {data, "edge_index.npy", "edge 3 has destination -2"}},
+      {"edges_transposed", {data, "edge_index.npy", "shape (1500, 2)", "expected (2, 1500)"}},
+      {"edges_as_floats", {data, "edge_index.npy", "'<f8' holds floats; expected integers"}},
+      {"fortran_order", {data, "node_feat.npy", "fortran_order is True"}},
+      {"big_endian", {data, "edge_index.npy", "'>i8' is big-endian"}},
+      {"feature_rows", {data, "node_feat.npy", "shape (299, 12)", "expected (300, F)"}},
+      {"no_features", {data, "no array 'node_feat'", "edge_index, node_year"}},
+      {"label_out_of_range", {labels, "node_label.npy", "node 5 has label 172", "[0, 172)"}},
+      {"label_fraction", {labels, "node 8 has label 2.5"}},
+      {"structured_labels", {labels, "node_label.npy", "structured arrays are not supported"}},
+      {"truncated", {data, "not a readable .npz archive"}},
+      {"short_data", {data, "edge_index.npy", "truncated"}},
+      {"not_a_zip", {data, "not a readable .npz archive"}},
+  };
+  for (const auto& [variant, pieces] : cases) {
+    SCOPED_TRACE(variant);
+    expect_refused(made(variant) / "ogbn_papers100M", pieces);
+  }
+}
+
+TEST(OgbNpz, HeaderParsing) {
+  std::size_t offset = 0;
+  auto header = [](const std::string& dict) {
+    std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+    bytes += static_cast<char>(dict.size() & 0xFF);
+    bytes += static_cast<char>(dict.size() >> 8);
+    return bytes + dict;
+  };
+  const npz::ArrayInfo info = npz::parse_header(
+      header("{'descr': '<u2', 'fortran_order': False, 'shape': (3, 4, 5), }"), "x", &offset);
+  EXPECT_EQ(info.kind, 'u');
+  EXPECT_EQ(info.item_size, 2);
+  EXPECT_EQ(info.shape, (std::vector<std::int64_t>{3, 4, 5}));
+  EXPECT_EQ(info.count(), 60);
+  EXPECT_EQ(offset, 10 + 62u);
+  EXPECT_EQ(npz::parse_header(header("{'descr': '<f4', 'fortran_order': False, 'shape': (), }"),
+                              "x", &offset)
+                .count(),
+            1);
+  expect_invalid_input([&] { npz::parse_header("PK\x03\x04 not npy", "x", &offset); });
+  for (const char* bad : {"{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }",
+                          "{'descr': '<i8', 'fortran_order': False, 'shape': (-2,), }",
+                          "{'descr': '<i8', 'shape': (2,), }"}) {
+    SCOPED_TRACE(bad);
+    expect_invalid_input([&] { npz::parse_header(header(bad), "x", &offset); });
+  }
+}
+
+}  // namespace
+}  // namespace tessera
