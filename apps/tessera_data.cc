@@ -71,7 +71,14 @@ struct Flags {
   std::string out;
   std::string dataset;
   bool progress = false;
+  std::int64_t memory_mib = 1024;
 };
+
+// A folder in OGB's binary layout (raw/data.npz without the CSV edges): converted by streaming.
+bool is_npz_folder(const std::string& spec) {
+  const std::filesystem::path raw = std::filesystem::path(spec) / "raw";
+  return std::filesystem::exists(raw / "data.npz") && !std::filesystem::exists(raw / "edge.csv.gz");
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"tessera_data: generate, convert and inspect Tessera datasets"};
@@ -94,6 +101,12 @@ int run(int argc, char** argv) {
   convert->add_option("--dataset", f.dataset, kSpecHelp)->required();
   convert->add_option("--out", f.out, "output HDF5 file (must end in .h5)")->required();
   convert->add_flag("--progress", f.progress, "show a progress bar while loading");
+  convert
+      ->add_option("--memory-mib", f.memory_mib,
+                   "OGB's binary layout (raw/data.npz) is converted without loading it, its "
+                   "buffers within about this many MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 30));
 
   CLI::App* info = app.add_subcommand("info", "print a dataset's counts and fingerprint");
   info->add_option("--dataset", f.dataset, kSpecHelp)->required();
@@ -120,6 +133,12 @@ int run(int argc, char** argv) {
   } else if (convert->parsed()) {
     TESSERA_CHECK(is_hdf5_path(f.out), InvalidArgument, "convert: --out must end in .h5, got '",
                   f.out, "'");
+    if (is_npz_folder(f.dataset)) {
+      convert_ogb_npz(f.dataset, f.out, ConvertOptions{.memory_bytes = f.memory_mib << 20});
+      std::cout << "wrote " << f.out << " (streamed from OGB's binary layout, "
+                << seconds_since(start) << " s)\n";
+      return 0;
+    }
     Dataset dataset = load_dataset(f.dataset, LoadOptions{.progress = f.progress});
     const double load_s = seconds_since(start);
     write_hdf5(dataset, f.out);

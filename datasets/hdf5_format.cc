@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/fuzzing.h"
+#include "datasets/hdf5_format.h"
 #include "datasets/hdf5_io.h"
 #include "datasets/loaders.h"
 #include "datasets/progress.h"
@@ -45,13 +46,15 @@ void check_writable(const Dataset& d) {
   }
 }
 
+}  // namespace
+
 // Layout (format "tessera-dataset", version 1). Attributes of "/": format, name, task
 // ("multiclass" | "multilabel"), eval_metric (strings); format_version, num_classes, num_tasks,
 // add_inverse_edge (0/1), num_edge_lines (int64); fingerprint (uint64, see dataset.h).
 // Datasets: /graph/indptr int64 (N + 1), /graph/indices int32 (nnz), /features float32 (N, F)
 // chunked by rows (about 4 MiB per chunk, no filter), /labels int64 (N) or /targets float32
 // (N, T), /split/{train,valid,test} int64. All little-endian.
-void write_contents(const Dataset& d, hdf5::Writer& out) {
+void write_hdf5_flags(const Dataset& d, hdf5::Writer& out) {
   out.attribute("format", std::string(kFormatName));
   out.attribute("format_version", kFormatVersion);
   out.attribute("name", d.name);
@@ -61,6 +64,12 @@ void write_contents(const Dataset& d, hdf5::Writer& out) {
   out.attribute("num_tasks", d.num_tasks);
   out.attribute("add_inverse_edge", std::int64_t{d.add_inverse_edge ? 1 : 0});
   out.attribute("num_edge_lines", d.num_edge_lines);
+}
+
+namespace {
+
+void write_contents(const Dataset& d, hdf5::Writer& out) {
+  write_hdf5_flags(d, out);
   out.attribute("fingerprint", fingerprint(d));
 
   const Csr& g = d.graph;

@@ -50,11 +50,12 @@ hid_t memory_type_of(const ElementType& type) {
   return type.size == 8 ? H5T_NATIVE_INT64 : H5T_NATIVE_INT32;
 }
 
-// Reads or writes rows [0, rows) of a 1-D or 2-D dataset in blocks of about kBlockBytes;
-// `done` counts the bytes moved for the progress bar (which may be null).
+// Reads or writes rows [first_row, first_row + rows) of a 1-D or 2-D dataset, from or into
+// `buffer` (which holds those rows), in blocks of about kBlockBytes; `done` counts the bytes
+// moved for the progress bar (which may be null).
 void transfer_rows(hid_t dataset, const ElementType& type, void* buffer, std::int64_t rows,
                    std::int64_t cols, bool write, ProgressBar* progress, std::uint64_t& done,
-                   const std::string& where) {
+                   const std::string& where, std::int64_t first_row = 0) {
   const std::int64_t row_bytes = std::max<std::int64_t>(1, cols) * type.size;
   if (rows == 0 || cols == 0) return;
   const std::int64_t block = std::max<std::int64_t>(1, kBlockBytes / row_bytes);
@@ -68,11 +69,11 @@ void transfer_rows(hid_t dataset, const ElementType& type, void* buffer, std::in
   }
   for (std::int64_t begin = 0; begin < rows; begin += block) {
     const std::int64_t count = std::min(block, rows - begin);
-    hsize_t start[2] = {static_cast<hsize_t>(begin), 0};
+    hsize_t start[2] = {static_cast<hsize_t>(first_row + begin), 0};
     hsize_t extent[2] = {static_cast<hsize_t>(count), static_cast<hsize_t>(cols)};
     TESSERA_H5(
         H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, extent, nullptr), Io,
-        where, ": cannot select rows ", begin, "..", begin + count);
+        where, ": cannot select rows ", first_row + begin, "..", first_row + begin + count);
     Handle memory_space(
         TESSERA_H5(H5Screate_simple(ndims, extent, nullptr), Io, where, ": cannot create memspace"),
         H5Sclose);
@@ -80,11 +81,13 @@ void transfer_rows(hid_t dataset, const ElementType& type, void* buffer, std::in
     if (write) {
       TESSERA_H5(H5Dwrite(dataset, memory_type_of(type), memory_space.get(), file_space.get(),
                           H5P_DEFAULT, block_data),
-                 Io, where, ": cannot write rows ", begin, "..", begin + count);
+                 Io, where, ": cannot write rows ", first_row + begin, "..",
+                 first_row + begin + count);
     } else {
       TESSERA_H5(H5Dread(dataset, memory_type_of(type), memory_space.get(), file_space.get(),
                          transfer.get(), block_data),
-                 Io, where, ": cannot read rows ", begin, "..", begin + count);
+                 Io, where, ": cannot read rows ", first_row + begin, "..",
+                 first_row + begin + count);
     }
     done += static_cast<std::uint64_t>(count * row_bytes);
     if (progress) progress->update(done);
@@ -199,6 +202,62 @@ void Writer::array(const char* path, const ElementType& type, const void* data, 
                  H5Dclose);
   transfer_rows(dataset.get(), type, const_cast<void*>(data), rows, ndims == 2 ? cols : 1, true,
                 nullptr, done_, where);
+}
+
+void Writer::create_array(const char* path, const ElementType& type, std::int64_t rows,
+                          std::int64_t cols, int ndims, bool extendible) {
+  const std::string where = label_ + ": " + path;
+  hsize_t dims[2] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(cols)};
+  hsize_t max_dims[2] = {extendible ? H5S_UNLIMITED : dims[0], dims[1]};
+  Handle space(TESSERA_H5(H5Screate_simple(ndims, dims, max_dims), Io, where,
+                          ": cannot create dataspace"),
+               H5Sclose);
+  Handle create(TESSERA_H5(H5Pcreate(H5P_DATASET_CREATE), Io, where, ": H5Pcreate"), H5Pclose);
+  const std::int64_t row_bytes = (ndims == 2 ? cols : 1) * static_cast<std::int64_t>(type.size);
+  if (row_bytes > 0 && (extendible || rows > 0)) {
+    const std::int64_t chunk_rows = std::max<std::int64_t>(1, kChunkBytes / row_bytes);
+    hsize_t chunk[2] = {
+        static_cast<hsize_t>(extendible ? chunk_rows : std::min(chunk_rows, rows)),
+        static_cast<hsize_t>(std::max<std::int64_t>(cols, 1))};
+    TESSERA_H5(H5Pset_chunk(create.get(), ndims, chunk), Io, where, ": cannot set chunking");
+    if (checksums_) {
+      TESSERA_H5(H5Pset_fletcher32(create.get()), Io, where, ": cannot enable checksums");
+    }
+  }
+  Handle(TESSERA_H5(H5Dcreate2(file_.get(), path, file_type_of(type), space.get(), H5P_DEFAULT,
+                               create.get(), H5P_DEFAULT),
+                    Io, where, ": cannot create dataset"),
+         H5Dclose);
+}
+
+void Writer::write_rows(const char* path, const ElementType& type, const void* data,
+                        std::int64_t first_row, std::int64_t rows, std::int64_t cols) {
+  const std::string where = label_ + ": " + path;
+  Handle dataset(TESSERA_H5(H5Dopen2(file_.get(), path, H5P_DEFAULT), Io, where,
+                            ": cannot open dataset"),
+                 H5Dclose);
+  Handle space(TESSERA_H5(H5Dget_space(dataset.get()), Io, where, ": cannot get dataspace"),
+               H5Sclose);
+  hsize_t dims[2] = {0, 0};
+  const int ndims = TESSERA_H5(H5Sget_simple_extent_dims(space.get(), dims, nullptr), Io, where,
+                               ": cannot get the extent");
+  if (static_cast<hsize_t>(first_row + rows) > dims[0]) {  // an extendible array grows
+    dims[0] = static_cast<hsize_t>(first_row + rows);
+    TESSERA_H5(H5Dset_extent(dataset.get(), dims), Io, where, ": cannot extend to ", dims[0],
+               " rows");
+  }
+  transfer_rows(dataset.get(), type, const_cast<void*>(data), rows, ndims == 2 ? cols : 1, true,
+                nullptr, done_, where, first_row);
+}
+
+void Writer::read_rows(const char* path, const ElementType& type, void* buffer,
+                       std::int64_t first_row, std::int64_t rows, std::int64_t cols) {
+  const std::string where = label_ + ": " + path;
+  Handle dataset(TESSERA_H5(H5Dopen2(file_.get(), path, H5P_DEFAULT), Io, where,
+                            ": cannot open dataset"),
+                 H5Dclose);
+  transfer_rows(dataset.get(), type, buffer, rows, std::max<std::int64_t>(cols, 1), false,
+                nullptr, done_, where, first_row);
 }
 
 void Writer::attribute(const char* name, const std::string& value) {
@@ -364,6 +423,13 @@ void Reader::read(const char* path, const ElementType& type, void* buffer, std::
   Handle dataset = open_dataset(path);
   transfer_rows(dataset.get(), type, buffer, rows, cols, false, progress_.get(), done_,
                 where(path));
+}
+
+void Reader::read_rows(const char* path, const ElementType& type, void* buffer,
+                       std::int64_t first_row, std::int64_t rows, std::int64_t cols) {
+  Handle dataset = open_dataset(path);
+  transfer_rows(dataset.get(), type, buffer, rows, cols, false, progress_.get(), done_,
+                where(path), first_row);
 }
 
 Tensor Reader::matrix(const char* path, std::int64_t expected_rows) {

@@ -77,6 +77,17 @@ class Writer {
   // chunks of about 4 MiB of rows (large feature matrices).
   void array(const char* path, const ElementType& type, const void* data, std::int64_t rows,
              std::int64_t cols, int ndims, bool chunked);
+  // Arrays written a block of rows at a time: create_array makes an empty (chunked) dataset of
+  // shape (rows) or (rows, cols); an extendible one grows as write_rows writes past its end
+  // (its final length unknown when it is created). write_rows writes rows
+  // [first_row, first_row + rows) from `data`; read_rows reads rows back from the file being
+  // written.
+  void create_array(const char* path, const ElementType& type, std::int64_t rows,
+                    std::int64_t cols, int ndims, bool extendible);
+  void write_rows(const char* path, const ElementType& type, const void* data,
+                  std::int64_t first_row, std::int64_t rows, std::int64_t cols);
+  void read_rows(const char* path, const ElementType& type, void* buffer, std::int64_t first_row,
+                 std::int64_t rows, std::int64_t cols);
   void attribute(const char* name, const std::string& value);
   void attribute(const char* name, std::int64_t value);
   void attribute(const char* name, std::uint64_t value);
@@ -122,6 +133,10 @@ class Reader {
   // Reads an array whose shape was checked by shape() into `buffer`.
   void read(const char* path, const ElementType& type, void* buffer, std::int64_t rows,
             std::int64_t cols);
+  // Reads rows [first_row, first_row + rows) of an array whose shape was checked by shape(): a
+  // slice of a large array without reading the rest.
+  void read_rows(const char* path, const ElementType& type, void* buffer, std::int64_t first_row,
+                 std::int64_t rows, std::int64_t cols);
 
   // A 1-D array; expected_rows < 0 accepts any length.
   template <class T>

@@ -30,6 +30,19 @@ Dataset read_ogb_raw(const std::filesystem::path& dir, const LoadOptions& option
 // renamed into place.
 void write_ogb_raw(const Dataset& dataset, const std::filesystem::path& dir);
 
+// OGB's binary layout (raw/data.npz, raw/node-label.npz, as ogbn-papers100M ships; read_ogb_raw
+// reads it into memory) converted to Tessera HDF5 without holding the graph or the features:
+// three passes over edge_index (count the entries per block of rows, scatter them to bucket
+// files beside `file`, sort each bucket into its rows), then the features, labels and splits
+// copied a block at a time. The converter's buffers stay within about memory_bytes (and 16 MiB)
+// whatever the graph's size. The file equals write_hdf5(read_ogb_raw(dir)) array for array,
+// fingerprint included; written to "<file>.tmp" and renamed, nothing left behind on failure.
+struct ConvertOptions {
+  std::int64_t memory_bytes = std::int64_t{1} << 30;
+};
+void convert_ogb_npz(const std::filesystem::path& dir, const std::filesystem::path& file,
+                     const ConvertOptions& options = {});
+
 // Tessera's HDF5 dataset format: one file, datasets /graph/indptr, /graph/indices,
 // /features, /labels or /targets, /split/{train,valid,test}, attributes for the flags.
 void write_hdf5(const Dataset& dataset, const std::filesystem::path& file);

@@ -15,7 +15,7 @@
 
 #include "datasets/gzip_stream.h"
 #include "datasets/loaders.h"
-#include "datasets/npz.h"
+#include "datasets/ogb_layout.h"
 #include "core/error.h"
 
 namespace tessera {
@@ -23,23 +23,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using Edge = std::array<NodeId, 2>;  // (source, destination) as listed in edge.csv.gz
+using ogb::kMaxNodes;
+using ogb::OgbFlags;
 
-constexpr std::int64_t kMaxNodes = std::numeric_limits<NodeId>::max();
 constexpr std::int64_t kReserveCap = std::int64_t{1} << 24;  // never trust a count for memory
 
-// The flags of one dataset (OGB's master.csv row, or meta.json).
-struct OgbFlags {
-  std::string source;  // where they came from, for messages
-  bool add_inverse_edge = false;
-  std::string split;   // empty: take the only split/<name>/
-  TaskType task = TaskType::MultiClass;
-  std::int64_t num_classes = 0;
-  std::int64_t num_tasks = 1;
-  std::string eval_metric;
-  std::optional<bool> has_node_attr;
-  std::optional<std::int64_t> num_nodes;     // optional cross-checks (meta.json written by us)
-  std::optional<std::int64_t> num_features;
-};
 
 // ---- flags ----
 
@@ -178,7 +166,7 @@ OgbFlags flags_from_meta(const fs::path& meta_path) {
   return flags;
 }
 
-OgbFlags read_flags(const fs::path& dir) {
+OgbFlags flags_of_folder(const fs::path& dir) {
   fs::path meta = dir / "meta.json";
   if (fs::exists(meta)) return flags_from_meta(meta);
   if (std::optional<OgbFlags> flags = builtin_flags(dir)) return *flags;
@@ -477,140 +465,31 @@ void read_csv_arrays(const fs::path& raw, const OgbFlags& flags, const LoadOptio
                 ", but ", feature_file.string(), " has ", dataset.features.cols(), " columns");
 }
 
-// ---- OGB's binary variant: raw/data.npz and raw/node-label.npz (ogbn-papers100M) ----
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string text = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return text + (shape.size() == 1 ? ",)" : ")");
-}
-
-// num_nodes_list / num_edges_list: one entry (one graph).
-std::int64_t read_one_count(const npz::Archive& data, const char* name) {
-  npz::ArrayReader r = data.open(name);
-  TESSERA_CHECK(r.info().count() == 1, InvalidInput, r.where(), ": ", r.info().count(),
-                " entries; expected one (datasets of several graphs are not supported)");
-  std::int64_t value = 0;
-  r.read_int64(&value, 1);
-  TESSERA_CHECK(value >= 0, InvalidInput, r.where(), ": negative count ", value);
-  return value;
-}
-
-// edge_index (2, E): the E sources, then the E destinations, ids in [0, N).
-std::vector<Edge> read_npz_edges(const npz::Archive& data, std::int64_t num_nodes,
-                                 std::int64_t num_edges) {
-  npz::ArrayReader r = data.open("edge_index");
-  const std::vector<std::int64_t>& shape = r.info().shape;
-  TESSERA_CHECK(shape.size() == 2 && shape[0] == 2 && shape[1] == num_edges, InvalidInput,
-                r.where(), ": shape ", shape_text(shape), ", expected (2, ", num_edges,
-                ") from num_edges_list");
-  std::vector<Edge> edges(static_cast<std::size_t>(num_edges));
-  std::vector<std::int64_t> block;
-  for (int side = 0; side < 2; ++side) {
-    for (std::int64_t first = 0; first < num_edges; first += kReserveCap) {
-      const std::int64_t n = std::min(kReserveCap, num_edges - first);
-      block.resize(static_cast<std::size_t>(n));
-      r.read_int64(block.data(), n);
-      for (std::int64_t i = 0; i < n; ++i) {
-        const std::int64_t id = block[static_cast<std::size_t>(i)];
-        TESSERA_CHECK(id >= 0 && id < num_nodes, InvalidInput, r.where(), ": edge ", first + i,
-                      side == 0 ? " has source " : " has destination ", id, ", outside [0, ",
-                      num_nodes, ")");
-        edges[static_cast<std::size_t>(first + i)][static_cast<std::size_t>(side)] =
-            static_cast<NodeId>(id);
-      }
-    }
-  }
-  return edges;
-}
-
-// node_feat (N, F) as f32.
-Tensor read_npz_features(const npz::Archive& data, std::int64_t num_nodes) {
-  npz::ArrayReader r = data.open("node_feat");
-  const std::vector<std::int64_t>& shape = r.info().shape;
-  TESSERA_CHECK(shape.size() == 2 && shape[0] == num_nodes, InvalidInput, r.where(), ": shape ",
-                shape_text(shape), ", expected (", num_nodes, ", F) from num_nodes_list");
-  TESSERA_CHECK(shape[1] <= kMaxFeatures, InvalidInput, r.where(), ": ", shape[1],
-                " features per node is past the limit of ", kMaxFeatures);
-  Tensor features(num_nodes, shape[1]);
-  r.read_f32(features.f32(), features.numel());
-  return features;
-}
-
-// node-label.npz's node_label: (N,) or (N, 1) class ids as floats or integers (NaN: no label,
-// as in the CSV layout), or (N, T) binary tasks (NaN: missing).
-void read_npz_labels(const fs::path& file, const OgbFlags& flags, std::int64_t num_nodes,
-                     Dataset& dataset) {
-  npz::Archive labels(file);
-  npz::ArrayReader r = labels.open("node_label");
-  const std::vector<std::int64_t>& shape = r.info().shape;
-  const std::int64_t width = flags.task == TaskType::MultiClass ? 1 : flags.num_tasks;
-  TESSERA_CHECK(!shape.empty() && shape.size() <= 2 && shape[0] == num_nodes &&
-                    (shape.size() == 1 ? 1 : shape[1]) == width,
-                InvalidInput, r.where(), ": shape ", shape_text(shape), ", expected (", num_nodes,
-                width == 1 ? ",) or (" + std::to_string(num_nodes) + ", 1)" : ", " +
-                                                                      std::to_string(width) + ")",
-                " (", flags.source, ")");
-  std::vector<double> values(static_cast<std::size_t>(num_nodes * width));
-  r.read_f64(values.data(), static_cast<std::int64_t>(values.size()));
-  if (flags.task == TaskType::MultiClass) {
-    dataset.labels.resize(static_cast<std::size_t>(num_nodes));
-    for (std::int64_t v = 0; v < num_nodes; ++v) {
-      const double label = values[static_cast<std::size_t>(v)];
-      const bool missing = std::isnan(label);
-      TESSERA_CHECK(missing || (label >= 0 && label < static_cast<double>(flags.num_classes) &&
-                                label == std::floor(label)),
-                    InvalidInput, r.where(), ": node ", v, " has label ", label,
-                    ", not a class id in [0, ", flags.num_classes, ") or NaN (", flags.source,
-                    ")");
-      dataset.labels[static_cast<std::size_t>(v)] = missing ? -1 : static_cast<std::int64_t>(label);
-    }
-  } else {
-    dataset.targets = Tensor(num_nodes, width);
-    float* out = dataset.targets.f32();
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      const double t = values[i];
-      TESSERA_CHECK(std::isnan(t) || t == 0.0 || t == 1.0, InvalidInput, r.where(), ": node ",
-                    static_cast<std::int64_t>(i) / width, " task ",
-                    static_cast<std::int64_t>(i) % width, " is ", t, ", expected 0, 1 or NaN");
-      out[i] = static_cast<float>(t);
-    }
-  }
-}
-
-// The binary variant's arrays into `dataset`: labels first (they confirm the node count before
-// the large arrays are allocated), then the edges and the features.
-void read_npz_arrays(const fs::path& raw, const OgbFlags& flags, Dataset& dataset) {
-  const npz::Archive data(raw / "data.npz");
-  const std::int64_t num_nodes = read_one_count(data, "num_nodes_list");
-  TESSERA_CHECK(num_nodes <= kMaxNodes, InvalidInput, data.path(), ": ", num_nodes,
-                " nodes; graphs past 2^31 - 1 nodes are not supported");
-  TESSERA_CHECK(!flags.num_nodes || *flags.num_nodes == num_nodes, InvalidInput, flags.source,
-                ": num_nodes = ", flags.num_nodes.value_or(0), ", but ", data.path(), " says ",
-                num_nodes);
-  const std::int64_t num_edges = read_one_count(data, "num_edges_list");
-  read_npz_labels(raw / "node-label.npz", flags, num_nodes, dataset);
-  dataset.graph =
-      csr_from_edges(num_nodes, read_npz_edges(data, num_nodes, num_edges), flags.add_inverse_edge);
-  dataset.num_edge_lines = num_edges;
-  if (flags.has_node_attr.value_or(true)) {
-    dataset.features = read_npz_features(data, num_nodes);
-  } else {
-    dataset.features = Tensor(num_nodes, 0);
-  }
-  TESSERA_CHECK(!flags.num_features || *flags.num_features == dataset.features.cols(),
-                InvalidInput, flags.source, ": num_features = ", flags.num_features.value_or(0),
-                ", but ", data.path(), " has ", dataset.features.cols(), " features per node");
-}
-
 }  // namespace
+
+namespace ogb {
+
+OgbFlags read_flags(const fs::path& dir) { return flags_of_folder(dir); }
+
+std::string dataset_name(const fs::path& dir) { return folder_name(dir); }
+
+void read_splits(const fs::path& dir, const OgbFlags& flags, std::int64_t num_nodes,
+                 Dataset& dataset) {
+  const fs::path split_dir = choose_split_dir(dir, flags);
+  TESSERA_CHECK(fs::exists(split_dir / "train.csv.gz") || !fs::exists(split_dir / "split_dict.pt"),
+                InvalidInput, (split_dir / "split_dict.pt").string(),
+                ": torch-saved splits are not supported; write train/valid/test.csv.gz");
+  dataset.train_idx = read_split_file(split_dir / "train.csv.gz", num_nodes);
+  dataset.valid_idx = read_split_file(split_dir / "valid.csv.gz", num_nodes);
+  dataset.test_idx = read_split_file(split_dir / "test.csv.gz", num_nodes);
+}
+
+}  // namespace ogb
 
 Dataset read_ogb_raw(const fs::path& dir, const LoadOptions& options) {
   TESSERA_CHECK(fs::is_directory(dir), Io, dir.string(), ": dataset directory not found");
   refuse_unsupported_layouts(dir);
-  OgbFlags flags = read_flags(dir);
+  OgbFlags flags = flags_of_folder(dir);
   const fs::path raw = dir / "raw";
 
   Dataset dataset;
@@ -622,19 +501,13 @@ Dataset read_ogb_raw(const fs::path& dir, const LoadOptions& options) {
   dataset.add_inverse_edge = flags.add_inverse_edge;
   // OGB's binary variant when raw/data.npz is there without the CSV edges.
   if (fs::exists(raw / "data.npz") && !fs::exists(raw / "edge.csv.gz")) {
-    read_npz_arrays(raw, flags, dataset);
+    ogb::read_npz_arrays(raw, flags, dataset);
   } else {
     read_csv_arrays(raw, flags, options, dataset);
   }
   const std::int64_t num_nodes = dataset.num_nodes();
 
-  fs::path split_dir = choose_split_dir(dir, flags);
-  TESSERA_CHECK(fs::exists(split_dir / "train.csv.gz") || !fs::exists(split_dir / "split_dict.pt"),
-                InvalidInput, (split_dir / "split_dict.pt").string(),
-                ": torch-saved splits are not supported; write train/valid/test.csv.gz");
-  dataset.train_idx = read_split_file(split_dir / "train.csv.gz", num_nodes);
-  dataset.valid_idx = read_split_file(split_dir / "valid.csv.gz", num_nodes);
-  dataset.test_idx = read_split_file(split_dir / "test.csv.gz", num_nodes);
+  ogb::read_splits(dir, flags, num_nodes, dataset);
 
   validate(dataset, dir.string());
   return dataset;

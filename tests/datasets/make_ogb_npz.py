@@ -6,7 +6,8 @@ num_nodes_list, num_edges_list), raw/node-label.npz (node_label (N, 1) float64, 
 without a label) and split/time/{train,valid,test}.csv.gz — and the same dataset in the CSV
 layout at OUT/csv (with a meta.json of papers100M's flags), for test_ogb_npz.
 
-Usage: make_ogb_npz.py OUT [CASE]. CASE plants one defect in the binary copy (see DEFECTS)."""
+Usage: make_ogb_npz.py OUT [CASE]. CASE plants one defect in the binary copy (see DEFECTS) or
+writes a variant (see VARIANTS)."""
 import gzip
 import json
 import os
@@ -109,6 +110,24 @@ def structured_labels(data, labels):
     labels["node_label"] = np.zeros(N, dtype=[("a", "<i4"), ("b", "<f4")])
 
 
+def multilabel(data, labels):
+    rng = np.random.default_rng(8)
+    targets = rng.integers(0, 2, (N, 3)).astype(np.float32)
+    targets[rng.random((N, 3)) < 0.1] = np.nan
+    labels["node_label"] = targets
+    return {"add_inverse_edge": False, "split": "time", "num_tasks": 3,
+            "task_type": "binary classification", "eval_metric": "rocauc", "binary": True}
+
+
+def inverse(data, labels):
+    return {"add_inverse_edge": True, "split": "time", "num_classes": C,
+            "task_type": "multiclass classification", "eval_metric": "acc", "binary": True}
+
+
+# Variants that are not defects: a meta.json beside the binary layout (multi-label targets; the
+# inverse edges added).
+VARIANTS = {f.__name__: f for f in (multilabel, inverse)}
+
 # CASE -> a change of the arrays; "truncated", "short_data" and "not_a_zip" change the written
 # file instead.
 DEFECTS = {f.__name__: f for f in (several_graphs, source_out_of_range, negative_destination,
@@ -135,8 +154,11 @@ def rewrite_with_short_edges(path, data):
 def main():
     out, case = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "good"
     data, labels, split = arrays()
+    meta = None
     if case == "good":
         write_csv(os.path.join(out, "csv"), data, labels, split)
+    elif case in VARIANTS:
+        meta = VARIANTS[case](data, labels)
     elif case in DEFECTS:
         DEFECTS[case](data, labels)
     elif case not in ("truncated", "short_data", "not_a_zip"):
@@ -147,6 +169,9 @@ def main():
     np.savez_compressed(data_file, **data)
     np.savez_compressed(os.path.join(root, "raw", "node-label.npz"), **labels)
     write_split(root, split)
+    if meta is not None:
+        with open(os.path.join(root, "meta.json"), "w") as out_file:
+            json.dump(meta, out_file)
     if case == "truncated":  # the archive cut in its middle
         size = os.path.getsize(data_file)
         with open(data_file, "r+b") as f:

@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -47,14 +50,14 @@ const fs::path& made(const std::string& variant) {
   return dirs.emplace(variant, dir).first->second;
 }
 
-// Expects `f` to throw an Error of category InvalidInput.
+// Expects `f` to throw an Error of `category` (InvalidInput unless said).
 template <class F>
-void expect_invalid_input(F f) {
+void expect_invalid_input(F f, ErrorCategory category = ErrorCategory::InvalidInput) {
   try {
     f();
     ADD_FAILURE() << "no error";
   } catch (const Error& error) {
-    EXPECT_EQ(error.category(), ErrorCategory::InvalidInput) << error.what();
+    EXPECT_EQ(error.category(), category) << error.what();
   }
 }
 
@@ -112,6 +115,63 @@ TEST(OgbNpz, ArraysStreamInAnyBlockSize) {
   expect_invalid_input([&] { data.open("edge_index").read_f32(f.data(), 1); });
   std::int64_t i = 0;
   expect_invalid_input([&] { data.open("node_feat").read_int64(&i, 1); });
+}
+
+// The converter's file against the in-memory read of the same folder, array for array.
+void expect_converted_equal(const fs::path& dir, std::int64_t memory_bytes) {
+  const fs::path file = dir.parent_path() / ("converted_" + std::to_string(memory_bytes) + ".h5");
+  convert_ogb_npz(dir, file, ConvertOptions{.memory_bytes = memory_bytes});
+  EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
+  EXPECT_FALSE(fs::exists(file.string() + ".buckets")) << "sorting buckets left behind";
+  const Dataset want = read_ogb_raw(dir);
+  const Dataset got = read_hdf5(file);  // checks the stored fingerprint against the contents
+  EXPECT_EQ(got.name, want.name);
+  EXPECT_EQ(got.task, want.task);
+  EXPECT_EQ(got.num_classes, want.num_classes);
+  EXPECT_EQ(got.num_tasks, want.num_tasks);
+  EXPECT_EQ(got.add_inverse_edge, want.add_inverse_edge);
+  EXPECT_EQ(got.num_edge_lines, want.num_edge_lines);
+  EXPECT_EQ(got.graph.indptr(), want.graph.indptr());
+  EXPECT_EQ(got.graph.indices(), want.graph.indices());
+  ASSERT_EQ(got.features.numel(), want.features.numel());
+  EXPECT_EQ(std::memcmp(got.features.raw(), want.features.raw(),
+                        static_cast<std::size_t>(want.features.numel()) * 4),
+            0);
+  EXPECT_EQ(got.labels, want.labels);
+  ASSERT_EQ(got.targets.numel(), want.targets.numel());
+  for (std::int64_t i = 0; i < want.targets.numel(); ++i) {
+    const float a = got.targets.f32()[i], b = want.targets.f32()[i];
+    EXPECT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << "target " << i;
+  }
+  EXPECT_EQ(got.train_idx, want.train_idx);
+  EXPECT_EQ(got.valid_idx, want.valid_idx);
+  EXPECT_EQ(got.test_idx, want.test_idx);
+  EXPECT_EQ(fingerprint(got), fingerprint(want));
+}
+
+// Budgets from one sorting bucket to a dozen (4 KiB: 256 entries per bucket), directed and with
+// the inverse edges added, multi-class and multi-label.
+TEST(OgbNpz, ConvertedFileEqualsTheInMemoryRead) {
+  for (const char* variant : {"good", "inverse", "multilabel"}) {
+    for (const std::int64_t memory : {std::int64_t{4096}, std::int64_t{1} << 30}) {
+      SCOPED_TRACE(std::string(variant) + ", " + std::to_string(memory) + " bytes");
+      expect_converted_equal(made(variant) / "ogbn_papers100M", memory);
+    }
+  }
+}
+
+// A bad archive fails the conversion as it fails the read, and leaves no file behind.
+TEST(OgbNpz, ConversionOfABadArchiveLeavesNothing) {
+  for (const char* variant : {"source_out_of_range", "label_fraction", "short_data"}) {
+    SCOPED_TRACE(variant);
+    const fs::path dir = made(variant) / "ogbn_papers100M";
+    const fs::path file = made(variant) / "out.h5";
+    expect_invalid_input([&] { convert_ogb_npz(dir, file); });
+    EXPECT_EQ(std::distance(fs::directory_iterator(made(variant)), fs::directory_iterator()), 1)
+        << "the conversion left files beside " << dir;
+  }
+  expect_invalid_input([&] { convert_ogb_npz(made("good") / "csv", made("good") / "x.h5"); },
+                       ErrorCategory::Io);  // no raw/data.npz
 }
 
 // Reads `dir` and expects InvalidInput whose message holds every piece.

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Peak memory of OGB's binary layout into Tessera: a papers100M-shaped folder made with NumPy
+(raw/data.npz: edge_index (2, E) int64, node_feat (N, F) float32; raw/node-label.npz; a time
+split), then, each in its own process, `tessera_data convert` (streaming, --memory-mib) and
+`tessera_data info` (the whole dataset loaded into memory, as train_gcn loads it). Prints a table
+of wall time and peak resident memory (GNU time's %M; the first row is the program with nothing
+loaded: its libraries) and checks that both give one fingerprint.
+
+Usage: bench/convert_npz.py --build build [--nodes 2000000] [--edges 30000000] [--features 128]
+       [--memory-mib 64 256] [--work DIR]"""
+import argparse
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+
+def make_folder(root, nodes, edges, features):
+    rng = np.random.default_rng(0)
+    raw = os.path.join(root, "raw")
+    os.makedirs(raw, exist_ok=True)
+    # Skewed sources and destinations (a few hubs), as citation graphs have.
+    edge_index = np.minimum((rng.pareto(1.5, (2, edges)) * nodes / 50).astype(np.int64), nodes - 1)
+    feat = rng.standard_normal((nodes, features), dtype=np.float32)
+    np.savez(os.path.join(raw, "data.npz"), edge_index=edge_index, node_feat=feat,
+             num_nodes_list=np.array([nodes]), num_edges_list=np.array([edges]))
+    label = rng.integers(0, 172, nodes).astype(np.float64)
+    label[rng.random(nodes) < 0.9] = np.nan
+    np.savez_compressed(os.path.join(raw, "node-label.npz"), node_label=label.reshape(nodes, 1))
+    labelled = rng.permutation(np.flatnonzero(~np.isnan(label)))
+    third = len(labelled) // 3
+    for name, ids in (("train", labelled[:third]), ("valid", labelled[third:2 * third]),
+                      ("test", labelled[2 * third:])):
+        path = os.path.join(root, "split", "time", name + ".csv.gz")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with gzip.open(path, "wt", compresslevel=1) as out:
+            out.write("\n".join(map(str, ids)) + "\n")
+
+
+def measure(command):
+    """Runs `command` under GNU time; returns (seconds, peak RSS MiB, stdout)."""
+    result = subprocess.run(["/usr/bin/time", "-f", "%e %M"] + command, capture_output=True,
+                            text=True, check=False)
+    if result.returncode != 0:
+        sys.exit(f"failed: {' '.join(command)}\n{result.stdout}{result.stderr}")
+    seconds, kib = result.stderr.strip().splitlines()[-1].split()
+    return float(seconds), int(kib) / 1024, result.stdout
+
+
+def fingerprint(text):
+    return re.search(r"fingerprint\s+([0-9a-f]{16})", text).group(1)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--nodes", type=int, default=2_000_000)
+    parser.add_argument("--edges", type=int, default=30_000_000)
+    parser.add_argument("--features", type=int, default=128)
+    parser.add_argument("--memory-mib", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--work", default=None, help="folder for the data (default: a temp dir)")
+    args = parser.parse_args()
+    tool = os.path.join(args.build, "apps", "tessera_data")
+    work = args.work or tempfile.mkdtemp(prefix="tessera_npz_bench_")
+    folder = os.path.join(work, "ogbn_papers100M")
+    try:
+        make_folder(folder, args.nodes, args.edges, args.features)
+        size = sum(os.path.getsize(os.path.join(folder, "raw", f))
+                   for f in os.listdir(os.path.join(folder, "raw"))) / 2**20
+        print(f"{args.nodes} nodes, {args.edges} edges, {args.features} features: raw/*.npz "
+              f"{size:.0f} MiB\n")
+        print("| step | wall s | peak RSS MiB |")
+        print("|---|--:|--:|")
+        seconds, rss, _ = measure([tool, "--version"])
+        print(f"| the program alone (tessera_data --version: libraries) | {seconds:.1f} | {rss:.0f} |")
+        seconds, rss, out = measure([tool, "info", "--dataset", folder])
+        loaded = fingerprint(out)
+        print(f"| load into memory (tessera_data info) | {seconds:.1f} | {rss:.0f} |")
+        for mib in args.memory_mib:
+            target = os.path.join(work, f"converted_{mib}.h5")
+            seconds, rss, _ = measure([tool, "convert", "--dataset", folder, "--out", target,
+                                       "--memory-mib", str(mib)])
+            print(f"| convert, --memory-mib {mib} | {seconds:.1f} | {rss:.0f} |")
+            _, _, out = measure([tool, "info", "--dataset", target])
+            if fingerprint(out) != loaded:
+                sys.exit(f"{target}: fingerprint {fingerprint(out)}, the loaded folder {loaded}")
+            os.remove(target)
+        print(f"\nfingerprint {loaded}: the converted files equal the folder loaded in memory")
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
