@@ -4,6 +4,7 @@
 // dataset's counts and fingerprint. Thin wrapper over tessera::datasets; errors are printed as
 // "tessera_data: error: ..." with exit status 1.
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -65,6 +66,30 @@ void print_info(const Dataset& d, std::ostream& os) {
   os << "fingerprint  " << hex << "\n";
 }
 
+// "BEGIN:END" as two integers, nothing else.
+bool parse_range(const std::string& text, std::int64_t& begin, std::int64_t& end) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  const char* p = text.data();
+  const auto first = std::from_chars(p, p + colon, begin);
+  const auto second = std::from_chars(p + colon + 1, p + text.size(), end);
+  return first.ec == std::errc() && first.ptr == p + colon && second.ec == std::errc() &&
+         second.ptr == p + text.size();
+}
+
+// info --rows: a slice of an HDF5 file's rows, read without the rest (what one rank reads).
+void print_slice(const DatasetSlice& s, std::ostream& os) {
+  std::int64_t labelled = 0;
+  for (std::int64_t label : s.labels) labelled += label >= 0;
+  os << "name         " << s.name << "\n"
+     << "rows         " << s.row_begin << ".." << s.row_end << " of " << s.num_nodes << " nodes\n"
+     << "entries      " << s.rows.nnz() << " (columns of the whole graph)\n"
+     << "features     " << s.features.cols() << "\n"
+     << "labelled     " << labelled << "\n"
+     << "split        train " << s.train_idx.size() << ", valid " << s.valid_idx.size()
+     << ", test " << s.test_idx.size() << " (in these rows)\n";
+}
+
 struct Flags {
   std::string preset;
   std::uint64_t seed = 0;
@@ -72,6 +97,7 @@ struct Flags {
   std::string dataset;
   bool progress = false;
   std::int64_t memory_mib = 1024;
+  std::string rows;
 };
 
 // A folder in OGB's binary layout (raw/data.npz without the CSV edges): converted by streaming.
@@ -111,6 +137,9 @@ int run(int argc, char** argv) {
   CLI::App* info = app.add_subcommand("info", "print a dataset's counts and fingerprint");
   info->add_option("--dataset", f.dataset, kSpecHelp)->required();
   info->add_flag("--progress", f.progress, "show a progress bar while loading");
+  info->add_option("--rows", f.rows,
+                   "BEGIN:END: read only these rows of an HDF5 file (its slices of the graph, "
+                   "features, labels and splits)");
 
   try {
     app.parse(argc, argv);
@@ -144,6 +173,13 @@ int run(int argc, char** argv) {
     write_hdf5(dataset, f.out);
     std::cout << "wrote " << f.out << " (load " << load_s << " s, write "
               << seconds_since(start) - load_s << " s)\n";
+  } else if (info->parsed() && !f.rows.empty()) {
+    std::int64_t begin = -1, end = -1;
+    TESSERA_CHECK(parse_range(f.rows, begin, end), InvalidArgument, "--rows '", f.rows,
+                  "': expected BEGIN:END (two integers)");
+    TESSERA_CHECK(is_hdf5_path(f.dataset), InvalidArgument, "--rows reads slices of a Tessera "
+                  "HDF5 file (a path ending in .h5), got --dataset '", f.dataset, "'");
+    print_slice(read_hdf5_rows(f.dataset, begin, end), std::cout);
   } else if (info->parsed()) {
     Dataset dataset = load_dataset(f.dataset, LoadOptions{.progress = f.progress});
     print_info(dataset, std::cout);

@@ -5,7 +5,8 @@
 split), then, each in its own process, `tessera_data convert` (streaming, --memory-mib) and
 `tessera_data info` (the whole dataset loaded into memory, as train_gcn loads it). Prints a table
 of wall time and peak resident memory (GNU time's %M; the first row is the program with nothing
-loaded: its libraries) and checks that both give one fingerprint.
+loaded: its libraries) and checks that both give one fingerprint; then the converted file loaded
+whole and one rank's slice of it (info --rows: a quarter of the rows).
 
 Usage: bench/convert_npz.py --build build [--nodes 2000000] [--edges 30000000] [--features 128]
        [--memory-mib 64 256] [--work DIR]"""
@@ -87,9 +88,15 @@ def main():
             seconds, rss, _ = measure([tool, "convert", "--dataset", folder, "--out", target,
                                        "--memory-mib", str(mib)])
             print(f"| convert, --memory-mib {mib} | {seconds:.1f} | {rss:.0f} |")
-            _, _, out = measure([tool, "info", "--dataset", target])
+            seconds, rss, out = measure([tool, "info", "--dataset", target])
             if fingerprint(out) != loaded:
                 sys.exit(f"{target}: fingerprint {fingerprint(out)}, the loaded folder {loaded}")
+            if mib == args.memory_mib[0]:
+                print(f"| load the converted file whole | {seconds:.1f} | {rss:.0f} |")
+                quarter = args.nodes // 4
+                seconds, rss, _ = measure([tool, "info", "--dataset", target, "--rows",
+                                           f"{quarter}:{2 * quarter}"])
+                print(f"| read one rank's slice of 4 (info --rows) | {seconds:.1f} | {rss:.0f} |")
             os.remove(target)
         print(f"\nfingerprint {loaded}: the converted files equal the folder loaded in memory")
     finally:

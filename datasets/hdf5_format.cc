@@ -3,6 +3,7 @@
 // /graph/indptr, /graph/indices, /features, /labels or /targets, /split/{train,valid,test} and
 // the dataset's flags as attributes of "/". Files are written to "<file>.tmp" and renamed.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -186,6 +187,109 @@ Dataset read_contents(hdf5::Reader& in, const std::string& label, const LoadOpti
 }
 
 }  // namespace
+
+namespace {
+
+// The split ids of `path` in [begin, end).
+std::vector<GlobalId> split_ids_in(hdf5::Reader& in, const char* path, std::int64_t num_nodes,
+                                   std::int64_t begin, std::int64_t end) {
+  std::vector<GlobalId> ids = in.vector<GlobalId>(path, kInt64, -1);
+  for (const GlobalId id : ids) {
+    TESSERA_CHECK(id >= 0 && id < num_nodes, InvalidInput, in.where(path), ": node id ", id,
+                  " is outside [0, ", num_nodes, ")");
+  }
+  std::erase_if(ids, [&](GlobalId id) { return id < begin || id >= end; });
+  return ids;
+}
+
+// The rows' stretch of the CSR, rebased to start at 0, columns checked by Csr.
+Csr read_csr_rows(hdf5::Reader& in, const std::string& label, std::int64_t n, std::int64_t begin,
+                  std::int64_t end) {
+  const std::int64_t nnz = in.shape("/graph/indices", kInt32, 1).first;
+  std::vector<EdgeOffset> indptr(static_cast<std::size_t>(end - begin + 1));
+  in.read_rows("/graph/indptr", kInt64, indptr.data(), begin, end - begin + 1, 1);
+  const EdgeOffset first = indptr.front(), last = indptr.back();
+  TESSERA_CHECK(first >= 0 && first <= last && last <= nnz, InvalidInput, label,
+                ": /graph/indptr: rows ", begin, "..", end, " span entries ", first, "..", last,
+                " of ", nnz);
+  for (EdgeOffset& offset : indptr) offset -= first;
+  std::vector<NodeId> indices(static_cast<std::size_t>(last - first));
+  in.read_rows("/graph/indices", kInt32, indices.data(), first, last - first, 1);
+  try {
+    Csr rows(end - begin, n, std::move(indptr), std::move(indices));
+    for (std::int64_t r = 0; r < rows.num_rows(); ++r) {
+      for (EdgeOffset e = rows.indptr()[r] + 1; e < rows.indptr()[r + 1]; ++e) {
+        TESSERA_CHECK(rows.indices()[e - 1] < rows.indices()[e], InvalidInput, "graph row ",
+                      begin + r, " has columns ", rows.indices()[e - 1], ", ", rows.indices()[e],
+                      " (expected sorted columns without duplicates)");
+      }
+    }
+    return rows;
+  } catch (const Error& error) {
+    TESSERA_FAIL(InvalidInput, label, ": /graph: ", error.message());
+  }
+}
+
+}  // namespace
+
+DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_begin,
+                            std::int64_t row_end) {
+  hdf5::silence();
+  const std::string label = file.string();
+  hdf5::Reader in(file, label);
+  Dataset flags;
+  read_flags(in, label, flags);
+  DatasetSlice s;
+  s.name = flags.name;
+  s.task = flags.task;
+  s.eval_metric = flags.eval_metric;
+  s.num_classes = flags.num_classes;
+  s.num_tasks = flags.num_tasks;
+  s.num_nodes = in.shape("/graph/indptr", kInt64, 1).first - 1;
+  TESSERA_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= s.num_nodes, InvalidArgument,
+                label, ": rows ", row_begin, "..", row_end, " are not a range of its ",
+                s.num_nodes, " nodes");
+  s.row_begin = row_begin;
+  s.row_end = row_end;
+  if (in.has_attribute("fingerprint")) s.fingerprint = in.uint64_attribute("fingerprint");
+  const std::int64_t rows = row_end - row_begin;
+  s.rows = read_csr_rows(in, label, s.num_nodes, row_begin, row_end);
+  const auto [feature_rows, width] = in.shape("/features", kFloat32, 2);
+  TESSERA_CHECK(feature_rows == s.num_nodes || (feature_rows == 0 && width == 0), InvalidInput,
+                in.where("/features"), ": expected ", s.num_nodes, " rows, found ", feature_rows);
+  s.features = Tensor(rows, width);
+  if (s.features.numel() > 0) {
+    in.read_rows("/features", kFloat32, s.features.raw(), row_begin, rows, width);
+  }
+  for (std::int64_t i = 0; i < s.features.numel(); ++i) {
+    TESSERA_CHECK(std::isfinite(s.features.f32()[i]), InvalidInput, in.where("/features"),
+                  ": node ", row_begin + i / width, " feature ", i % width, " is not finite");
+  }
+  if (s.task == TaskType::MultiClass) {
+    s.labels.resize(static_cast<std::size_t>(rows));
+    in.shape("/labels", kInt64, 1);
+    in.read_rows("/labels", kInt64, s.labels.data(), row_begin, rows, 1);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const std::int64_t y = s.labels[static_cast<std::size_t>(i)];
+      TESSERA_CHECK(y == -1 || (y >= 0 && y < s.num_classes), InvalidInput, in.where("/labels"),
+                    ": node ", row_begin + i, " has label ", y, ", outside [0, ", s.num_classes,
+                    ") and not -1");
+    }
+  } else {
+    const auto [target_rows, tasks] = in.shape("/targets", kFloat32, 2);
+    TESSERA_CHECK(target_rows == s.num_nodes && tasks == s.num_tasks, InvalidInput,
+                  in.where("/targets"), ": expected (", s.num_nodes, ", ", s.num_tasks,
+                  "), found (", target_rows, ", ", tasks, ")");
+    s.targets = Tensor(rows, tasks);
+    if (s.targets.numel() > 0) {
+      in.read_rows("/targets", kFloat32, s.targets.raw(), row_begin, rows, tasks);
+    }
+  }
+  s.train_idx = split_ids_in(in, "/split/train", s.num_nodes, row_begin, row_end);
+  s.valid_idx = split_ids_in(in, "/split/valid", s.num_nodes, row_begin, row_end);
+  s.test_idx = split_ids_in(in, "/split/test", s.num_nodes, row_begin, row_end);
+  return s;
+}
 
 Dataset read_hdf5(const std::filesystem::path& file, const LoadOptions& options) {
   hdf5::silence();

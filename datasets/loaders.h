@@ -47,6 +47,31 @@ void convert_ogb_npz(const std::filesystem::path& dir, const std::filesystem::pa
 // /features, /labels or /targets, /split/{train,valid,test}, attributes for the flags.
 void write_hdf5(const Dataset& dataset, const std::filesystem::path& file);
 Dataset read_hdf5(const std::filesystem::path& file, const LoadOptions& options = {});
+// Rows [row_begin, row_end) of a Tessera HDF5 dataset, read as hyperslabs: their stretch of
+// /graph/indptr and /graph/indices, their feature rows and labels, and the split ids that fall
+// among them; nothing else of the graph or the features is read. What one rank of many reads of
+// a dataset too large for one process. Checked as read_hdf5 checks the whole (but the
+// fingerprint, which needs everything: DatasetSlice::fingerprint is the file's attribute).
+struct DatasetSlice {
+  std::string name;
+  TaskType task = TaskType::MultiClass;
+  std::string eval_metric;
+  std::int64_t num_classes = 0;
+  std::int64_t num_tasks = 1;
+  std::int64_t num_nodes = 0;  // of the whole graph
+  std::int64_t row_begin = 0;
+  std::int64_t row_end = 0;
+  std::uint64_t fingerprint = 0;
+  Csr rows;                          // (row_end - row_begin, num_nodes): global columns
+  Tensor features;                   // (row_end - row_begin, F)
+  std::vector<std::int64_t> labels;  // MultiClass, or
+  Tensor targets;                    // MultiLabel (row_end - row_begin, T)
+  std::vector<GlobalId> train_idx;   // global ids in [row_begin, row_end), in the file's order
+  std::vector<GlobalId> valid_idx;
+  std::vector<GlobalId> test_idx;
+};
+DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_begin,
+                            std::int64_t row_end);
 // The same format from an in-memory file image (the bytes of a .h5 file); errors name `label`.
 Dataset read_hdf5_image(std::span<const std::byte> image, const std::string& label);
 

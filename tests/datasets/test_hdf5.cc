@@ -7,6 +7,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -140,6 +141,76 @@ class Hdf5Edit {
  private:
   hid_t file_;
 };
+
+// Rows read as slices: for 1, 3 and 7 ranges covering the graph, the slices put together are
+// the whole dataset (CSR rows with global columns, feature rows, labels or targets, the split
+// ids of each range in the file's order); a range outside the graph is refused.
+TEST_F(Hdf5Test, SlicesOfRowsPutTogetherAreTheWhole) {
+  for (const bool multilabel : {false, true}) {
+    Dataset d = generate_synthetic(small_config());
+    if (multilabel) {
+      d.task = TaskType::MultiLabel;
+      d.eval_metric = "rocauc";
+      d.num_tasks = 3;
+      d.targets = Tensor(d.num_nodes(), 3);
+      for (std::int64_t i = 0; i < d.targets.numel(); ++i)
+        d.targets.f32()[i] = i % 11 == 0 ? std::numeric_limits<float>::quiet_NaN()
+                                         : static_cast<float>(i % 2);
+      d.labels.clear();
+    }
+    const fs::path file = dir_ / "slices.h5";
+    write_hdf5(d, file);
+    const std::int64_t n = d.num_nodes();
+    for (const std::int64_t parts : {1, 3, 7}) {
+      SCOPED_TRACE(std::to_string(parts) + " slices" + (multilabel ? ", multi-label" : ""));
+      std::vector<EdgeOffset> indptr = {0};
+      std::vector<NodeId> indices;
+      std::vector<float> features, targets;
+      std::vector<std::int64_t> labels;
+      std::vector<GlobalId> train, valid, test;
+      for (std::int64_t p = 0; p < parts; ++p) {
+        const DatasetSlice s = read_hdf5_rows(file, n * p / parts, n * (p + 1) / parts);
+        EXPECT_EQ(s.num_nodes, n);
+        EXPECT_EQ(s.fingerprint, fingerprint(d));
+        EXPECT_EQ(s.rows.num_cols(), n);
+        for (std::int64_t r = 0; r < s.rows.num_rows(); ++r)
+          indptr.push_back(indptr.back() + s.rows.indptr()[r + 1] - s.rows.indptr()[r]);
+        indices.insert(indices.end(), s.rows.indices().begin(), s.rows.indices().end());
+        features.insert(features.end(), s.features.f32(), s.features.f32() + s.features.numel());
+        if (multilabel) {
+          targets.insert(targets.end(), s.targets.f32(), s.targets.f32() + s.targets.numel());
+        }
+        labels.insert(labels.end(), s.labels.begin(), s.labels.end());
+        train.insert(train.end(), s.train_idx.begin(), s.train_idx.end());
+        valid.insert(valid.end(), s.valid_idx.begin(), s.valid_idx.end());
+        test.insert(test.end(), s.test_idx.begin(), s.test_idx.end());
+      }
+      EXPECT_EQ(indptr, d.graph.indptr());
+      EXPECT_EQ(indices, d.graph.indices());
+      EXPECT_EQ(features, std::vector<float>(d.features.f32(), d.features.f32() + d.features.numel()));
+      EXPECT_EQ(labels, d.labels);
+      ASSERT_EQ(targets.size(), static_cast<std::size_t>(d.targets.numel()));
+      EXPECT_EQ(std::memcmp(targets.data(), d.targets.raw(), targets.size() * 4), 0);
+      auto sorted = [](std::vector<GlobalId> v) {
+        std::sort(v.begin(), v.end());
+        return v;
+      };
+      EXPECT_EQ(sorted(train), sorted(d.train_idx));
+      EXPECT_EQ(sorted(valid), sorted(d.valid_idx));
+      EXPECT_EQ(sorted(test), sorted(d.test_idx));
+    }
+    for (const auto& [begin, end] : {std::pair{std::int64_t{0}, n + 1}, std::pair{std::int64_t{5}, std::int64_t{4}},
+                                     std::pair{std::int64_t{-1}, std::int64_t{3}}}) {
+      try {
+        read_hdf5_rows(file, begin, end);
+        ADD_FAILURE() << "rows " << begin << ".." << end << " were read";
+      } catch (const Error& error) {
+        EXPECT_EQ(error.category(), ErrorCategory::InvalidArgument);
+        EXPECT_NE(std::string(error.what()).find("not a range of its"), std::string::npos);
+      }
+    }
+  }
+}
 
 TEST_F(Hdf5Test, SyntheticRoundTripIsBitwise) {
   const Dataset d = generate_synthetic(synthetic_preset("default"));
