@@ -267,7 +267,9 @@ DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_
   }
   if (s.task == TaskType::MultiClass) {
     s.labels.resize(static_cast<std::size_t>(rows));
-    in.shape("/labels", kInt64, 1);
+    const std::int64_t label_rows = in.shape("/labels", kInt64, 1).first;
+    TESSERA_CHECK(label_rows == s.num_nodes, InvalidInput, in.where("/labels"), ": expected ",
+                  s.num_nodes, " entries, found ", label_rows);
     in.read_rows("/labels", kInt64, s.labels.data(), row_begin, rows, 1);
     for (std::int64_t i = 0; i < rows; ++i) {
       const std::int64_t y = s.labels[static_cast<std::size_t>(i)];
@@ -283,6 +285,12 @@ DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_
     s.targets = Tensor(rows, tasks);
     if (s.targets.numel() > 0) {
       in.read_rows("/targets", kFloat32, s.targets.raw(), row_begin, rows, tasks);
+    }
+    for (std::int64_t i = 0; i < s.targets.numel(); ++i) {
+      const float t = s.targets.f32()[i];
+      TESSERA_CHECK(std::isnan(t) || t == 0.0f || t == 1.0f, InvalidInput, in.where("/targets"),
+                    ": node ", row_begin + i / tasks, " task ", i % tasks, " is ", t,
+                    ", expected 0, 1 or NaN");
     }
   }
   s.train_idx = split_ids_in(in, "/split/train", s.num_nodes, row_begin, row_end);

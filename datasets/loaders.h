@@ -34,9 +34,10 @@ void write_ogb_raw(const Dataset& dataset, const std::filesystem::path& dir);
 // reads it into memory) converted to Tessera HDF5 without holding the graph or the features:
 // three passes over edge_index (count the entries per block of rows, scatter them to bucket
 // files beside `file`, sort each bucket into its rows), then the features, labels and splits
-// copied a block at a time. The converter's buffers stay within about memory_bytes (and 16 MiB)
-// whatever the graph's size. The file equals write_hdf5(read_ogb_raw(dir)) array for array,
-// fingerprint included; written to "<file>.tmp" and renamed, nothing left behind on failure.
+// copied a block at a time. The converter's buffers stay within about memory_bytes plus about
+// 50 MiB of fixed blocks and bucket buffers, whatever the graph's size. The file holds the arrays
+// and fingerprint of write_hdf5(read_ogb_raw(dir)); written to "<file>.tmp" and renamed, nothing
+// left behind on failure. A folder with raw/edge.csv.gz (the CSV layout) is refused.
 struct ConvertOptions {
   std::int64_t memory_bytes = std::int64_t{1} << 30;
 };

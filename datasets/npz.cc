@@ -243,6 +243,19 @@ ArrayReader Archive::open(const std::string& name) const {
   }
   std::size_t offset = 0;
   ArrayInfo info = parse_header(head, where, &offset);
+  // The member's size must be the header's and the shape's: a shape the data cannot fill is
+  // refused before anything is sized by it.
+  zip_stat_t stat;
+  zip_stat_init(&stat);
+  if (zip_stat_index(zip_->zip, static_cast<zip_uint64_t>(index), 0, &stat) == 0 &&
+      (stat.valid & ZIP_STAT_SIZE) != 0) {
+    const auto needed = static_cast<std::uint64_t>(offset) +
+                        static_cast<std::uint64_t>(info.count()) *
+                            static_cast<std::uint64_t>(info.item_size);
+    TESSERA_CHECK(stat.size == needed, InvalidInput, where, ": the member holds ", stat.size,
+                  " bytes; its header and shape ", info.count(), " x ", info.item_size,
+                  " bytes need ", needed, " (truncated or not what its header says)");
+  }
   return ArrayReader(std::move(file), std::move(info), where, head.substr(offset));
 }
 
@@ -261,6 +274,7 @@ ArrayReader& ArrayReader::operator=(ArrayReader&&) noexcept = default;
 ArrayReader::~ArrayReader() = default;
 
 void ArrayReader::next_bytes(char* bytes, std::size_t n) {
+  if (n == 0) return;
   const std::size_t from_pending = std::min(n, pending_.size() - pending_at_);
   std::memcpy(bytes, pending_.data() + pending_at_, from_pending);
   pending_at_ += from_pending;
@@ -274,6 +288,18 @@ void ArrayReader::next_bytes(char* bytes, std::size_t n) {
                   " elements before the shape's ", info_.count());
     done += static_cast<std::size_t>(got);
   }
+  if (remaining_ == 0) finish();
+}
+
+// After the last element: the member must end there; reading to its end makes libzip check its
+// CRC (a corrupted byte of a stored or deflated member).
+void ArrayReader::finish() {
+  TESSERA_CHECK(pending_at_ == pending_.size(), InvalidInput, where_,
+                ": bytes follow the last element of the shape");
+  char extra = 0;
+  const zip_int64_t got = zip_fread(file_->file, &extra, 1);
+  TESSERA_CHECK(got >= 0, InvalidInput, where_, ": ", zip_file_strerror(file_->file));
+  TESSERA_CHECK(got == 0, InvalidInput, where_, ": bytes follow the last element of the shape");
 }
 
 namespace {
@@ -308,8 +334,8 @@ std::int64_t integer_at(const char* p, char kind, int size) {
 void ArrayReader::read_int64(std::int64_t* out, std::int64_t count) {
   TESSERA_CHECK(info_.kind != 'f', InvalidInput, where_, ": dtype '", info_.descr,
                 "' holds floats; expected integers");
-  TESSERA_CHECK(count <= remaining_, InvalidArgument, where_, ": asked for ", count,
-                " elements, ", remaining_, " remain");
+  TESSERA_CHECK(count >= 0 && count <= remaining_, InvalidArgument, where_, ": asked for ",
+                count, " elements, ", remaining_, " remain");
   std::vector<char> block;
   const std::int64_t per_block = static_cast<std::int64_t>(kBlockBytes) / info_.item_size;
   while (count > 0) {
@@ -328,8 +354,8 @@ void ArrayReader::read_int64(std::int64_t* out, std::int64_t count) {
 }
 
 void ArrayReader::read_f64(double* out, std::int64_t count) {
-  TESSERA_CHECK(count <= remaining_, InvalidArgument, where_, ": asked for ", count,
-                " elements, ", remaining_, " remain");
+  TESSERA_CHECK(count >= 0 && count <= remaining_, InvalidArgument, where_, ": asked for ",
+                count, " elements, ", remaining_, " remain");
   std::vector<char> block;
   const std::int64_t per_block = static_cast<std::int64_t>(kBlockBytes) / info_.item_size;
   while (count > 0) {
@@ -341,6 +367,8 @@ void ArrayReader::read_f64(double* out, std::int64_t count) {
     for (std::int64_t i = 0; i < n; ++i, p += info_.item_size) {
       if (info_.kind == 'f') {
         out[i] = info_.item_size == 4 ? load<float>(p) : load<double>(p);
+      } else if (info_.kind == 'u' && info_.item_size == 8) {
+        out[i] = static_cast<double>(load<std::uint64_t>(p));
       } else {
         out[i] = static_cast<double>(integer_at(p, info_.kind, info_.item_size));
       }
@@ -354,8 +382,8 @@ void ArrayReader::read_f32(float* out, std::int64_t count) {
   TESSERA_CHECK(info_.kind == 'f', InvalidInput, where_, ": dtype '", info_.descr,
                 "' holds integers; expected floats");
   if (info_.item_size == 4) {
-    TESSERA_CHECK(count <= remaining_, InvalidArgument, where_, ": asked for ", count,
-                  " elements, ", remaining_, " remain");
+    TESSERA_CHECK(count >= 0 && count <= remaining_, InvalidArgument, where_, ": asked for ",
+                  count, " elements, ", remaining_, " remain");
     remaining_ -= count;
     next_bytes(reinterpret_cast<char*>(out), static_cast<std::size_t>(count) * 4);
     return;

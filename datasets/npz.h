@@ -44,8 +44,9 @@ class ArrayReader {
   std::int64_t remaining() const { return remaining_; }
 
   // The next `count` elements (count <= remaining()), converted: integers (and bools) to int64;
-  // floats to f32 / f64 (f16 and f32 exactly, f64 to f32 rounded). Integers to floats and
-  // floats to integers are refused here; read_f64 takes both (integers exact below 2^53).
+  // floats to f32 / f64 (f32 exactly, f64 to f32 rounded). Floats to integers and integers to
+  // f32 are refused; read_f64 takes both (integers exact below 2^53). After the last element the
+  // member must end (nothing follows, and libzip's CRC check passes).
   void read_int64(std::int64_t* out, std::int64_t count);
   void read_f32(float* out, std::int64_t count);
   void read_f64(double* out, std::int64_t count);
@@ -55,8 +56,9 @@ class ArrayReader {
   struct File;
   ArrayReader(std::unique_ptr<File> file, ArrayInfo info, std::string where,
               std::string pending);
-  // Fills `bytes` with the next `n` bytes of element data.
+  // Fills `bytes` with the next `n` bytes of element data (remaining_ already counts them out).
   void next_bytes(char* bytes, std::size_t n);
+  void finish();
 
   std::unique_ptr<File> file_;
   ArrayInfo info_;

@@ -3,7 +3,8 @@
 // (N, F), num_nodes_list, num_edges_list) and raw/node-label.npz (node_label, NaN for no label),
 // splits as in the CSV layout. read_npz_arrays reads it into memory; convert_ogb_npz writes it to
 // Tessera HDF5 without ever holding the graph or the features (bounded buffers, edges sorted by
-// row through bucket files on disk). Both apply the same checks and give the same dataset.
+// row through bucket files on disk). Both check every array the same way and give the same
+// arrays and fingerprint.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -195,7 +196,7 @@ void read_npz_labels(const fs::path& file, const OgbFlags& flags, std::int64_t n
 // ---- convert_ogb_npz ----
 
 constexpr std::int64_t kFineBlocks = std::int64_t{1} << 16;  // row blocks counted in pass 1
-constexpr std::size_t kMaxBuckets = 1000;                     // bucket files open at once
+constexpr std::size_t kMaxBuckets = 500;                      // bucket files open at once
 constexpr std::size_t kBucketBuffer = std::size_t{1} << 12;   // entries buffered per bucket
 
 // A (row, column) entry of the CSR as the bucket files hold it: the row in the high 32 bits, so
@@ -213,6 +214,11 @@ struct Bucket {
   fs::path file;
 };
 
+// What sorting a bucket holds at once: per entry the entry (8 bytes) and its column (4); per row
+// its indptr entry (8).
+constexpr std::int64_t kBytesPerEntry = 12;
+constexpr std::int64_t kBytesPerRow = 8;
+
 struct EdgePlan {
   std::int64_t block_rows = 1;          // rows per counted block
   std::vector<std::int32_t> bucket_of;  // per block
@@ -221,9 +227,9 @@ struct EdgePlan {
 
 // Pass 1 over edge_index (every id checked): the entries of each block of plan.block_rows rows,
 // one per edge into the row (and one per edge out of it with add_inverse_edge); then consecutive
-// blocks grouped into buckets of at most max_entries entries (a block above it stands alone).
+// blocks grouped into buckets of at most max_bytes to sort (a block above it stands alone).
 EdgePlan plan_edges(const npz::Archive& data, const Counts& c, bool inverse,
-                    std::int64_t max_entries, const fs::path& scratch) {
+                    std::int64_t max_bytes, const fs::path& scratch) {
   EdgePlan plan;
   plan.block_rows = std::max<std::int64_t>(1, (c.nodes + kFineBlocks - 1) / kFineBlocks);
   const std::int64_t blocks = (c.nodes + plan.block_rows - 1) / plan.block_rows;
@@ -241,26 +247,32 @@ EdgePlan plan_edges(const npz::Archive& data, const Counts& c, bool inverse,
   }
   plan.bucket_of.resize(per_block.size());
   Bucket current;
+  std::int64_t bytes = 0, total_bytes = 0;
   for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t count = per_block[static_cast<std::size_t>(b)];
-    if (current.entries > 0 && current.entries + count > max_entries) {
+    const std::int64_t rows = std::min(plan.block_rows, c.nodes - b * plan.block_rows);
+    const std::int64_t cost = per_block[static_cast<std::size_t>(b)] * kBytesPerEntry +
+                              rows * kBytesPerRow;
+    total_bytes += cost;
+    if (bytes > 0 && bytes + cost > max_bytes) {
       current.row_end = b * plan.block_rows;
       plan.buckets.push_back(current);
       const std::int64_t next = current.row_end;
       current = Bucket();
       current.row_begin = next;
+      bytes = 0;
     }
-    current.entries += count;
+    bytes += cost;
+    current.entries += per_block[static_cast<std::size_t>(b)];
     plan.bucket_of[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(plan.buckets.size());
   }
   current.row_end = c.nodes;
   plan.buckets.push_back(current);
-  const std::int64_t total = (inverse ? 2 : 1) * c.edges;
+  // Greedy grouping fills each bucket at least half (two neighbours never both fit one): twice
+  // the total over the limit is enough.
   TESSERA_CHECK(plan.buckets.size() <= kMaxBuckets, InvalidArgument, "convert: a memory budget of ",
-                max_entries * 16 >> 20, " MiB splits the ", total, " entries of ", data.path(),
-                " into ", plan.buckets.size(), " sorting buckets (at most ", kMaxBuckets,
-                "); give it at least ", (total * 16 / static_cast<std::int64_t>(kMaxBuckets) >> 20) + 1,
-                " MiB");
+                (max_bytes * 2) >> 20, " MiB sorts the graph of ", data.path(), " in ",
+                plan.buckets.size(), " buckets (at most ", kMaxBuckets, "); give it at least ",
+                ((4 * total_bytes / static_cast<std::int64_t>(kMaxBuckets)) >> 20) + 1, " MiB");
   for (std::size_t i = 0; i < plan.buckets.size(); ++i) {
     plan.buckets[i].file = scratch / ("bucket_" + std::to_string(i) + ".bin");
   }
@@ -487,8 +499,8 @@ void convert_into(const fs::path& dir, const OgbFlags& flags, hdf5::Writer& out,
   out.group("/graph");
   out.create_array("/graph/indptr", hdf5::kInt64, c.nodes + 1, 1, 1, false);
   out.create_array("/graph/indices", hdf5::kInt32, 0, 1, 1, true);
-  const EdgePlan plan = plan_edges(data, c, flags.add_inverse_edge,
-                                   std::max<std::int64_t>(1, options.memory_bytes / 16), scratch);
+  const EdgePlan plan =
+      plan_edges(data, c, flags.add_inverse_edge, options.memory_bytes / 2, scratch);
   scatter_entries(data, c, flags.add_inverse_edge, plan);
   const std::int64_t nnz = write_graph(out, plan, c.nodes, hash);
   hash_indices(out, nnz, hash);
@@ -508,6 +520,9 @@ void convert_ogb_npz(const fs::path& dir, const fs::path& file, const ConvertOpt
   TESSERA_CHECK(fs::is_directory(dir), Io, dir.string(), ": dataset directory not found");
   TESSERA_CHECK(fs::exists(dir / "raw" / "data.npz"), Io, (dir / "raw" / "data.npz").string(),
                 ": not found (the folder is not in OGB's binary layout)");
+  TESSERA_CHECK(!fs::exists(dir / "raw" / "edge.csv.gz"), InvalidArgument, dir.string(),
+                ": raw/edge.csv.gz is there, so the folder reads as OGB's CSV layout; convert it "
+                "by loading it (tessera_data convert does)");
   const OgbFlags flags = ogb::read_flags(dir);
   const fs::path temporary = file.string() + ".tmp", scratch = file.string() + ".buckets";
   auto clean = [&] {

@@ -151,6 +151,67 @@ TEST(TrainGcnCli, TruncatedDatasetFileIsReportedByName) {
   EXPECT_FALSE(fs::exists(summary));
 }
 
+// OGB's binary layout through tessera_data: a folder NumPy writes converts in bounded memory to
+// the file its in-memory load gives (one fingerprint), train_gcn trains on both, a slice of the
+// file reads by --rows, and bad input (a bad archive, --rows or --memory-mib) ends with the
+// message and status, leaving no file behind.
+TEST(TrainGcnCli, TesseraDataConvertsTheBinaryLayoutAndReadsSlices) {
+  const fs::path root = work_dir() / "npz";
+  fs::remove_all(root);
+  for (const char* variant : {"good", "source_out_of_range"}) {
+    const std::string make = std::string(TESSERA_TEST_PYTHON) + " " + TESSERA_SOURCE_DIR +
+                             "/tests/datasets/make_ogb_npz.py " + (root / variant).string() + " " +
+                             variant;
+    ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  }
+  const std::string data = std::string(TESSERA_DATA_PATH);
+  const fs::path folder = root / "good" / "ogbn_papers100M", file = root / "papers.h5";
+  const Result convert = run_command(data + " convert --dataset " + folder.string() + " --out " +
+                                     file.string() + " --memory-mib 16");
+  ASSERT_EQ(convert.exit_code, 0) << convert.output;
+  EXPECT_NE(convert.output.find("streamed from OGB's binary layout"), std::string::npos);
+  auto fingerprint_of = [&](const std::string& dataset) {
+    const Result info = run_command(data + " info --dataset " + dataset);
+    EXPECT_EQ(info.exit_code, 0) << info.output;
+    const auto at = info.output.find("fingerprint  ");
+    return at == std::string::npos ? info.output : info.output.substr(at, 29);
+  };
+  EXPECT_EQ(fingerprint_of(file.string()), fingerprint_of(folder.string()));
+  for (const fs::path& dataset : {folder, file}) {
+    const Result trained = run("--dataset " + dataset.string() + " --epochs 2 --quiet");
+    EXPECT_EQ(trained.exit_code, 0) << trained.output;
+  }
+  const Result slice = run_command(data + " info --dataset " + file.string() + " --rows 100:200");
+  EXPECT_EQ(slice.exit_code, 0) << slice.output;
+  EXPECT_NE(slice.output.find("rows         100..200 of 300 nodes"), std::string::npos)
+      << slice.output;
+
+  const fs::path bad_out = root / "bad.h5";
+  const Result bad = run_command(data + " convert --dataset " +
+                                 (root / "source_out_of_range" / "ogbn_papers100M").string() +
+                                 " --out " + bad_out.string());
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("edge_index.npy: edge 17 has source 300"), std::string::npos)
+      << bad.output;
+  for (const char* leftover : {"bad.h5", "bad.h5.tmp", "bad.h5.buckets"}) {
+    EXPECT_FALSE(fs::exists(root / leftover)) << leftover << " left behind";
+  }
+  const Result rows = run_command(data + " info --dataset " + file.string() + " --rows 5");
+  EXPECT_NE(rows.exit_code, 0);
+  EXPECT_NE(rows.output.find("--rows '5': expected BEGIN:END"), std::string::npos) << rows.output;
+  const Result outside =
+      run_command(data + " info --dataset " + file.string() + " --rows 100:301");
+  EXPECT_NE(outside.exit_code, 0);
+  EXPECT_NE(outside.output.find("rows 100..301 are not a range of its 300 nodes"),
+            std::string::npos)
+      << outside.output;
+  const Result memory = run_command(data + " convert --dataset " + folder.string() + " --out " +
+                                    bad_out.string() + " --memory-mib 8");
+  EXPECT_EQ(memory.exit_code, 2) << memory.output;
+  EXPECT_NE(memory.output.find("--memory-mib"), std::string::npos) << memory.output;
+  EXPECT_FALSE(fs::exists(bad_out));
+}
+
 struct BadFlag {
   const char* args;
   const char* expected;  // a piece of the message

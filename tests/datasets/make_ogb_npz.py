@@ -128,8 +128,8 @@ def inverse(data, labels):
 # inverse edges added).
 VARIANTS = {f.__name__: f for f in (multilabel, inverse)}
 
-# CASE -> a change of the arrays; "truncated", "short_data" and "not_a_zip" change the written
-# file instead.
+# CASE -> a change of the arrays; "truncated", "short_data", "not_a_zip" and "corrupt_stored"
+# change the written file instead.
 DEFECTS = {f.__name__: f for f in (several_graphs, source_out_of_range, negative_destination,
                                    edges_transposed, edges_as_floats, fortran_order, big_endian,
                                    feature_rows, no_features, label_out_of_range, label_fraction,
@@ -151,6 +151,19 @@ def rewrite_with_short_edges(path, data):
             archive.writestr(name + ".npy", buffer.getvalue())
 
 
+def flip_byte_of(path, member, at):
+    import zipfile
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(member)
+    with open(path, "r+b") as f:
+        f.seek(info.header_offset + 26)
+        name_length, extra_length = np.frombuffer(f.read(4), dtype="<u2")
+        f.seek(info.header_offset + 30 + int(name_length) + int(extra_length) + at)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0x40]))
+
+
 def main():
     out, case = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "good"
     data, labels, split = arrays()
@@ -161,7 +174,7 @@ def main():
         meta = VARIANTS[case](data, labels)
     elif case in DEFECTS:
         DEFECTS[case](data, labels)
-    elif case not in ("truncated", "short_data", "not_a_zip"):
+    elif case not in ("truncated", "short_data", "not_a_zip", "corrupt_stored"):
         sys.exit(f"make_ogb_npz.py: unknown case {case}")
     root = os.path.join(out, "ogbn_papers100M")
     os.makedirs(os.path.join(root, "raw"), exist_ok=True)
@@ -178,6 +191,9 @@ def main():
             f.truncate(size // 2)
     if case == "short_data":  # a valid archive whose edge_index stops halfway through its shape
         rewrite_with_short_edges(data_file, data)
+    if case == "corrupt_stored":  # np.savez (members stored), one byte of node_feat's data flipped
+        np.savez(data_file, **data)
+        flip_byte_of(data_file, "node_feat.npy", 200)
     if case == "not_a_zip":
         with open(data_file, "wb") as f:
             f.write(b"edge_index,node_feat\n1,2\n")
