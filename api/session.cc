@@ -325,10 +325,12 @@ void Session::Impl::load(PartSource source) {
   stats = loaded.stats;
   load_s = loaded.load_s;
   if (root && options.verbosity >= 1) {
-    std::fprintf(stderr, "Loaded %s: %lld nodes, %lld edges, %lld features, %lld outputs (%.2f s)\n",
+    std::fprintf(stderr,
+                 "Loaded %s: %lld nodes, %lld edges, %lld features, %lld outputs (%.2f s%s)\n",
                  info.name.c_str(), static_cast<long long>(info.num_nodes),
                  static_cast<long long>(info.num_edges), static_cast<long long>(info.num_features),
-                 static_cast<long long>(info.num_outputs()), load_s);
+                 static_cast<long long>(info.num_outputs()), load_s,
+                 loaded.sliced ? ", each rank its own rows" : "");
     const auto parts = stats ? static_cast<int>(stats->owned_nodes.size()) : 0;  // G in hybrid
     if (parts > 1) {
       std::fprintf(stderr,

@@ -15,6 +15,7 @@
 #include "core/hash.h"
 #include "core/rng.h"
 #include "datasets/loaders.h"
+#include "engine/sliced_part.h"
 #include "engine/system.h"
 #include "partition/partition_store.h"
 
@@ -214,10 +215,49 @@ void check_part_set(Communicator& comm, const GraphPart& part, const std::string
   });
 }
 
+namespace {
+
+// --partition block on a Tessera HDF5 file: every rank reads only its own rows and builds its
+// part with the others (sliced_block_part); no rank holds the whole graph or feature matrix.
+LoadedPart from_slices(const PartSource& source, Communicator& comm) {
+  LoadedPart out;
+  out.method = to_string(PartitionMethod::Block);
+  out.sliced = true;
+  Stopwatch watch;
+  DatasetSlice slice = run_agreed(comm, "reading this rank's rows of the dataset", [&] {
+    return read_block_slice(source.dataset, comm.rank(), comm.size());
+  });
+  check_same_dataset(slice, source.dataset, comm);
+  out.load_s = watch.seconds();
+  const std::string label = "part " + std::to_string(comm.rank()) + " of " + source.dataset;
+  // The exchanges run between agreed phases; the part is checked in one.
+  Stopwatch build_watch;
+  out.part = block_part_from_slice(std::move(slice), comm);
+  run_agreed(comm, "building the parts from the slices", [&] { validate(out.part, label); });
+  PartitionStats stats = gathered_stats(out.part, comm);
+  stats.seconds = build_watch.seconds();
+  run_agreed(comm, "partitioning", [&] { check_parts_usable(stats, out.method); });
+  if (comm.rank() == 0) out.stats = std::move(stats);
+  check_part_set(comm, out.part, label);
+  return out;
+}
+
+bool is_hdf5_spec(const std::string& spec) {
+  return spec.size() > 3 && spec.compare(spec.size() - 3, 3, ".h5") == 0;
+}
+
+}  // namespace
+
 LoadedPart load_part(const PartSource& source, Communicator& comm) {
   run_agreed(comm, "checking flags", [&] { check_parts_flag(source, comm); });
   if (!source.partitions_dir.empty()) return from_store(source, comm);
-  if (comm.size() == 1) return run_agreed(comm, "loading the dataset", [&] { return single_process(source); });
+  if (comm.size() == 1) {
+    return run_agreed(comm, "loading the dataset", [&] { return single_process(source); });
+  }
+  if (source.method == PartitionMethod::Block && !source.make_dataset &&
+      is_hdf5_spec(source.dataset)) {
+    return from_slices(source, comm);
+  }
   return in_process(source, comm);
 }
 

@@ -37,6 +37,7 @@ struct LoadedPart {
   std::optional<PartitionStats> stats;   // on rank 0 (and on every rank with a store)
   double load_s = 0.0;                   // reading the dataset or the part
   std::string dataset_spec;              // a store's: the dataset it was made from
+  bool sliced = false;                   // each rank read only its rows (block parts of an .h5)
 };
 
 // Collective over `comm`. Throws AgreedError (the same on every rank) when any rank fails.

@@ -190,6 +190,39 @@ void expect_train_refused(int ranks, const std::string& args,
   expect_refused(train_refused(ranks, args, env, "refused"), pieces, limit_s);
 }
 
+// --partition block on a Tessera HDF5 file: every rank reads only its rows and the parts are
+// built between the ranks; the job trains as the same partition cut on rank 0 does, and the
+// partition line reports the same cut.
+TEST(DistributedCli, BlockPartsFromSlicesOfAnHdf5FileTrainAsRankZerosCut) {
+  const fs::path file = work_dir() / "sliced.h5";
+  const Result made = run(std::string(TESSERA_DATA_PATH) + " generate --preset default --out " +
+                          file.string());
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  for (const int ranks : {2, 4}) {
+    const fs::path sliced = work_dir() / "sliced.jsonl", whole = work_dir() / "whole.jsonl";
+    const std::string args = " --partition block --epochs 4 --hidden-channels 16 --metrics ";
+    const Result a = run(train_gcn(ranks, "--dataset " + file.string() + args + sliced.string()));
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    const Result b = run(train_gcn(ranks, "--dataset synth:default" + args + whole.string()));
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    EXPECT_EQ(losses(sliced).size(), 4u);
+    EXPECT_EQ(losses(sliced), losses(whole)) << ranks << " ranks";
+    EXPECT_NE(a.output.find("each rank its own rows"), std::string::npos) << a.output;
+    EXPECT_EQ(b.output.find("each rank its own rows"), std::string::npos) << b.output;
+    const std::string line = "Partitioned (block) into " + std::to_string(ranks) + " parts";
+    auto cut = [&](const std::string& output) {
+      const auto at = output.find(line);
+      return at == std::string::npos ? std::string("none")
+                                     : output.substr(at, output.find(',', at) - at);
+    };
+    EXPECT_EQ(cut(a.output), cut(b.output)) << a.output << b.output;
+    EXPECT_NE(cut(a.output), "none") << a.output;
+  }
+  const fs::path missing = work_dir() / "missing.h5";
+  expect_train_refused(2, "--dataset " + missing.string() + " --partition block --epochs 2",
+                       {"reading this rank's rows", missing.string(), "no such file"});
+}
+
 class StoreRuns : public ::testing::TestWithParam<int> {};
 
 TEST_P(StoreRuns, StoreTrainsOnOneRankPerPart) {
