@@ -241,7 +241,9 @@ EdgePlan plan_edges(const npz::Archive& data, const Counts& c, bool inverse,
       const std::int64_t n = std::min(kIdBlock, c.edges - first);
       read_ids(r, ids, first, n, side, c.nodes);
       if (side == 1 || inverse) {
-        for (const std::int64_t id : ids) ++per_block[static_cast<std::size_t>(id / plan.block_rows)];
+        for (const std::int64_t id : ids) {
+          ++per_block[static_cast<std::size_t>(id / plan.block_rows)];
+        }
       }
     }
   }

@@ -187,7 +187,8 @@ TEST_F(Hdf5Test, SlicesOfRowsPutTogetherAreTheWhole) {
       }
       EXPECT_EQ(indptr, d.graph.indptr());
       EXPECT_EQ(indices, d.graph.indices());
-      EXPECT_EQ(features, std::vector<float>(d.features.f32(), d.features.f32() + d.features.numel()));
+      EXPECT_EQ(features,
+                std::vector<float>(d.features.f32(), d.features.f32() + d.features.numel()));
       EXPECT_EQ(labels, d.labels);
       ASSERT_EQ(targets.size(), static_cast<std::size_t>(d.targets.numel()));
       EXPECT_EQ(std::memcmp(targets.data(), d.targets.raw(), targets.size() * 4), 0);
@@ -199,8 +200,8 @@ TEST_F(Hdf5Test, SlicesOfRowsPutTogetherAreTheWhole) {
       EXPECT_EQ(sorted(valid), sorted(d.valid_idx));
       EXPECT_EQ(sorted(test), sorted(d.test_idx));
     }
-    for (const auto& [begin, end] : {std::pair{std::int64_t{0}, n + 1}, std::pair{std::int64_t{5}, std::int64_t{4}},
-                                     std::pair{std::int64_t{-1}, std::int64_t{3}}}) {
+    using Range = std::pair<std::int64_t, std::int64_t>;
+    for (const auto& [begin, end] : {Range{0, n + 1}, Range{5, 4}, Range{-1, 3}}) {
       try {
         read_hdf5_rows(file, begin, end);
         ADD_FAILURE() << "rows " << begin << ".." << end << " were read";
