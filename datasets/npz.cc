@@ -11,6 +11,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -331,51 +332,50 @@ std::int64_t integer_at(const char* p, char kind, int size) {
 
 }  // namespace
 
-void ArrayReader::read_int64(std::int64_t* out, std::int64_t count) {
-  TESSERA_CHECK(info_.kind != 'f', InvalidInput, where_, ": dtype '", info_.descr,
-                "' holds floats; expected integers");
+void ArrayReader::read_blocks(
+    std::int64_t count, const std::function<void(const char*, std::int64_t, std::int64_t)>& take) {
   TESSERA_CHECK(count >= 0 && count <= remaining_, InvalidArgument, where_, ": asked for ",
                 count, " elements, ", remaining_, " remain");
   std::vector<char> block;
   const std::int64_t per_block = static_cast<std::int64_t>(kBlockBytes) / info_.item_size;
-  while (count > 0) {
-    const std::int64_t n = std::min(count, per_block);
+  for (std::int64_t done = 0; done < count;) {
+    const std::int64_t n = std::min(count - done, per_block);
     block.resize(static_cast<std::size_t>(n * info_.item_size));
     remaining_ -= n;
     next_bytes(block.data(), block.size());
-    for (std::int64_t i = 0; i < n; ++i) {
-      out[i] = integer_at(block.data() + i * info_.item_size, info_.kind, info_.item_size);
-      TESSERA_CHECK(info_.kind != 'u' || info_.item_size < 8 || out[i] >= 0, InvalidInput, where_,
-                    ": element ", info_.count() - remaining_ - n + i, " does not fit int64");
-    }
-    out += n;
-    count -= n;
+    take(block.data(), n, done);
+    done += n;
   }
 }
 
+void ArrayReader::read_int64(std::int64_t* out, std::int64_t count) {
+  TESSERA_CHECK(info_.kind != 'f', InvalidInput, where_, ": dtype '", info_.descr,
+                "' holds floats; expected integers");
+  const std::int64_t first = info_.count() - remaining_;
+  read_blocks(count, [&](const char* bytes, std::int64_t n, std::int64_t at) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t value = integer_at(bytes + i * info_.item_size, info_.kind,
+                                            info_.item_size);
+      TESSERA_CHECK(info_.kind != 'u' || info_.item_size < 8 || value >= 0, InvalidInput,
+                    where_, ": element ", first + at + i, " does not fit int64");
+      out[at + i] = value;
+    }
+  });
+}
+
 void ArrayReader::read_f64(double* out, std::int64_t count) {
-  TESSERA_CHECK(count >= 0 && count <= remaining_, InvalidArgument, where_, ": asked for ",
-                count, " elements, ", remaining_, " remain");
-  std::vector<char> block;
-  const std::int64_t per_block = static_cast<std::int64_t>(kBlockBytes) / info_.item_size;
-  while (count > 0) {
-    const std::int64_t n = std::min(count, per_block);
-    block.resize(static_cast<std::size_t>(n * info_.item_size));
-    remaining_ -= n;
-    next_bytes(block.data(), block.size());
-    const char* p = block.data();
+  read_blocks(count, [&](const char* bytes, std::int64_t n, std::int64_t at) {
+    const char* p = bytes;
     for (std::int64_t i = 0; i < n; ++i, p += info_.item_size) {
       if (info_.kind == 'f') {
-        out[i] = info_.item_size == 4 ? load<float>(p) : load<double>(p);
+        out[at + i] = info_.item_size == 4 ? load<float>(p) : load<double>(p);
       } else if (info_.kind == 'u' && info_.item_size == 8) {
-        out[i] = static_cast<double>(load<std::uint64_t>(p));
+        out[at + i] = static_cast<double>(load<std::uint64_t>(p));
       } else {
-        out[i] = static_cast<double>(integer_at(p, info_.kind, info_.item_size));
+        out[at + i] = static_cast<double>(integer_at(p, info_.kind, info_.item_size));
       }
     }
-    out += n;
-    count -= n;
-  }
+  });
 }
 
 void ArrayReader::read_f32(float* out, std::int64_t count) {
@@ -388,16 +388,11 @@ void ArrayReader::read_f32(float* out, std::int64_t count) {
     next_bytes(reinterpret_cast<char*>(out), static_cast<std::size_t>(count) * 4);
     return;
   }
-  std::vector<double> block;
-  const std::int64_t per_block = static_cast<std::int64_t>(kBlockBytes) / 8;
-  while (count > 0) {
-    const std::int64_t n = std::min(count, per_block);
-    block.resize(static_cast<std::size_t>(n));
-    read_f64(block.data(), n);
-    for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(block[i]);
-    out += n;
-    count -= n;
-  }
+  read_blocks(count, [&](const char* bytes, std::int64_t n, std::int64_t at) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      out[at + i] = static_cast<float>(load<double>(bytes + 8 * i));
+    }
+  });
 }
 
 }  // namespace tessera::npz

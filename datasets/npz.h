@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,9 @@ class ArrayReader {
   // Fills `bytes` with the next `n` bytes of element data (remaining_ already counts them out).
   void next_bytes(char* bytes, std::size_t n);
   void finish();
+  // The next `count` elements a block at a time: take(bytes, n, elements taken before).
+  void read_blocks(std::int64_t count,
+                   const std::function<void(const char*, std::int64_t, std::int64_t)>& take);
 
   std::unique_ptr<File> file_;
   ArrayInfo info_;

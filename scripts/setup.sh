@@ -11,7 +11,7 @@ packages=(cmake make g++ pkg-config zlib1g-dev libzip-dev libopenblas-dev libhdf
           libcli11-dev nlohmann-json3-dev mpich libmpich-dev libmetis-dev
           python3-dev python3-numpy python3-h5py python3-scipy python3-torch python3-venv python3-pip
           pybind11-dev python3-matplotlib slurm-wlm munge
-          universal-ctags)
+          universal-ctags ninja-build)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

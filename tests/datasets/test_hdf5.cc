@@ -191,7 +191,9 @@ TEST_F(Hdf5Test, SlicesOfRowsPutTogetherAreTheWhole) {
                 std::vector<float>(d.features.f32(), d.features.f32() + d.features.numel()));
       EXPECT_EQ(labels, d.labels);
       ASSERT_EQ(targets.size(), static_cast<std::size_t>(d.targets.numel()));
-      EXPECT_EQ(std::memcmp(targets.data(), d.targets.raw(), targets.size() * 4), 0);
+      if (!targets.empty()) {
+        EXPECT_EQ(std::memcmp(targets.data(), d.targets.raw(), targets.size() * 4), 0);
+      }
       auto sorted = [](std::vector<GlobalId> v) {
         std::sort(v.begin(), v.end());
         return v;
