@@ -147,6 +147,36 @@ int run(const tessera::Options& options, bool dataset_given) {
   return tessera::kStoppedExitStatus;
 }
 
+// --plan: rank 0 plans (one process is enough; under mpiexec the others wait for its status).
+int run_plan(const tessera::Options& options, std::vector<int> ranks, const std::string& json,
+             int rank) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (ranks.empty()) {
+    ranks.push_back(options.parts > 0 ? options.parts : world);
+    for (const int k : {1, 2, 4, 8})
+      if (k != ranks.front()) ranks.push_back(k);
+  }
+  int status = 0;
+  std::string error;
+  if (rank == 0) {
+    try {
+      const tessera::Plan plan = tessera::plan(options, ranks, json);
+      std::printf("%s", plan.table.c_str());
+      std::fflush(stdout);
+    } catch (const std::invalid_argument& e) {
+      error = e.what();
+      status = tessera::kUsageExitStatus;
+    } catch (const std::exception& e) {
+      error = e.what();
+      status = 1;
+    }
+  }
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank == 0 && status != 0) std::fprintf(stderr, "train_gcn: error: --plan: %s\n", error.c_str());
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,6 +192,19 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "train_gcn, " + tessera::build_description());
   Flags flags;
   add_flags(app, flags);
+  // The pre-flight planner: the flags as for training, then the plan instead of the training.
+  bool plan = false;
+  std::vector<int> plan_ranks;
+  std::string plan_json;
+  app.add_flag("--plan", plan,
+               "print the predicted peak memory per rank and bytes per epoch of this "
+               "configuration and of alternatives, then exit without training (docs/planner.md)");
+  app.add_option("--plan-ranks", plan_ranks,
+                 "with --plan: the rank counts to plan for, comma-separated, the configuration's "
+                 "first (default: --parts, else the job's ranks; then 1, 2, 4 and 8)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--plan-json", plan_json, "with --plan: also write the plan as JSON to FILE");
   // A sweep's settings in a file: the same names as the flags (either spelling, no dashes).
   app.set_config("--config", "",
                  "read flags from FILE, TOML or INI (num_layers = 2, batch_norm = true, "
@@ -175,7 +218,10 @@ int main(int argc, char** argv) {
     // reads the same command line: the same answer everywhere, no communication).
     const tessera::Options options = options_from(flags);
     tessera::check_options(options);
-    status = run(options, app.count("--dataset") > 0);
+    if (!plan && (!plan_ranks.empty() || !plan_json.empty()))
+      throw CLI::ValidationError("--plan-ranks/--plan-json", "only with --plan");
+    status = plan ? run_plan(options, plan_ranks, plan_json, rank)
+                  : run(options, app.count("--dataset") > 0);
   } catch (const CLI::ConfigError& e) {
     // CLI11 names the entry but not the file.
     const std::string file = app.get_config_ptr()->as<std::string>();

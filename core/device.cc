@@ -24,16 +24,18 @@ constexpr bool kCacheLargeBlocks = false;
 constexpr bool kCacheLargeBlocks = true;
 #endif
 
+// What aligned_alloc is asked for: a multiple of the alignment, at least one.
+std::size_t small_block_size(std::size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) / 64 * 64; }
+
 class CpuBackend final : public DeviceBackend {
  public:
   void* allocate(std::size_t bytes) override {
     if (kCacheLargeBlocks && bytes >= HostBlockCache::kLargeBlock)
       return host_block_cache().allocate(bytes);
-    // aligned_alloc needs a size that is a multiple of the alignment.
-    std::size_t rounded = (bytes + 63) / 64 * 64;
-    if (rounded == 0) rounded = 64;
+    const std::size_t rounded = small_block_size(bytes);
     void* ptr = std::aligned_alloc(64, rounded);
     TESSERA_CHECK(ptr != nullptr, Internal, "out of host memory allocating ", bytes, " bytes");
+    count_host_tensor_bytes(static_cast<std::int64_t>(rounded));
     return ptr;
   }
   void deallocate(void* ptr, std::size_t bytes) override {
@@ -41,6 +43,8 @@ class CpuBackend final : public DeviceBackend {
       host_block_cache().deallocate(ptr, bytes);
       return;
     }
+    if (ptr != nullptr)
+      count_host_tensor_bytes(-static_cast<std::int64_t>(small_block_size(bytes)));
     std::free(ptr);
   }
   void memset_zero(void* ptr, std::size_t bytes) override {
@@ -67,8 +71,7 @@ Device parse_device(const std::string& text) {
       const std::string digits = text.substr(5);
       TESSERA_CHECK(!digits.empty() && digits.size() <= 4 &&
                         digits.find_first_not_of("0123456789") == std::string::npos,
-                    InvalidArgument, "unknown device '", text,
-                    "' (expected cpu or cuda[:index])");
+                    InvalidArgument, "unknown device '", text, "' (expected cpu or cuda[:index])");
       index = std::stoi(digits);
     }
     TESSERA_CHECK(cuda::cuda_available(), Cuda, "device '", text,

@@ -6,10 +6,33 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/error.h"
 
 namespace tessera {
+namespace {
+
+std::atomic<std::int64_t> tensor_bytes{0};
+std::atomic<std::int64_t> tensor_peak{0};
+
+}  // namespace
+
+void count_host_tensor_bytes(std::int64_t delta) {
+  const std::int64_t now = tensor_bytes.fetch_add(delta, std::memory_order_relaxed) + delta;
+  std::int64_t peak = tensor_peak.load(std::memory_order_relaxed);
+  while (now > peak && !tensor_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+HostTensorBytes host_tensor_bytes() {
+  return {static_cast<std::size_t>(tensor_bytes.load(std::memory_order_relaxed)),
+          static_cast<std::size_t>(tensor_peak.load(std::memory_order_relaxed))};
+}
+
+void reset_host_tensor_peak() {
+  tensor_peak.store(tensor_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 HostBlockCache::HostBlockCache(std::size_t capacity) : capacity_(capacity) {}
 
@@ -38,6 +61,7 @@ void* HostBlockCache::allocate(std::size_t bytes) {
   const std::size_t tail = span - (aligned - at) - size;
   if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + size), tail);
   void* block = reinterpret_cast<void*>(aligned);
+  count_host_tensor_bytes(static_cast<std::int64_t>(size));
   ::madvise(block, size, MADV_HUGEPAGE);  // a hint: refused where THP is off, which is fine
   return block;
 }
@@ -48,6 +72,7 @@ void HostBlockCache::deallocate(void* block, std::size_t bytes) {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (size > capacity_) {
     ::munmap(block, size);
+    count_host_tensor_bytes(-static_cast<std::int64_t>(size));
     return;
   }
   free_.emplace(size, block);
@@ -59,6 +84,7 @@ void HostBlockCache::unmap_over_capacity() {
   while (cached_ > capacity_ && !free_.empty()) {
     const auto largest = std::prev(free_.end());
     ::munmap(largest->second, largest->first);
+    count_host_tensor_bytes(-static_cast<std::int64_t>(largest->first));
     cached_ -= largest->first;
     free_.erase(largest);
   }
@@ -71,7 +97,10 @@ std::size_t HostBlockCache::cached_bytes() const {
 
 void HostBlockCache::trim() {
   const std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& [size, block] : free_) ::munmap(block, size);
+  for (const auto& [size, block] : free_) {
+    ::munmap(block, size);
+    count_host_tensor_bytes(-static_cast<std::int64_t>(size));
+  }
   free_.clear();
   cached_ = 0;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 
@@ -50,5 +51,17 @@ class HostBlockCache {
 
 // The process's cache of large host blocks: capacity min(2 GiB, physical memory / 16).
 HostBlockCache& host_block_cache();
+
+// The host memory of CPU tensors: large blocks mapped (in use or cached) plus small blocks in
+// use, now and at its highest since the last reset_host_tensor_peak(). The planner
+// (engine/planner.h) measures a training step's memory with it.
+struct HostTensorBytes {
+  std::size_t current = 0;
+  std::size_t peak = 0;
+};
+HostTensorBytes host_tensor_bytes();
+void reset_host_tensor_peak();  // peak = current
+// The CPU backend's count of small blocks (core/device.cc); large ones are counted here.
+void count_host_tensor_bytes(std::int64_t delta);
 
 }  // namespace tessera

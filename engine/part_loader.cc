@@ -13,6 +13,7 @@
 #include "comm/message_tags.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/host_memory.h"
 #include "core/rng.h"
 #include "datasets/loaders.h"
 #include "engine/sliced_part.h"
@@ -258,7 +259,13 @@ LoadedPart load_part(const PartSource& source, Communicator& comm) {
       is_hdf5_spec(source.dataset)) {
     return from_slices(source, comm);
   }
-  return in_process(source, comm);
+  LoadedPart loaded = in_process(source, comm);
+  // Rank 0 held the whole dataset, its training graph and the partitioner's arrays: hand their
+  // memory back (the features' block would stay in the block cache, the rest in the heap) so
+  // that training starts from the part alone (docs/planner.md).
+  host_block_cache().trim();
+  release_free_heap();
+  return loaded;
 }
 
 }  // namespace tessera

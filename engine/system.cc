@@ -59,6 +59,31 @@ std::uint64_t peak_rss_bytes() {
   return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
+namespace {
+
+// A "Name:   1234 kB" line of /proc/self/status, in bytes (0 when absent).
+std::uint64_t status_kib(const std::string& name) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(name + ":", 0) != 0) continue;
+    return std::strtoull(line.c_str() + name.size() + 1, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::uint64_t current_rss_bytes() { return status_kib("VmRSS"); }
+std::uint64_t rss_peak_since_reset() { return status_kib("VmHWM"); }
+
+bool reset_rss_peak() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
 double median(std::vector<double> values) {
   if (values.empty()) return 0.0;
   std::size_t mid = values.size() / 2;

@@ -32,6 +32,12 @@ std::string command_line();
 
 // Peak resident set size of this process so far, in bytes (getrusage).
 std::uint64_t peak_rss_bytes();
+// Resident bytes now, and at their highest since the last reset_rss_peak() (Linux's VmRSS and
+// VmHWM; 0 where /proc does not say). reset_rss_peak sets the high-water mark to the current
+// size (/proc/self/clear_refs), for a phase's own peak; false where it cannot.
+std::uint64_t current_rss_bytes();
+std::uint64_t rss_peak_since_reset();
+bool reset_rss_peak();
 // Hands the free memory inside the heap back to the system (glibc's malloc_trim; nothing
 // elsewhere). The blocks a training step frees every epoch leave free chunks between live small
 // ones that malloc does not return by itself: at 4 ranks on one node a rank's heap grew by tens

@@ -178,6 +178,21 @@ class TESSERA_API Session {
   std::unique_ptr<Impl> impl_;
 };
 
+// The pre-flight plan (train_gcn --plan), on one process and before any training: the
+// predicted peak memory of every rank and the bytes of one training epoch for `options` on
+// ranks.front() ranks, then alternatives (other codecs, pipeline and hybrid modes, the other
+// rank counts of `ranks`). It loads the dataset and partitions it as a job would (or reads a
+// partition store's parts one at a time) and measures one training step on small synthetic
+// graphs of the same widths; docs/planner.md has the model and its validation. `table` is
+// Markdown, `json` the same rows as JSON, also written to `json_path` when given (whole or not
+// at all). Throws std::invalid_argument on bad options or input, std::runtime_error otherwise.
+struct Plan {
+  std::string table;
+  std::string json;
+};
+TESSERA_API Plan plan(const Options& options, const std::vector<int>& ranks,
+                      const std::string& json_path = "");
+
 // "major.minor.patch" of the library.
 TESSERA_API std::string version();
 // The version, the source commit and the backends: "Tessera 0.2.0 (commit 5f9d58b3c2a1, CPU

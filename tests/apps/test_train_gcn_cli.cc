@@ -119,6 +119,26 @@ TEST(TrainGcnCli, RunsAndWritesMetricsAndSummary) {
   EXPECT_EQ(s["model"], "gcn");
 }
 
+// --plan: the table and its JSON, the configuration first (on 4 ranks), then its alternatives;
+// nothing trains.
+TEST(TrainGcnCli, PlanPrintsTheConfigurationAndItsAlternatives) {
+  const fs::path json = work_dir() / "plan.json";
+  fs::remove(json);
+  const Result r = run("--dataset synth:default --hidden-channels 8 --plan --plan-ranks 4,1,2 "
+                       "--plan-json " + json.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| graph | 4 | 4 x 1 | none |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| single | 1 | 1 x 1 | none |"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Epoch"), std::string::npos) << r.output;
+  const nlohmann::json plan = nlohmann::json::parse(read_file(json));
+  ASSERT_GE(plan["rows"].size(), 5u);
+  EXPECT_EQ(plan["rows"][0]["ranks"], 4);
+  EXPECT_EQ(plan["rows"][0]["peak_bytes_per_rank"].size(), 4u);
+  EXPECT_GT(plan["rows"][0]["bytes_per_epoch"].get<double>(), 0.0);
+  EXPECT_EQ(plan["parts"].size(), 4u);
+  EXPECT_EQ(plan["nodes"], 3000);
+}
+
 TEST(TrainGcnCli, SameSeedGivesIdenticalSummary) {
   fs::path a = work_dir() / "det_a.json", b = work_dir() / "det_b.json";
   std::string args = "--dataset synth:default --epochs 20 --hidden-channels 32 --quiet --seed 3 "
@@ -257,7 +277,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--codec adaptive --bit-budget 9", "--bit-budget", 2},
         BadFlag{"--embedding-layer 7 --save-embeddings e.npy", "--embedding-layer", 2},
         BadFlag{"--threads -1", "--threads", 2},
-        BadFlag{"--memory-budget -1", "--memory-budget", 2}));
+        BadFlag{"--memory-budget -1", "--memory-budget", 2},
+        BadFlag{"--plan --plan-ranks 4,0", "--plan-ranks", 2},
+        BadFlag{"--plan-json plan.json", "only with --plan", 2},
+        BadFlag{"--plan --dataset /nonexistent/dir", "/nonexistent/dir", 2}));
 
 // The launch environment: a Slurm variable that is not what Slurm writes is refused by name, on
 // the usage status, before anything else runs.

@@ -1,0 +1,658 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pre-flight planner (engine/planner.h).
+#include "engine/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/host_memory.h"
+#include "datasets/loaders.h"
+#include "datasets/synthetic.h"
+#include "engine/pipeline.h"
+#include "engine/system.h"
+#include "engine/traffic_model.h"
+#include "engine/trainer.h"
+#include "partition/partition_store.h"
+
+namespace tessera {
+
+std::vector<PartShape> part_shapes(const Csr& graph, const PartitionPlan& plan,
+                                   std::span<const GlobalId> train_idx) {
+  const std::int64_t n = graph.num_rows();
+  TESSERA_CHECK(static_cast<std::int64_t>(plan.owner.size()) == n, InvalidArgument, "a plan of ",
+                plan.owner.size(), " owners for a graph of ", n, " rows");
+  int k = 0;
+  for (const int p : plan.owner) k = std::max(k, p + 1);
+  std::vector<PartShape> parts(static_cast<std::size_t>(k));
+  // halo: distinct (part, column) pairs over the part's rows. A column is a halo row of part p
+  // when some row of p lists it and p does not own it: mark it once per part with the last part
+  // that counted it. The graph is symmetric, so a row v is sent to every other part that owns a
+  // neighbour of v (once per part), and that is the same count seen from v's side.
+  std::vector<int> seen_by(static_cast<std::size_t>(n), -1);
+  const auto& indptr = graph.indptr();
+  const auto& indices = graph.indices();
+  std::vector<std::vector<GlobalId>> rows_of(static_cast<std::size_t>(k));
+  for (std::int64_t v = 0; v < n; ++v)
+    rows_of[static_cast<std::size_t>(plan.owner[v])].push_back(v);
+  std::vector<int> sent_to(static_cast<std::size_t>(k), -1);
+  for (int p = 0; p < k; ++p) {
+    PartShape& s = parts[static_cast<std::size_t>(p)];
+    for (const GlobalId v : rows_of[static_cast<std::size_t>(p)]) {
+      ++s.owned;
+      bool boundary = false;
+      for (EdgeOffset e = indptr[v]; e < indptr[v + 1]; ++e) {
+        const NodeId u = indices[static_cast<std::size_t>(e)];
+        const int q = plan.owner[static_cast<std::size_t>(u)];
+        ++s.entries;
+        if (q == p) continue;
+        ++s.halo_entries;
+        boundary = true;
+        if (seen_by[static_cast<std::size_t>(u)] != p) {
+          seen_by[static_cast<std::size_t>(u)] = p;
+          ++s.halo;
+        }
+      }
+      if (boundary) ++s.boundary;
+      // v goes to every other part among its neighbours' owners, once each.
+      for (EdgeOffset e = indptr[v]; e < indptr[v + 1]; ++e) {
+        const int q = plan.owner[static_cast<std::size_t>(indices[static_cast<std::size_t>(e)])];
+        if (q != p && sent_to[static_cast<std::size_t>(q)] != v) {
+          sent_to[static_cast<std::size_t>(q)] = static_cast<int>(v);
+          ++s.send;
+        }
+      }
+    }
+  }
+  for (const GlobalId v : train_idx) ++parts[static_cast<std::size_t>(plan.owner[v])].train;
+  return parts;
+}
+
+std::vector<PartShape> part_shapes(const PartitionStats& stats, std::int64_t entries) {
+  std::int64_t n = 0;
+  for (const std::int64_t owned : stats.owned_nodes) n += owned;
+  std::vector<PartShape> parts(stats.owned_nodes.size());
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    PartShape& s = parts[p];
+    s.owned = stats.owned_nodes[p];
+    s.halo = p < stats.halo_nodes.size() ? stats.halo_nodes[p] : 0;
+    s.entries =
+        n > 0 ? static_cast<std::int64_t>(static_cast<double>(entries) *
+                                          static_cast<double>(s.owned) / static_cast<double>(n))
+              : 0;
+    s.halo_entries = std::min(s.entries, s.halo);
+    s.send = s.halo;
+    s.boundary = std::min(s.owned, s.halo);
+    s.train = p < stats.train_nodes.size() ? stats.train_nodes[p] : 0;
+  }
+  return parts;
+}
+
+namespace {
+
+// Bytes of one CPU tensor of `values` floats: what the allocator maps (core/device.cc).
+double tensor_bytes(double values) {
+  const double bytes = 4.0 * values;
+  if (bytes >= static_cast<double>(HostBlockCache::kLargeBlock)) {
+    const double granule = static_cast<double>(HostBlockCache::kGranule);
+    return std::ceil(bytes / granule) * granule;
+  }
+  return std::ceil(bytes / 64.0) * 64.0;
+}
+
+// Three epochs, each evaluated, of `config` on a synthetic graph of `rows` rows: the highest
+// tensor memory above what the trainer held before its first step, less the part's features.
+double step_bytes(const TrainConfig& config, const DatasetInfo& data, double mean_degree,
+                  std::int64_t rows, std::int64_t* parameters) {
+  SyntheticConfig synth;
+  synth.name = "plan-probe";
+  synth.num_nodes = rows;
+  synth.num_edges = std::max<std::int64_t>(1, static_cast<std::int64_t>(mean_degree * rows / 2.0));
+  synth.num_features = data.num_features;
+  synth.num_classes = data.task == TaskType::MultiClass ? data.num_classes : 2;
+  synth.seed = 1;
+  Dataset dataset = generate_synthetic(synth);
+  if (data.task == TaskType::MultiLabel) {
+    // The same rows as multi-label targets with the dataset's tasks.
+    dataset.task = TaskType::MultiLabel;
+    dataset.num_tasks = data.num_tasks;
+    dataset.eval_metric = data.eval_metric;
+    dataset.targets = Tensor(rows, data.num_tasks);
+    float* t = dataset.targets.f32();
+    for (std::int64_t i = 0; i < rows * data.num_tasks; ++i) t[i] = static_cast<float>(i % 2);
+    dataset.labels.clear();
+  }
+  TrainConfig c = config;
+  c.epochs = 3;  // the later epochs reuse what the first one and its evaluation freed
+  c.runs = 1;
+  c.eval_every = 1;
+  c.verbosity = 0;
+  c.parallel = "graph";
+  c.stages = 0;
+  c.chunks = 0;
+  c.checkpoint_dir.clear();
+  c.checkpoint_every = 0;
+  c.handle_signals = false;
+  c.metrics.clear();
+  c.summary.clear();
+  c.save_predictions.clear();
+  c.save_embeddings.clear();
+  c.save_model.clear();
+  c.predict.clear();
+  c.restore_best = false;
+  c.device = "cpu";
+  host_block_cache().trim();
+  const double before = static_cast<double>(host_tensor_bytes().current);
+  reset_host_tensor_peak();
+  double peak = 0.0;
+  {
+    Trainer trainer(c, dataset);
+    trainer.train_run(0);
+    *parameters = static_cast<std::int64_t>(trainer.model().params().size());
+    peak = static_cast<double>(host_tensor_bytes().peak);
+  }
+  host_block_cache().trim();
+  const double own =
+      tensor_bytes(static_cast<double>(rows * data.num_features)) +
+      (data.task == TaskType::MultiLabel ? tensor_bytes(static_cast<double>(rows * data.num_tasks))
+                                         : 0.0);
+  return peak - before - own;
+}
+
+}  // namespace
+
+StepMemory measure_step_memory(const TrainConfig& config, const DatasetInfo& data,
+                               double mean_degree, std::int64_t rows_small) {
+  TESSERA_CHECK(rows_small >= 64, InvalidArgument, "probe rows ", rows_small, " < 64");
+  StepMemory m;
+  const double small = step_bytes(config, data, mean_degree, rows_small, &m.parameters);
+  const double large = step_bytes(config, data, mean_degree, 2 * rows_small, &m.parameters);
+  m.per_row = std::max(0.0, (large - small) / static_cast<double>(rows_small));
+  m.fixed = std::max(0.0, small - m.per_row * static_cast<double>(rows_small));
+  return m;
+}
+
+double part_data_bytes(const PartShape& p, const DatasetInfo& data) {
+  const double n = static_cast<double>(p.owned), h = static_cast<double>(p.halo);
+  double bytes = tensor_bytes(n * static_cast<double>(data.num_features));
+  bytes += data.task == TaskType::MultiClass
+               ? 8.0 * n
+               : tensor_bytes(n * static_cast<double>(data.num_tasks));
+  bytes += 8.0 * (n + h);                                           // owned and halo global ids
+  bytes += 8.0 * (n + 1.0) + 4.0 * static_cast<double>(p.entries);  // adjacency
+  bytes += 4.0 * (n + h);                                           // degrees
+  bytes += 4.0 * static_cast<double>(p.send);                       // halo plan
+  bytes += 4.0 * n;                                                 // split rows (at most one each)
+  return bytes;
+}
+
+namespace {
+
+double codec_row_bytes(CodecKind codec, std::int64_t width) {
+  return static_cast<double>(encoded_row_bytes(codec, width));
+}
+
+// The widest exchange of the model, forward or backward.
+std::int64_t widest(const ExchangedWidths& w) {
+  std::int64_t most = 0;
+  for (const std::int64_t x : w.forward) most = std::max(most, x);
+  for (const std::int64_t x : w.backward) most = std::max(most, x);
+  return most;
+}
+
+// What a graph-mode rank holds for its operator (HaloPropagator: the owned block, its
+// transpose unless symmetric, the halo block and its transpose, row lists; attention kinds the
+// whole pattern and its column ids) and its halo exchange (received rows, boundary sums, halo
+// gradients and the gathered send rows at the widest exchange, and the encoded messages).
+double operator_bytes(const PartShape& p, const TrainConfig& config) {
+  const LayerKind& kind = *config.kind();
+  const double n = static_cast<double>(p.owned), h = static_cast<double>(p.halo);
+  const double self = kind.op == &kGcnOperator || kind.op == &kAttentionOperator ? n : 0.0;
+  const double own_entries = static_cast<double>(p.entries - p.halo_entries) + self;
+  const double halo_entries = static_cast<double>(p.halo_entries);
+  const double b = static_cast<double>(p.boundary);
+  double bytes = 8.0 * (n + 1.0) + 8.0 * own_entries;  // owned block
+  if (kind.op->symmetry != MatrixSymmetry::Symmetric) bytes += 8.0 * (n + 1.0) + 8.0 * own_entries;
+  bytes += 8.0 * (b + 1.0) + 8.0 * halo_entries + 8.0 * (h + 1.0) + 8.0 * halo_entries;
+  bytes += 4.0 * b + 4.0 * n;  // boundary rows, all rows
+  if (kind.attention)
+    bytes += 8.0 * (n + 1.0) + 8.0 * (own_entries + halo_entries) + 8.0 * (n + h) + 4.0 * n;
+  return bytes;
+}
+
+// The exchange's tensors (received rows, boundary sums, halo gradients, gathered send rows) are
+// resized to each layer's width; a block of a width already seen comes back from the block
+// cache, so each distinct width holds its own blocks. The encoded messages (vectors) keep the
+// widest.
+double exchange_bytes(const PartShape& p, const TrainConfig& config, const ExchangedWidths& w) {
+  if (p.halo == 0 && p.send == 0) return 0.0;
+  std::set<std::int64_t> widths(w.forward.begin(), w.forward.end());
+  widths.insert(w.backward.begin(), w.backward.end());
+  widths.erase(0);
+  const double h = static_cast<double>(p.halo), s = static_cast<double>(p.send);
+  const double b = static_cast<double>(p.boundary);
+  const CodecKind fwd = config.forward_codec(), bwd = config.backward_codec();
+  const bool encoded = fwd != CodecKind::None || bwd != CodecKind::None;
+  double bytes = 0.0;
+  for (const std::int64_t width : widths) {
+    const double x = static_cast<double>(width);
+    bytes += 2.0 * tensor_bytes(h * x) + tensor_bytes(b * x) + tensor_bytes(s * x);
+    if (encoded) bytes += tensor_bytes(h * x);  // decoded blocks before placement
+  }
+  const std::int64_t wi = widest(w);
+  bytes += std::max(codec_row_bytes(fwd, wi), codec_row_bytes(bwd, wi)) * (h + s);
+  return bytes;
+}
+
+}  // namespace
+
+std::uint64_t PlanEstimate::max_peak() const {
+  std::uint64_t most = 0;
+  for (const RankMemory& m : memory) most = std::max(most, m.peak());
+  return most;
+}
+
+PlanEstimate estimate_plan(const PlanInputs& in) {
+  const TrainConfig& c = in.config;
+  const DatasetInfo& d = in.data;
+  PlanEstimate e;
+  const ParallelMode mode = in.ranks == 1 ? ParallelMode::Graph : c.mode();
+  e.ranks = in.ranks;
+  e.parts = static_cast<int>(in.parts.size());
+  e.stages = e.ranks / std::max(1, e.parts);
+  e.mode = in.ranks == 1 ? "single" : to_string(mode);
+  e.codec = to_string(c.forward_codec());
+  e.backward_codec = to_string(c.backward_codec());
+  if (c.adaptive()) e.codec = "adaptive";
+  TESSERA_CHECK(e.parts >= 1 && e.parts * e.stages == e.ranks, InvalidArgument, e.parts,
+                " parts do not divide ", e.ranks, " ranks");
+  const std::int64_t outputs = d.num_outputs();
+  const ExchangedWidths widths = exchanged_widths(c.num_layers, d.num_features, c.hidden_channels,
+                                                  outputs, c.kind(), c.hyper());
+  // Traffic of one epoch.
+  std::int64_t halo_total = 0;
+  for (const PartShape& p : in.parts) halo_total += p.halo;
+  ExchangedWidths fwd_only = widths, bwd_only = widths;
+  std::fill(fwd_only.backward.begin(), fwd_only.backward.end(), 0);
+  std::fill(bwd_only.forward.begin(), bwd_only.forward.end(), 0);
+  const CodecKind fwd = c.forward_codec(), bwd = c.backward_codec();
+  if (e.parts > 1) {
+    e.halo_forward = graph_mode_bytes(halo_total, fwd_only, fwd, bwd);
+    e.halo_backward = graph_mode_bytes(halo_total, bwd_only, fwd, bwd);
+  }
+  if (e.stages > 1) {
+    const int streams = c.kind()->initial_residual ? 2 : 1;
+    e.pipeline = pipeline_mode_bytes(e.stages, d.num_nodes, c.hidden_channels, fwd, bwd, streams);
+  }
+  // The gradient all-reduce between the parts (ring: 2 (G - 1) times the parameters, summed
+  // over the ranks of each stage; the stages together hold the model once).
+  e.all_reduce =
+      2.0 * static_cast<double>(e.parts - 1) * 4.0 * static_cast<double>(in.step.parameters);
+
+  // Memory.
+  const double baseline = static_cast<double>(in.facts.baseline);
+  const double dataset = static_cast<double>(in.facts.dataset);
+  std::vector<double> data_bytes;
+  for (const PartShape& p : in.parts) data_bytes.push_back(part_data_bytes(p, d));
+  const double largest_part = *std::max_element(data_bytes.begin(), data_bytes.end());
+  std::vector<double> layer_cost;
+  if (e.stages > 1)
+    layer_cost = layer_costs(c.kind(), c.num_layers, d.num_features, c.hidden_channels, outputs,
+                             d.num_nodes, in.entries + d.num_nodes);
+  for (int r = 0; r < e.ranks; ++r) {
+    const int part = r / e.stages;
+    const PartShape& p = in.parts[static_cast<std::size_t>(part)];
+    const double own = data_bytes[static_cast<std::size_t>(part)];
+    RankMemory m;
+    double load = 0.0;
+    double train = baseline + own;
+    switch (in.source) {
+      case PartSourceKind::Single: load = baseline + static_cast<double>(in.facts.load_peak); break;
+      case PartSourceKind::InProcess:
+        if (r == 0) {
+          // The whole dataset, the training graph and the partitioner; then the dataset, the
+          // graph and the largest part with its image while the parts are built and sent (all
+          // handed back to the system before training: load_part).
+          const double graph =
+              8.0 * static_cast<double>(d.num_nodes + 1) + 4.0 * static_cast<double>(in.entries);
+          load = baseline + std::max({static_cast<double>(in.facts.load_peak),
+                                      dataset + static_cast<double>(in.facts.partition_peak),
+                                      dataset + graph + 2.0 * largest_part + own});
+        } else {
+          load = baseline + 2.0 * own;  // the received image and the part read from it
+        }
+        break;
+      case PartSourceKind::Store: load = baseline + own; break;
+    }
+    if (e.stages == 1) {
+      train += operator_bytes(p, c) + exchange_bytes(p, c, widths) + in.step.fixed +
+               in.step.per_row * static_cast<double>(p.owned);
+      if (c.kind()->attention) {
+        // The attention layers' (N + H)-row tensors over the halo rows: heads and source terms,
+        // their gradients and the exchanged copy, at every layer.
+        train += 3.0 * 4.0 * static_cast<double>(p.halo) *
+                 static_cast<double>(std::accumulate(widths.forward.begin(), widths.forward.end(),
+                                                     std::int64_t{0}));
+      }
+    } else {
+      TrainConfig stage_config = c;
+      const PipelineLayout layout = pipeline_layout(stage_config, r, e.ranks, layer_cost);
+      const std::int64_t op_entries =
+          p.entries + (c.kind()->op == &kGcnOperator ? p.owned : std::int64_t{0});
+      const StageMemory s =
+          estimate_stage_memory(layout, c.kind(), d.num_features, c.hidden_channels, outputs,
+                                p.owned, p.halo, op_entries, c.hyper());
+      // The stage model counts the first stage's features itself.
+      train +=
+          static_cast<double>(s.bytes) -
+          (layout.first_stage()
+               ? tensor_bytes(static_cast<double>(p.owned) * static_cast<double>(d.num_features))
+               : 0.0);
+    }
+    m.load = static_cast<std::uint64_t>(load);
+    m.train = static_cast<std::uint64_t>(train);
+    e.memory.push_back(m);
+  }
+  return e;
+}
+
+PartShape part_shape(const GraphPart& part) {
+  const LocalGraph& g = part.graph;
+  PartShape s;
+  s.owned = g.num_owned();
+  s.halo = g.num_halo();
+  s.entries = g.adjacency.nnz();
+  s.send = g.halo.num_send();
+  s.train = static_cast<std::int64_t>(part.train_rows.size());
+  const auto& indptr = g.adjacency.indptr();
+  const auto& indices = g.adjacency.indices();
+  for (std::int64_t v = 0; v < s.owned; ++v) {
+    bool boundary = false;
+    for (EdgeOffset e = indptr[v]; e < indptr[v + 1]; ++e) {
+      if (indices[static_cast<std::size_t>(e)] >= s.owned) {
+        ++s.halo_entries;
+        boundary = true;
+      }
+    }
+    if (boundary) ++s.boundary;
+  }
+  return s;
+}
+
+namespace {
+
+void say(bool progress, const std::string& line) {
+  if (progress) std::fprintf(stderr, "Plan: %s\n", line.c_str());
+}
+
+// The configuration with another mode, stage count or codec.
+TrainConfig variant(const TrainConfig& c, const std::string& parallel, int stages,
+                    const std::string& codec, const std::string& backward) {
+  TrainConfig v = c;
+  v.parallel = parallel;
+  v.stages = stages;
+  v.chunks = c.parallel == parallel ? c.chunks : 0;
+  v.codec = codec;
+  v.codec_backward = backward;
+  return v;
+}
+
+bool pipelines(const TrainConfig& c) { return !c.kind()->initial_residual && !c.kind()->attention; }
+
+}  // namespace
+
+PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool progress) {
+  TESSERA_CHECK(!ranks.empty(), InvalidArgument, "--plan: no rank count to plan for");
+  for (const int k : ranks)
+    TESSERA_CHECK(k >= 1 && k <= 65536, InvalidArgument, "--plan-ranks: ", k,
+                  " is not a rank count in [1, 65536]");
+  Stopwatch watch;
+  PlanReport report;
+  report.dataset = config.dataset;
+  report.partition_method = config.partition;
+  report.facts.baseline = current_rss_bytes();
+  const int requested = ranks.front();
+  const PartitionMethod method = parse_partition_method(config.partition);
+  std::map<int, std::vector<PartShape>> shapes;  // by graph parts
+  double mean_degree = 0.0;
+  if (!config.partitions.empty()) {
+    // A store: its parts one at a time, each as its rank would read it.
+    report.from_store = true;
+    const StoreMeta meta = read_store_meta(config.partitions);
+    report.data = meta.dataset;
+    report.dataset = meta.dataset_spec;
+    report.partition_method = to_string(meta.method);
+    std::vector<PartShape> parts;
+    for (int p = 0; p < meta.num_parts; ++p) {
+      parts.push_back(part_shape(read_part(config.partitions, meta, p)));
+      report.entries += parts.back().entries;
+    }
+    say(progress, "read the " + std::to_string(meta.num_parts) + " parts of " + config.partitions);
+    shapes[meta.num_parts] = std::move(parts);
+  } else {
+    reset_rss_peak();
+    const std::uint64_t before = current_rss_bytes();
+    Dataset dataset = load_dataset(config.dataset, LoadOptions{.progress = progress});
+    report.facts.load_peak = rss_peak_since_reset() - std::min(rss_peak_since_reset(), before);
+    report.facts.dataset = current_rss_bytes() - std::min(current_rss_bytes(), before);
+    report.data = dataset_info(dataset);
+    const Csr graph = training_graph(dataset);
+    report.entries = graph.nnz();
+    say(progress, "loaded " + config.dataset + " (" + std::to_string(report.data.num_nodes) +
+                      " nodes, " + std::to_string(report.entries) + " adjacency entries)");
+    std::vector<int> needed(ranks.begin(), ranks.end());
+    if (requested >= 4 && requested % 2 == 0) needed.push_back(requested / 2);  // hybrid's parts
+    needed.push_back(1);
+    for (const int k : needed) {
+      if (shapes.count(k)) continue;
+      PartitionPlan plan;
+      if (k == 1) {
+        plan.owner.assign(static_cast<std::size_t>(report.data.num_nodes), 0);
+      } else {
+        reset_rss_peak();
+        const std::uint64_t resident = current_rss_bytes();
+        Stopwatch partition_watch;
+        plan = make_partition(method, graph, dataset.train_idx, k, config.seed);
+        const std::uint64_t peak =
+            rss_peak_since_reset() - std::min(rss_peak_since_reset(), resident);
+        // What partitioning holds in a job: the training graph it builds, and the partitioner.
+        const std::uint64_t graph_bytes =
+            static_cast<std::uint64_t>(8 * (graph.num_rows() + 1) + 4 * graph.nnz());
+        report.facts.partition_peak = std::max(report.facts.partition_peak, peak + graph_bytes);
+        char line[160];
+        std::snprintf(line, sizeof line, "partitioned (%s) into %d parts in %.2f s",
+                      config.partition.c_str(), k, partition_watch.seconds());
+        say(progress, line);
+      }
+      shapes[k] = part_shapes(graph, plan, dataset.train_idx);
+    }
+  }
+  mean_degree = report.data.num_nodes > 0 ? static_cast<double>(report.entries) /
+                                                static_cast<double>(report.data.num_nodes)
+                                          : 0.0;
+  report.step = measure_step_memory(config, report.data, mean_degree);
+  {
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "a training step keeps %.0f bytes a row and %.1f MiB fixed (measured)",
+                  report.step.per_row, report.step.fixed / 1048576.0);
+    say(progress, line);
+  }
+  const auto add = [&](const TrainConfig& c, int k, int parts) {
+    const auto it = shapes.find(parts);
+    if (it == shapes.end()) return;
+    PlanInputs in;
+    in.config = c;
+    in.data = report.data;
+    in.entries = report.entries;
+    in.parts = it->second;
+    in.source = report.from_store ? PartSourceKind::Store
+                : k == 1          ? PartSourceKind::Single
+                                  : PartSourceKind::InProcess;
+    in.facts = report.facts;
+    in.step = report.step;
+    in.ranks = k;
+    if (report.rows.empty()) report.parts = in.parts;
+    report.rows.push_back(estimate_plan(in));
+  };
+  const TrainConfig& c = config;
+  const ParallelMode mode = c.mode();
+  if (report.from_store) {
+    const int parts = shapes.begin()->first;
+    add(variant(c, "graph", 0, c.codec, c.codec_backward), parts, parts);
+    for (const char* codec : {"none", "bf16", "int8"})
+      if (codec != c.codec) add(variant(c, "graph", 0, codec, ""), parts, parts);
+  } else {
+    // The configuration.
+    if (requested == 1 || mode == ParallelMode::Graph) {
+      add(c, requested, requested);
+    } else {
+      const int stages = c.stages > 0 ? c.stages : (mode == ParallelMode::Pipeline ? requested : 2);
+      add(c, requested, requested / stages);
+    }
+    if (requested > 1) {
+      for (const char* codec : {"none", "bf16", "int8"})
+        if (codec != c.codec || mode != ParallelMode::Graph)
+          add(variant(c, "graph", 0, codec, ""), requested, requested);
+      if (pipelines(c) && mode != ParallelMode::Pipeline && c.num_layers >= requested)
+        add(variant(c, "pipeline", requested, c.codec, c.codec_backward), requested, 1);
+      if (pipelines(c) && mode != ParallelMode::Hybrid && requested >= 4 && requested % 2 == 0 &&
+          c.num_layers >= 2)
+        add(variant(c, "hybrid", 2, c.codec, c.codec_backward), requested, requested / 2);
+    }
+    for (std::size_t i = 1; i < ranks.size(); ++i)
+      if (ranks[i] != requested)
+        add(variant(c, "graph", 0, c.codec, c.codec_backward), ranks[i], ranks[i]);
+  }
+  report.seconds = watch.seconds();
+  return report;
+}
+
+namespace {
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", bytes / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+std::string mb(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", bytes / 1e6);
+  return text;
+}
+
+// Tensors, operator and exchange of the largest rank: what a GPU holds (no process baseline, no
+// loading, which happen on the host).
+double device_bytes(const PlanEstimate& e, const MachineFacts& facts) {
+  double most = 0.0;
+  for (const RankMemory& m : e.memory)
+    most = std::max(most, static_cast<double>(m.train) - static_cast<double>(facts.baseline));
+  return most;
+}
+
+}  // namespace
+
+std::string plan_table(const PlanReport& r) {
+  std::ostringstream out;
+  const DatasetInfo& d = r.data;
+  out << "Plan for " << r.dataset << ": " << d.num_nodes << " nodes, " << r.entries
+      << " adjacency entries, " << d.num_features << " features, " << d.num_outputs()
+      << " outputs; parts from "
+      << (r.from_store ? "the partition store" : r.partition_method + " (run here)") << "\n";
+  out << "Measured here: process " << gib(static_cast<double>(r.facts.baseline))
+      << " GiB before loading";
+  if (!r.from_store)
+    out << ", loading " << gib(static_cast<double>(r.facts.load_peak)) << " GiB at its peak ("
+        << gib(static_cast<double>(r.facts.dataset)) << " GiB held), partitioning "
+        << gib(static_cast<double>(r.facts.partition_peak)) << " GiB";
+  char step[96];
+  std::snprintf(step, sizeof step, "; a training step %.0f B a row + %.1f MiB", r.step.per_row,
+                r.step.fixed / 1048576.0);
+  out << step << "\n\n";
+  out << "| mode | ranks | parts x stages | codec | peak GiB (largest rank) | rank 0 load GiB | "
+         "training GiB (largest rank) | device GiB a rank | MB an epoch |\n";
+  out << "|---|---|---|---|---|---|---|---|---|\n";
+  for (const PlanEstimate& e : r.rows) {
+    double load0 = e.memory.empty() ? 0.0 : static_cast<double>(e.memory[0].load);
+    double train = 0.0;
+    for (const RankMemory& m : e.memory) train = std::max(train, static_cast<double>(m.train));
+    const std::string codec =
+        e.codec == e.backward_codec ? e.codec : e.codec + "/" + e.backward_codec;
+    out << "| " << e.mode << " | " << e.ranks << " | " << e.parts << " x " << e.stages << " | "
+        << codec << " | " << gib(static_cast<double>(e.max_peak())) << " | " << gib(load0) << " | "
+        << gib(train) << " | " << gib(device_bytes(e, r.facts)) << " | " << mb(e.bytes_per_epoch())
+        << " |\n";
+  }
+  out << "\nThe first row is the configuration asked for. Peak: the highest resident memory of a "
+         "rank (loading, partitioning or training). Device: what a rank's GPU would hold "
+         "(tensors, operator, halo buffers). MB an epoch: halo rows, pipeline streams and the "
+         "gradient all-reduce of one training epoch, summed over the ranks, after the codec.\n";
+  return out.str();
+}
+
+std::string plan_json(const PlanReport& r) {
+  nlohmann::json j;
+  j["dataset"] = r.dataset;
+  j["nodes"] = r.data.num_nodes;
+  j["entries"] = r.entries;
+  j["features"] = r.data.num_features;
+  j["outputs"] = r.data.num_outputs();
+  j["partition"] = r.partition_method;
+  j["from_store"] = r.from_store;
+  j["baseline_bytes"] = r.facts.baseline;
+  j["load_peak_bytes"] = r.facts.load_peak;
+  j["dataset_bytes"] = r.facts.dataset;
+  j["partition_peak_bytes"] = r.facts.partition_peak;
+  j["step_bytes_per_row"] = r.step.per_row;
+  j["step_bytes_fixed"] = r.step.fixed;
+  j["parameters"] = r.step.parameters;
+  j["seconds"] = r.seconds;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const PlanEstimate& e : r.rows) {
+    nlohmann::json row;
+    row["mode"] = e.mode;
+    row["ranks"] = e.ranks;
+    row["parts"] = e.parts;
+    row["stages"] = e.stages;
+    row["codec"] = e.codec;
+    row["codec_backward"] = e.backward_codec;
+    std::vector<std::uint64_t> peak, load, train;
+    for (const RankMemory& m : e.memory) {
+      peak.push_back(m.peak());
+      load.push_back(m.load);
+      train.push_back(m.train);
+    }
+    row["peak_bytes_per_rank"] = peak;
+    row["load_bytes_per_rank"] = load;
+    row["train_bytes_per_rank"] = train;
+    row["peak_bytes_max"] = e.max_peak();
+    row["comm_bytes_per_epoch"] = {{"halo_forward", e.halo_forward},
+                                   {"halo_backward", e.halo_backward},
+                                   {"pipeline", e.pipeline},
+                                   {"all_reduce", e.all_reduce}};
+    row["bytes_per_epoch"] = e.bytes_per_epoch();
+    rows.push_back(row);
+  }
+  j["rows"] = rows;
+  nlohmann::json parts = nlohmann::json::array();
+  for (const PartShape& p : r.parts)
+    parts.push_back({{"owned", p.owned},
+                     {"halo", p.halo},
+                     {"entries", p.entries},
+                     {"halo_entries", p.halo_entries},
+                     {"send", p.send},
+                     {"boundary", p.boundary},
+                     {"train", p.train}});
+  j["parts"] = parts;
+  return j.dump(1) + "\n";
+}
+
+}  // namespace tessera

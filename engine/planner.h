@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pre-flight planner (train_gcn --plan): the peak memory of every rank and the bytes one
+// training epoch sends, predicted before any training for a configuration and for alternatives
+// to it (ranks, modes, codecs). It works from the dataset's sizes, the shape of every part (from
+// the partitioner or a partition store: owned, halo, sent and boundary rows, adjacency entries)
+// and the memory of one training step measured on small synthetic graphs of the same widths and
+// mean degree (measure_step_memory: what a step keeps grows linearly in the rows of a part, so
+// two sizes give the bytes per row and the fixed bytes; the layers' own buffers are counted by
+// running them, not by a table that could drift from them). What a rank holds beside the step
+// (its part, the operator, the halo buffers and messages) is counted from the sizes of their
+// types; the bytes of an epoch come from the traffic model (engine/traffic_model.h) plus the
+// gradient all-reduce. Loading and partitioning on rank 0 are measured where the planner runs
+// them itself (it loads the dataset and partitions it as a job would).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/csr.h"
+#include "engine/train_config.h"
+#include "partition/graph_part.h"
+#include "partition/partition_plan.h"
+
+namespace tessera {
+
+// One part as a rank would hold it.
+struct PartShape {
+  std::int64_t owned = 0;         // rows
+  std::int64_t halo = 0;          // in-neighbours owned elsewhere
+  std::int64_t entries = 0;       // adjacency entries of the owned rows (no self loops)
+  std::int64_t halo_entries = 0;  // of those, the ones in halo columns
+  std::int64_t send = 0;          // rows sent to peers, summed over the peers
+  std::int64_t boundary = 0;      // owned rows with a halo column
+  std::int64_t train = 0;         // training rows
+};
+// The parts of `plan` on `graph` (symmetric, rows = destinations). O(E).
+std::vector<PartShape> part_shapes(const Csr& graph, const PartitionPlan& plan,
+                                   std::span<const GlobalId> train_idx);
+// The parts of a partition store from its statistics, where the adjacency entries and the sent
+// and boundary rows are not recorded: entries in proportion to the owned rows, sent rows equal
+// to the halo rows (a symmetric graph sends as many rows as it receives, summed over parts),
+// boundary rows min(owned, halo).
+std::vector<PartShape> part_shapes(const PartitionStats& stats, std::int64_t entries);
+
+// The tensor memory of one training step and one evaluation on one process: `per_row` bytes for
+// every owned row plus `fixed` bytes (parameters, their gradients, the optimizer's moments).
+struct StepMemory {
+  double per_row = 0.0;
+  double fixed = 0.0;
+  std::int64_t parameters = 0;  // of the whole model
+};
+// Measured: trains one epoch (and evaluates) on two synthetic graphs of `rows_small` and twice as
+// many rows, with the dataset's features, outputs and task and `mean_degree` adjacency entries a
+// row, and counts the host memory of CPU tensors (core/host_memory.h) at its highest.
+StepMemory measure_step_memory(const TrainConfig& config, const DatasetInfo& data,
+                               double mean_degree, std::int64_t rows_small = 16384);
+
+// What the planner measured of this machine and the dataset.
+struct MachineFacts {
+  std::uint64_t baseline = 0;        // resident bytes of a started process (libraries, MPI)
+  std::uint64_t load_peak = 0;       // loading the whole dataset: highest resident bytes above
+                                     // the baseline (0: not loaded, e.g. a partition store)
+  std::uint64_t dataset = 0;         // the loaded dataset, resident afterwards
+  std::uint64_t partition_peak = 0;  // partitioning: highest resident bytes above the dataset
+};
+
+enum class PartSourceKind {
+  Single,     // one process: the whole graph is the part
+  InProcess,  // rank 0 loads and partitions, then sends each rank its part
+  Store,      // every rank reads its part file
+};
+
+struct RankMemory {
+  std::uint64_t load = 0;   // highest while loading and partitioning
+  std::uint64_t train = 0;  // highest while training
+  std::uint64_t peak() const { return load > train ? load : train; }
+};
+
+struct PlanEstimate {
+  std::string mode;  // "single", "graph", "pipeline", "hybrid"
+  int ranks = 1;
+  int parts = 1;
+  int stages = 1;
+  std::string codec = "none";
+  std::string backward_codec = "none";
+  std::vector<RankMemory> memory;  // (ranks)
+  // Bytes of one training epoch summed over ranks, by category.
+  double halo_forward = 0.0, halo_backward = 0.0, pipeline = 0.0, all_reduce = 0.0;
+  double bytes_per_epoch() const { return halo_forward + halo_backward + pipeline + all_reduce; }
+  std::uint64_t max_peak() const;
+};
+
+struct PlanInputs {
+  TrainConfig config;  // model, mode (--parallel, --stages, --chunks), codecs
+  DatasetInfo data;
+  std::int64_t entries = 0;      // adjacency entries of the whole training graph
+  std::vector<PartShape> parts;  // (graph parts)
+  PartSourceKind source = PartSourceKind::InProcess;
+  MachineFacts facts;
+  StepMemory step;
+  int ranks = 1;
+};
+// The estimate of one configuration. Pipeline and hybrid stages use the stage memory model
+// (estimate_stage_memory, engine/pipeline.h) in place of the measured step.
+PlanEstimate estimate_plan(const PlanInputs& in);
+
+// The shape of a part as read (a partition store's part file).
+PartShape part_shape(const GraphPart& part);
+
+// The plan of a configuration and its alternatives, as train_gcn --plan prints it.
+struct PlanReport {
+  std::string dataset;  // as given
+  DatasetInfo data;
+  std::int64_t entries = 0;
+  std::string partition_method;
+  bool from_store = false;
+  MachineFacts facts;
+  StepMemory step;
+  std::vector<PlanEstimate> rows;  // the configuration first, then the alternatives
+  std::vector<PartShape> parts;    // of the configuration's graph parts
+  double seconds = 0.0;            // the planner's own time (loading and partitioning included)
+};
+// Loads the dataset (or reads the partition store's parts one at a time), partitions it for
+// every rank count of `ranks` (the first is the configuration's), measures a step and
+// estimates: the configuration, then on the first rank count the other codecs (none, bf16,
+// int8) and modes (pipeline over the ranks, hybrid over two stages) where they apply, then graph
+// mode on the other rank counts. `progress`: a line on stderr per phase. Single process.
+PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool progress);
+std::string plan_table(const PlanReport& report);  // the table train_gcn --plan prints
+std::string plan_json(const PlanReport& report);   // the same as JSON (--plan-json)
+
+// Bytes a part's data takes on its rank: features, labels, ids, adjacency, degrees, halo plan,
+// split rows.
+double part_data_bytes(const PartShape& part, const DatasetInfo& data);
+
+}  // namespace tessera

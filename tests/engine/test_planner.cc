@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pre-flight planner (engine/planner.h): the part shapes it computes from a plan equal those
+// of the parts PartBuilder makes (and part_shape reads back); its bytes per epoch equal what a
+// K-rank training run sends (exact without a codec, within the message headers with int8); the
+// step it measures grows with the model's width; its estimate of a rank's training memory is
+// at least the rank's part and activations.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <string>
+
+#include "comm/mpi_communicator.h"
+#include "datasets/synthetic.h"
+#include "engine/planner.h"
+#include "engine/trainer.h"
+#include "partition/graph_part.h"
+#include "partition/partition_plan.h"
+
+namespace tessera {
+namespace {
+
+struct Data {
+  Dataset dataset;
+  Csr graph;
+  DatasetInfo info;
+};
+
+const Data& data() {
+  static const Data d = [] {
+    SyntheticConfig c = synthetic_preset("default");
+    c.num_nodes = 1200;
+    c.num_edges = 6000;
+    c.num_features = 24;
+    Data out;
+    out.dataset = generate_synthetic(c);
+    out.graph = training_graph(out.dataset);
+    out.info = dataset_info(out.dataset);
+    return out;
+  }();
+  return d;
+}
+
+TrainConfig small_config(const std::string& model, const std::string& codec) {
+  TrainConfig c;
+  c.model = model;
+  c.num_layers = 3;
+  c.hidden_channels = 32;
+  c.heads = 2;
+  c.epochs = 2;
+  c.eval_every = 1;
+  c.verbosity = 0;
+  c.handle_signals = false;
+  c.codec = codec;
+  return c;
+}
+
+int ranks() {
+  int k = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &k);
+  return k;
+}
+
+TEST(Planner, PartShapesAreThoseOfTheBuiltParts) {
+  const Data& d = data();
+  for (const int k : {1, 2, 3, 4}) {
+    const PartitionPlan plan =
+        make_partition(PartitionMethod::Metis, d.graph, d.dataset.train_idx, k, 0);
+    const std::vector<PartShape> shapes = part_shapes(d.graph, plan, d.dataset.train_idx);
+    ASSERT_EQ(shapes.size(), static_cast<std::size_t>(k));
+    for (int p = 0; p < k; ++p) {
+      const PartShape built = part_shape(PartBuilder(d.dataset, d.graph, plan, d.info).build(p));
+      const PartShape& s = shapes[static_cast<std::size_t>(p)];
+      const std::string at = std::to_string(k) + " parts, part " + std::to_string(p);
+      EXPECT_EQ(s.owned, built.owned) << at;
+      EXPECT_EQ(s.halo, built.halo) << at;
+      EXPECT_EQ(s.entries, built.entries) << at;
+      EXPECT_EQ(s.halo_entries, built.halo_entries) << at;
+      EXPECT_EQ(s.send, built.send) << at;
+      EXPECT_EQ(s.boundary, built.boundary) << at;
+      EXPECT_EQ(s.train, built.train) << at;
+    }
+  }
+}
+
+TEST(Planner, StepMemoryGrowsWithTheWidth) {
+  const Data& d = data();
+  const StepMemory narrow = measure_step_memory(small_config("gcn", "none"), d.info, 10.0, 2048);
+  TrainConfig wide_config = small_config("gcn", "none");
+  wide_config.hidden_channels = 256;
+  const StepMemory wide = measure_step_memory(wide_config, d.info, 10.0, 2048);
+  // Every hidden layer keeps at least its output and one gradient (N x hidden floats each).
+  EXPECT_GE(wide.per_row, 2.0 * 4.0 * 256.0 * 2.0);
+  EXPECT_GT(wide.per_row, 4.0 * narrow.per_row);
+  const std::int64_t c = d.info.num_classes;
+  EXPECT_EQ(wide.parameters, 24 * 256 + 256 + 256 * 256 + 256 + 256 * c + c);
+}
+
+// The plan's bytes per epoch against a real run on this job's ranks, and its memory estimate
+// against the least a rank holds.
+TEST(Planner, BytesPerEpochAreThoseOfTraining) {
+  const Data& d = data();
+  MpiCommunicator comm{MPI_COMM_WORLD, 120.0};
+  const int k = ranks();
+  const PartitionPlan plan =
+      make_partition(PartitionMethod::Metis, d.graph, d.dataset.train_idx, k, 0);
+  for (const char* model : {"gcn", "sage", "gat"}) {
+    for (const char* codec : {"none", "int8"}) {
+      const TrainConfig config = small_config(model, codec);
+      PlanInputs in;
+      in.config = config;
+      in.data = d.info;
+      in.entries = d.graph.nnz();
+      in.parts = part_shapes(d.graph, plan, d.dataset.train_idx);
+      in.source = k == 1 ? PartSourceKind::Single : PartSourceKind::InProcess;
+      in.step =
+          measure_step_memory(config, d.info, static_cast<double>(d.graph.nnz()) / 1200.0, 512);
+      in.ranks = k;
+      const PlanEstimate e = estimate_plan(in);
+      Trainer trainer(config, PartBuilder(d.dataset, d.graph, plan, d.info).build(comm.rank()),
+                      comm);
+      const RunResult r = trainer.train_run(0);
+      const auto sent = [&](TrafficCategory c) {
+        return static_cast<double>(r.bytes_per_epoch[static_cast<int>(c)]);
+      };
+      const std::string at =
+          std::string(model) + ", " + codec + ", " + std::to_string(k) + " ranks";
+      // int8: the model counts the rows' bytes, not the 16-byte message headers.
+      const double tolerance = std::string(codec) == "none" ? 0.0 : 0.05;
+      EXPECT_NEAR(e.halo_forward, sent(TrafficCategory::HaloForward),
+                  tolerance * e.halo_forward + 0.5)
+          << at;
+      EXPECT_NEAR(e.halo_backward, sent(TrafficCategory::HaloBackward),
+                  tolerance * e.halo_backward + 0.5)
+          << at;
+      EXPECT_NEAR(e.all_reduce, sent(TrafficCategory::AllReduce), 0.5) << at;
+      EXPECT_EQ(e.pipeline, 0.0) << at;
+      ASSERT_EQ(e.memory.size(), static_cast<std::size_t>(k)) << at;
+      const PartShape& mine = in.parts[static_cast<std::size_t>(comm.rank())];
+      const double least =
+          part_data_bytes(mine, d.info) + in.step.per_row * static_cast<double>(mine.owned);
+      EXPECT_GE(static_cast<double>(e.memory[static_cast<std::size_t>(comm.rank())].train), least)
+          << at;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera
