@@ -33,6 +33,7 @@ CONFIGS = [
      ["--dataset", "synth:arxiv-like", "--num-layers", "4", "--parallel", "pipeline"], False),
     ("arxiv-like, 4 ranks, gcn, hybrid 2 x 2", 4,
      ["--dataset", "synth:arxiv-like", "--parallel", "hybrid", "--stages", "2"], False),
+    ("products-like, 4 ranks, gcn, store", 4, ["--dataset", "synth:products-like"], True),
 ]
 
 

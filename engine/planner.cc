@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -129,14 +130,11 @@ double step_bytes(const TrainConfig& config, const DatasetInfo& data, double mea
     for (std::int64_t i = 0; i < rows * data.num_tasks; ++i) t[i] = static_cast<float>(i % 2);
     dataset.labels.clear();
   }
-  TrainConfig c = config;
-  c.epochs = 3;  // the later epochs reuse what the first one and its evaluation freed
+  TrainConfig c = config;  // its mode as given: graph, or a one-stage pipeline
+  c.epochs = 3;            // the later epochs reuse what the first one and its evaluation freed
   c.runs = 1;
   c.eval_every = 1;
   c.verbosity = 0;
-  c.parallel = "graph";
-  c.stages = 0;
-  c.chunks = 0;
   c.checkpoint_dir.clear();
   c.checkpoint_every = 0;
   c.handle_signals = false;
@@ -168,14 +166,51 @@ double step_bytes(const TrainConfig& config, const DatasetInfo& data, double mea
 
 }  // namespace
 
-StepMemory measure_step_memory(const TrainConfig& config, const DatasetInfo& data,
-                               double mean_degree, std::int64_t rows_small) {
+namespace {
+
+StepMemory fit_step(const TrainConfig& config, const DatasetInfo& data, double mean_degree,
+                    std::int64_t rows_small) {
   TESSERA_CHECK(rows_small >= 64, InvalidArgument, "probe rows ", rows_small, " < 64");
   StepMemory m;
   const double small = step_bytes(config, data, mean_degree, rows_small, &m.parameters);
   const double large = step_bytes(config, data, mean_degree, 2 * rows_small, &m.parameters);
   m.per_row = std::max(0.0, (large - small) / static_cast<double>(rows_small));
   m.fixed = std::max(0.0, small - m.per_row * static_cast<double>(rows_small));
+  return m;
+}
+
+}  // namespace
+
+StepMemory measure_step_memory(const TrainConfig& config, const DatasetInfo& data,
+                               double mean_degree, std::int64_t rows_small) {
+  TrainConfig c = config;
+  c.parallel = "graph";
+  c.stages = 0;
+  c.chunks = 0;
+  return fit_step(c, data, mean_degree, rows_small);
+}
+
+StepMemory measure_stage_memory(const TrainConfig& config, const DatasetInfo& data,
+                                double mean_degree, const PipelineLayout& layout,
+                                std::int64_t rows_small) {
+  TrainConfig c = config;
+  c.parallel = "pipeline";
+  c.stages = 1;
+  c.chunks = layout.chunks;
+  c.num_layers = layout.num_layers();
+  // A later stage's first layer reads the previous layer's output, dropped out.
+  if (!layout.first_stage()) c.input_dropout = config.dropout;
+  DatasetInfo shape = data;
+  if (!layout.first_stage()) shape.num_features = config.hidden_channels;
+  if (!layout.last_stage()) {
+    shape.task = TaskType::MultiClass;
+    shape.num_classes = config.hidden_channels;
+  }
+  StepMemory m = fit_step(c, shape, mean_degree, rows_small);
+  // The probe is its own last stage: a stage before the last keeps neither the loss workspace
+  // nor the evaluation's logits (two rows of its output width).
+  if (!layout.last_stage())
+    m.per_row = std::max(0.0, m.per_row - 2.0 * 4.0 * static_cast<double>(config.hidden_channels));
   return m;
 }
 
@@ -342,19 +377,29 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
                                                      std::int64_t{0}));
       }
     } else {
-      TrainConfig stage_config = c;
-      const PipelineLayout layout = pipeline_layout(stage_config, r, e.ranks, layer_cost);
-      const std::int64_t op_entries =
-          p.entries + (c.kind()->op == &kGcnOperator ? p.owned : std::int64_t{0});
-      const StageMemory s =
-          estimate_stage_memory(layout, c.kind(), d.num_features, c.hidden_channels, outputs,
-                                p.owned, p.halo, op_entries, c.hyper());
-      // The stage model counts the first stage's features itself.
-      train +=
-          static_cast<double>(s.bytes) -
-          (layout.first_stage()
-               ? tensor_bytes(static_cast<double>(p.owned) * static_cast<double>(d.num_features))
-               : 0.0);
+      const PipelineLayout layout = pipeline_layout(c, r, e.ranks, layer_cost);
+      TESSERA_CHECK(in.stage_steps.size() == static_cast<std::size_t>(e.stages), InvalidArgument,
+                    "the memory of ", e.stages, " stages is needed, ", in.stage_steps.size(),
+                    " given");
+      const StepMemory& step = in.stage_steps[static_cast<std::size_t>(layout.stage)];
+      train += step.fixed + step.per_row * static_cast<double>(p.owned);
+      // The operator in chunk order with its per-chunk blocks and their transposes.
+      const double n = static_cast<double>(p.owned);
+      const double op_entries = static_cast<double>(
+          p.entries + (c.kind()->op == &kGcnOperator ? p.owned : std::int64_t{0}));
+      train += 3.0 * 12.0 * op_entries + 16.0 * n;
+      // The encoded messages to and from the neighbouring stages (one of each a chunk, kept).
+      const double h = static_cast<double>(c.hidden_channels);
+      if (!layout.last_stage()) train += n * codec_row_bytes(fwd, c.hidden_channels);
+      if (!layout.first_stage()) train += 2.0 * n * codec_row_bytes(bwd, c.hidden_channels);
+      // Hybrid: the halo rows of the stage's historical buffers (inputs and gradients) and of
+      // the refresh's gathered rows, at each of its layers.
+      if (p.halo > 0) train += 3.0 * 4.0 * static_cast<double>(p.halo) * h * layout.num_layers();
+      // Stages after the first receive the part as an image from the first (held with it).
+      if (!layout.first_stage())
+        load = baseline + 2.0 * own;
+      else
+        load += own;
     }
     m.load = static_cast<std::uint64_t>(load);
     m.train = static_cast<std::uint64_t>(train);
@@ -485,6 +530,8 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
                   report.step.per_row, report.step.fixed / 1048576.0);
     say(progress, line);
   }
+  // Stage memories by (first layer, layers, last stage, chunks): measured once each.
+  std::map<std::tuple<int, int, bool, int>, StepMemory> stage_memory;
   const auto add = [&](const TrainConfig& c, int k, int parts) {
     const auto it = shapes.find(parts);
     if (it == shapes.end()) return;
@@ -494,11 +541,29 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
     in.entries = report.entries;
     in.parts = it->second;
     in.source = report.from_store ? PartSourceKind::Store
-                : k == 1          ? PartSourceKind::Single
+                : parts == 1      ? PartSourceKind::Single
                                   : PartSourceKind::InProcess;
     in.facts = report.facts;
     in.step = report.step;
     in.ranks = k;
+    const int stages = k / parts;
+    if (stages > 1) {
+      const std::vector<double> cost = layer_costs(
+          c.kind(), c.num_layers, report.data.num_features, c.hidden_channels,
+          report.data.num_outputs(), report.data.num_nodes, report.entries + report.data.num_nodes);
+      for (int s = 0; s < stages; ++s) {
+        const PipelineLayout layout = pipeline_layout(c, s, k, cost);
+        const auto key = std::make_tuple(layout.first_layer(), layout.num_layers(),
+                                         layout.last_stage(), layout.chunks);
+        auto found = stage_memory.find(key);
+        if (found == stage_memory.end()) {
+          found =
+              stage_memory.emplace(key, measure_stage_memory(c, report.data, mean_degree, layout))
+                  .first;
+        }
+        in.stage_steps.push_back(found->second);
+      }
+    }
     if (report.rows.empty()) report.parts = in.parts;
     report.rows.push_back(estimate_plan(in));
   };

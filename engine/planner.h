@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/csr.h"
+#include "engine/pipeline.h"
 #include "engine/train_config.h"
 #include "partition/graph_part.h"
 #include "partition/partition_plan.h"
@@ -56,6 +57,13 @@ struct StepMemory {
 // row, and counts the host memory of CPU tensors (core/host_memory.h) at its highest.
 StepMemory measure_step_memory(const TrainConfig& config, const DatasetInfo& data,
                                double mean_degree, std::int64_t rows_small = 16384);
+
+// The same for one stage of a pipeline (`layout`: its layers and chunks), measured as a
+// one-stage pipeline of the stage's layers and widths: what a stage keeps for all of its chunks
+// (activations, historical buffers, the evaluation pass).
+StepMemory measure_stage_memory(const TrainConfig& config, const DatasetInfo& data,
+                                double mean_degree, const PipelineLayout& layout,
+                                std::int64_t rows_small = 16384);
 
 // What the planner measured of this machine and the dataset.
 struct MachineFacts {
@@ -100,10 +108,11 @@ struct PlanInputs {
   PartSourceKind source = PartSourceKind::InProcess;
   MachineFacts facts;
   StepMemory step;
+  // Pipelined modes: the memory of every stage (measure_stage_memory), by stage.
+  std::vector<StepMemory> stage_steps;
   int ranks = 1;
 };
-// The estimate of one configuration. Pipeline and hybrid stages use the stage memory model
-// (estimate_stage_memory, engine/pipeline.h) in place of the measured step.
+// The estimate of one configuration.
 PlanEstimate estimate_plan(const PlanInputs& in);
 
 // The shape of a part as read (a partition store's part file).
