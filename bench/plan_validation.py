@@ -33,7 +33,8 @@ CONFIGS = [
      ["--dataset", "synth:arxiv-like", "--num-layers", "4", "--parallel", "pipeline"], False),
     ("arxiv-like, 4 ranks, gcn, hybrid 2 x 2", 4,
      ["--dataset", "synth:arxiv-like", "--parallel", "hybrid", "--stages", "2"], False),
-    ("products-like, 4 ranks, gcn, store", 4, ["--dataset", "synth:products-like"], True),
+    ("products-like, 4 ranks, gcn, hidden 64, store", 4,
+     ["--dataset", "synth:products-like", "--hidden-channels", "64"], True),
 ]
 
 
@@ -67,7 +68,7 @@ def main():
             directory = os.path.join(work, f"store{i}")
             if not os.path.isdir(directory):
                 run([partition, "--dataset", flags[1], "--parts", str(ranks), "--out", directory])
-            flags = ["--partitions", directory]
+            flags = ["--partitions", directory, *flags[2:]]  # the store names the dataset
         plan_json = os.path.join(work, f"plan{i}.json")
         summary = os.path.join(work, f"summary{i}.json")
         run([train, *flags, "--plan", "--plan-ranks", str(ranks), "--plan-json", plan_json])

@@ -43,7 +43,7 @@ std::vector<PartShape> part_shapes(const Csr& graph, const PartitionPlan& plan,
   std::vector<std::vector<GlobalId>> rows_of(static_cast<std::size_t>(k));
   for (std::int64_t v = 0; v < n; ++v)
     rows_of[static_cast<std::size_t>(plan.owner[v])].push_back(v);
-  std::vector<int> sent_to(static_cast<std::size_t>(k), -1);
+  std::vector<GlobalId> sent_to(static_cast<std::size_t>(k), -1);  // the last row sent to q
   for (int p = 0; p < k; ++p) {
     PartShape& s = parts[static_cast<std::size_t>(p)];
     for (const GlobalId v : rows_of[static_cast<std::size_t>(p)]) {
@@ -66,33 +66,13 @@ std::vector<PartShape> part_shapes(const Csr& graph, const PartitionPlan& plan,
       for (EdgeOffset e = indptr[v]; e < indptr[v + 1]; ++e) {
         const int q = plan.owner[static_cast<std::size_t>(indices[static_cast<std::size_t>(e)])];
         if (q != p && sent_to[static_cast<std::size_t>(q)] != v) {
-          sent_to[static_cast<std::size_t>(q)] = static_cast<int>(v);
+          sent_to[static_cast<std::size_t>(q)] = v;
           ++s.send;
         }
       }
     }
   }
   for (const GlobalId v : train_idx) ++parts[static_cast<std::size_t>(plan.owner[v])].train;
-  return parts;
-}
-
-std::vector<PartShape> part_shapes(const PartitionStats& stats, std::int64_t entries) {
-  std::int64_t n = 0;
-  for (const std::int64_t owned : stats.owned_nodes) n += owned;
-  std::vector<PartShape> parts(stats.owned_nodes.size());
-  for (std::size_t p = 0; p < parts.size(); ++p) {
-    PartShape& s = parts[p];
-    s.owned = stats.owned_nodes[p];
-    s.halo = p < stats.halo_nodes.size() ? stats.halo_nodes[p] : 0;
-    s.entries =
-        n > 0 ? static_cast<std::int64_t>(static_cast<double>(entries) *
-                                          static_cast<double>(s.owned) / static_cast<double>(n))
-              : 0;
-    s.halo_entries = std::min(s.entries, s.halo);
-    s.send = s.halo;
-    s.boundary = std::min(s.owned, s.halo);
-    s.train = p < stats.train_nodes.size() ? stats.train_nodes[p] : 0;
-  }
   return parts;
 }
 

@@ -39,22 +39,17 @@ struct PartShape {
 // The parts of `plan` on `graph` (symmetric, rows = destinations). O(E).
 std::vector<PartShape> part_shapes(const Csr& graph, const PartitionPlan& plan,
                                    std::span<const GlobalId> train_idx);
-// The parts of a partition store from its statistics, where the adjacency entries and the sent
-// and boundary rows are not recorded: entries in proportion to the owned rows, sent rows equal
-// to the halo rows (a symmetric graph sends as many rows as it receives, summed over parts),
-// boundary rows min(owned, halo).
-std::vector<PartShape> part_shapes(const PartitionStats& stats, std::int64_t entries);
 
-// The tensor memory of one training step and one evaluation on one process: `per_row` bytes for
-// every owned row plus `fixed` bytes (parameters, their gradients, the optimizer's moments).
+// The tensor memory of training and evaluating on one process: `per_row` bytes for every owned
+// row plus `fixed` bytes (parameters, their gradients, the optimizer's moments).
 struct StepMemory {
   double per_row = 0.0;
   double fixed = 0.0;
   std::int64_t parameters = 0;  // of the whole model
 };
-// Measured: trains one epoch (and evaluates) on two synthetic graphs of `rows_small` and twice as
-// many rows, with the dataset's features, outputs and task and `mean_degree` adjacency entries a
-// row, and counts the host memory of CPU tensors (core/host_memory.h) at its highest.
+// Measured: trains three epochs (each evaluated) on two synthetic graphs of `rows_small` and
+// twice as many rows, with the dataset's features, outputs and task and `mean_degree` adjacency
+// entries a row, and counts the host memory of CPU tensors (core/host_memory.h) at its highest.
 StepMemory measure_step_memory(const TrainConfig& config, const DatasetInfo& data,
                                double mean_degree, std::int64_t rows_small = 16384);
 
