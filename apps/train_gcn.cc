@@ -12,6 +12,8 @@
 #include <CLI/CLI.hpp>
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -19,6 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -152,10 +155,18 @@ int run_plan(const tessera::Options& options, std::vector<int> ranks, const std:
              int rank) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (ranks.empty()) {
-    ranks.push_back(options.parts > 0 ? options.parts : world);
+  // Default: the job's ranks, or on one process the ranks the flags imply (a store's parts,
+  // --parts, and --stages in the pipelined modes), then 1, 2, 4 and 8 ranks in graph mode.
+  if (ranks.empty() && options.partitions.empty()) {
+    const int parts = options.parts > 0 ? options.parts : 1;
+    const int stages = options.stages > 0 ? options.stages : 2;
+    int requested = world > 1                        ? world
+                    : options.parallel == "pipeline" ? stages
+                    : options.parallel == "hybrid"   ? std::max(2, parts) * stages
+                                                     : parts;
+    ranks.push_back(requested);
     for (const int k : {1, 2, 4, 8})
-      if (k != ranks.front()) ranks.push_back(k);
+      if (k != requested) ranks.push_back(k);
   }
   int status = 0;
   std::string error;
@@ -172,8 +183,13 @@ int run_plan(const tessera::Options& options, std::vector<int> ranks, const std:
       status = 1;
     }
   }
-  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (rank == 0 && status != 0) std::fprintf(stderr, "train_gcn: error: --plan: %s\n", error.c_str());
+  // The other ranks wait without spinning on the cores rank 0 plans with.
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD, &request);
+  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (rank == 0 && status != 0)
+    std::fprintf(stderr, "train_gcn: error: --plan: %s\n", error.c_str());
   return status;
 }
 
@@ -193,15 +209,16 @@ int main(int argc, char** argv) {
   Flags flags;
   add_flags(app, flags);
   // The pre-flight planner: the flags as for training, then the plan instead of the training.
-  bool plan = false;
+  bool plan_only = false;
   std::vector<int> plan_ranks;
   std::string plan_json;
-  app.add_flag("--plan", plan,
+  app.add_flag("--plan", plan_only,
                "print the predicted peak memory per rank and bytes per epoch of this "
                "configuration and of alternatives, then exit without training (docs/planner.md)");
   app.add_option("--plan-ranks", plan_ranks,
                  "with --plan: the rank counts to plan for, comma-separated, the configuration's "
-                 "first (default: --parts, else the job's ranks; then 1, 2, 4 and 8)")
+                 "first (default: the job's ranks, else those --parts and --stages imply, or a "
+                 "store's parts; then 1, 2, 4 and 8)")
       ->delimiter(',')
       ->check(CLI::Range(1, 65536));
   app.add_option("--plan-json", plan_json, "with --plan: also write the plan as JSON to FILE");
@@ -218,10 +235,10 @@ int main(int argc, char** argv) {
     // reads the same command line: the same answer everywhere, no communication).
     const tessera::Options options = options_from(flags);
     tessera::check_options(options);
-    if (!plan && (!plan_ranks.empty() || !plan_json.empty()))
+    if (!plan_only && (!plan_ranks.empty() || !plan_json.empty()))
       throw CLI::ValidationError("--plan-ranks/--plan-json", "only with --plan");
-    status = plan ? run_plan(options, plan_ranks, plan_json, rank)
-                  : run(options, app.count("--dataset") > 0);
+    status = plan_only ? run_plan(options, plan_ranks, plan_json, rank)
+                       : run(options, app.count("--dataset") > 0);
   } catch (const CLI::ConfigError& e) {
     // CLI11 names the entry but not the file.
     const std::string file = app.get_config_ptr()->as<std::string>();

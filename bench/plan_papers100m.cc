@@ -13,9 +13,11 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
+#include "comm/codec.h"
 #include "engine/planner.h"
 #include "engine/system.h"
 
@@ -36,6 +38,14 @@ int main(int argc, char** argv) {
   app.add_option("--probe-rows", probe_rows, "rows of the smaller probe graph")
       ->check(CLI::Range(64, 1 << 24));
   CLI11_PARSE(app, argc, argv);
+  for (const std::string& codec : codecs) {
+    try {
+      parse_codec(codec);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "plan_papers100m: error: --codecs: %s\n", e.what());
+      return 2;
+    }
+  }
 
   // ogbn-papers100M (OGB): nodes, directed edges (the training graph holds both directions),
   // features, classes, training nodes.

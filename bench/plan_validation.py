@@ -33,8 +33,8 @@ CONFIGS = [
      ["--dataset", "synth:arxiv-like", "--num-layers", "4", "--parallel", "pipeline"], False),
     ("arxiv-like, 4 ranks, gcn, hybrid 2 x 2", 4,
      ["--dataset", "synth:arxiv-like", "--parallel", "hybrid", "--stages", "2"], False),
-    ("products-like, 4 ranks, gcn, hidden 64, store", 4,
-     ["--dataset", "synth:products-like", "--hidden-channels", "64"], True),
+    ("products-like, 4 ranks, gcn, hidden 128, store", 4,
+     ["--dataset", "synth:products-like", "--hidden-channels", "128"], True),
 ]
 
 

@@ -261,7 +261,7 @@ void HaloExchange::decode_block(const MessageBlock& block, std::span<const std::
     decode_rows(block.codec, dest, block.begin, block.count, bytes);
     return;
   }
-  block_decoded_.resize(block.count, f);
+  block_decoded_.resize_within(block.count, f, block_decoded_.device());
   decode_rows(block.codec, block_decoded_, 0, block.count, bytes);
   for (std::int64_t i = 0; i < block.count; ++i) {
     std::copy_n(block_decoded_.row<float>(i), f, dest.row<float>(block.positions[i]));
@@ -316,17 +316,21 @@ void HaloExchange::start(const Route& route, const Tensor& source, Tensor& recei
   post_encoded(route, source);
 }
 
+void HaloExchange::reserve(std::int64_t width, Device device) {
+  send_buffer_ = Tensor(plan_.num_send(), width, DType::F32, device);
+}
+
 void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {
   TESSERA_CHECK(!active_, Internal, "halo exchange started while another is in flight");
   const double start_s = now_s();
   const std::int64_t f = x.cols();
-  halo.resize(plan_.num_halo(), f, x.device());
+  halo.resize_within(plan_.num_halo(), f, x.device());
   requests_.clear();
   forward_layer_ = layer;
   if (encoded(0)) {
     start(route(0, layer), x, halo);
   } else {  // raw rows: gathered into message order, received in place
-    send_buffer_.resize(plan_.num_send(), f, x.device());
+    send_buffer_.resize_within(plan_.num_send(), f, x.device());
     gather_rows(send_buffer_, x, send_rows_.on(x.device()));
     start(route(0, layer), send_buffer_, halo);
   }
@@ -338,7 +342,7 @@ void HaloExchange::start_backward(const Tensor& d_halo, int layer) {
   check_shape(d_halo, plan_.num_halo(), d_halo.cols(), "HaloExchange::start_backward d_halo");
   const double start_s = now_s();
   // receives the gradients of the rows we sent
-  send_buffer_.resize(plan_.num_send(), d_halo.cols(), d_halo.device());
+  send_buffer_.resize_within(plan_.num_send(), d_halo.cols(), d_halo.device());
   requests_.clear();
   backward_layer_ = layer;
   start(route(1, layer), d_halo, send_buffer_);

@@ -97,6 +97,9 @@ class HaloExchange {
   // x must stay unchanged and halo untouched until then.
   void start_forward(const Tensor& x, Tensor& halo, int layer);
   void finish_forward(Tensor& halo);
+  // Sizes the gathered send rows on `device` for the widest exchange of the run, so that the
+  // narrower layers reuse them (Tensor::resize_within) instead of each keeping a block.
+  void reserve(std::int64_t width, Device device);
   // Backward: d_halo (H, F) goes to the owners (keep it alive until finish_backward);
   // finish_backward adds what the peers sent into d_x (N, F) rows, in peer order.
   void start_backward(const Tensor& d_halo, int layer);

@@ -94,6 +94,18 @@ void Tensor::resize(std::int64_t rows, std::int64_t cols, Device device) {
   resize(rows, cols);
 }
 
+void Tensor::resize_within(std::int64_t rows, std::int64_t cols, Device device) {
+  const Deleter& held = storage_.get_deleter();
+  const std::size_t need = static_cast<std::size_t>(rows * cols) * dtype_size(dtype_);
+  if (storage_ && held.owned && device == device_ && need <= held.bytes && rows >= 0 &&
+      cols >= 0) {
+    rows_ = rows;
+    cols_ = cols;
+    return;
+  }
+  resize(rows, cols, device);
+}
+
 std::string Tensor::shape_string() const {
   return "(" + std::to_string(rows_) + ", " + std::to_string(cols_) + ")";
 }

@@ -99,6 +99,11 @@ class Tensor {
   // As resize, and moves the tensor to `device` (reallocating) when it lives elsewhere. Layers
   // size their outputs with their input's device, so a model runs where its input lives.
   void resize(std::int64_t rows, std::int64_t cols, Device device);
+  // A workspace whose width changes from call to call (a layer's): keeps its memory when the
+  // new shape fits in it (contents undefined), else as resize(rows, cols, device). A workspace
+  // made once at its widest shape then never allocates again: one block instead of one per
+  // width, which the block cache would otherwise keep (core/host_memory.h).
+  void resize_within(std::int64_t rows, std::int64_t cols, Device device);
   std::string shape_string() const;
 
  private:

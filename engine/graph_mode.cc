@@ -17,6 +17,7 @@
 #include "engine/halo_propagator.h"
 #include "engine/modes.h"
 #include "engine/system.h"
+#include "engine/traffic_model.h"
 
 namespace tessera {
 namespace {
@@ -151,6 +152,12 @@ void GraphRunner::build(const LossRows& loss) {
   propagator_ = std::make_unique<HaloPropagator>(op.build(g.adjacency, g.degrees), op.symmetry,
                                                  *exchange_, column_ids);
   propagator_->upload(device_);
+  // The halo buffers once, at the widest exchange of the model: every layer reuses them.
+  propagator_->reserve(
+      widest_exchange(exchanged_widths(config_.num_layers, part_.dataset.num_features,
+                                       config_.hidden_channels, part_.dataset.num_outputs(),
+                                       config_.kind(), config_.hyper())),
+      device_);
   context_.set_propagator(op, propagator_.get());
   context_.global_ids = g.owned_ids;
   context_.global_num_nodes = part_.dataset.num_nodes;

@@ -121,6 +121,14 @@ void HaloPropagator::upload(Device device) {
     if (a->num_rows() > 0) a->upload(device);  // an empty one is never multiplied on a GPU
 }
 
+void HaloPropagator::reserve(std::int64_t width, Device device) {
+  if (!exchange_.has_traffic()) return;  // nothing crosses
+  halo_x_ = Tensor(halo_.num_cols(), width, DType::F32, device);
+  boundary_ = Tensor(halo_.num_rows(), width, DType::F32, device);
+  d_halo_ = Tensor(halo_.num_cols(), width, DType::F32, device);
+  exchange_.reserve(width, device);
+}
+
 void HaloPropagator::overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x) {
   if (!exchange_.active()) {
     spmm(out, a.view(), x);
@@ -151,7 +159,7 @@ void HaloPropagator::forward(Tensor& out, const Tensor& x, int layer) {
   if (!exchanging) return;
   exchange_.finish_forward(halo_x_);
   if (boundary_rows_.empty()) return;
-  boundary_.resize(halo_.num_rows(), x.cols(), x.device());  // (B, F)
+  boundary_.resize_within(halo_.num_rows(), x.cols(), x.device());  // (B, F)
   spmm(boundary_, halo_.view(), halo_x_);
   scatter_add_rows(out, boundary_, boundary_list_.on(out.device()));
 }
@@ -162,9 +170,9 @@ void HaloPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
   d_x.resize(owned_.num_rows(), f, d_out.device());  // (N, F)
   const bool exchanging = exchange_.has_traffic();
   if (exchanging) {
-    boundary_.resize(halo_.num_rows(), f, d_out.device());  // (B, F)
+    boundary_.resize_within(halo_.num_rows(), f, d_out.device());  // (B, F)
     gather_rows(boundary_, d_out, boundary_list_.on(d_out.device()));
-    d_halo_.resize(halo_.num_cols(), f, d_out.device());  // (H, F)
+    d_halo_.resize_within(halo_.num_cols(), f, d_out.device());  // (H, F)
     spmm(d_halo_, halo_t_.view(), boundary_);
     exchange_.start_backward(d_halo_, layer);
   }

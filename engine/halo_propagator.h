@@ -38,6 +38,9 @@ class HaloPropagator final : public Propagator, private HaloAccess {
   // Puts the operator on `device` (once): a GPU run aggregates there, while its exchange moves
   // the halo rows between the GPUs (an NCCL communicator).
   void upload(Device device);
+  // Sizes the halo buffers (received rows, boundary sums, halo gradients, gathered send rows) on
+  // `device` for the widest exchange of the model, which every narrower layer then reuses.
+  void reserve(std::int64_t width, Device device);
   // Sends each halo row's weight in this rank's aggregation (Σ of its column's squared
   // entries) to the row's owner and receives those of its own rows: the adaptive codec plans
   // bits with them (a no-op for the other codecs). Point-to-point with every peer: call it

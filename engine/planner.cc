@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
-#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -30,8 +29,9 @@ std::vector<PartShape> part_shapes(const Csr& graph, const PartitionPlan& plan,
   const std::int64_t n = graph.num_rows();
   TESSERA_CHECK(static_cast<std::int64_t>(plan.owner.size()) == n, InvalidArgument, "a plan of ",
                 plan.owner.size(), " owners for a graph of ", n, " rows");
-  int k = 0;
-  for (const int p : plan.owner) k = std::max(k, p + 1);
+  const int k = plan.num_parts;
+  for (const int p : plan.owner)
+    TESSERA_CHECK(p >= 0 && p < k, InvalidArgument, "an owner ", p, " outside [0, ", k, ")");
   std::vector<PartShape> parts(static_cast<std::size_t>(k));
   // halo: distinct (part, column) pairs over the part's rows. A column is a halo row of part p
   // when some row of p lists it and p does not own it: mark it once per part with the last part
@@ -214,14 +214,6 @@ double codec_row_bytes(CodecKind codec, std::int64_t width) {
   return static_cast<double>(encoded_row_bytes(codec, width));
 }
 
-// The widest exchange of the model, forward or backward.
-std::int64_t widest(const ExchangedWidths& w) {
-  std::int64_t most = 0;
-  for (const std::int64_t x : w.forward) most = std::max(most, x);
-  for (const std::int64_t x : w.backward) most = std::max(most, x);
-  return most;
-}
-
 // What a graph-mode rank holds for its operator (HaloPropagator: the owned block, its
 // transpose unless symmetric, the halo block and its transpose, row lists; attention kinds the
 // whole pattern and its column ids) and its halo exchange (received rows, boundary sums, halo
@@ -243,25 +235,18 @@ double operator_bytes(const PartShape& p, const TrainConfig& config) {
 }
 
 // The exchange's tensors (received rows, boundary sums, halo gradients, gathered send rows) are
-// resized to each layer's width; a block of a width already seen comes back from the block
-// cache, so each distinct width holds its own blocks. The encoded messages (vectors) keep the
+// made once at the widest exchange (HaloPropagator::reserve) and reused by every layer; the
+// decoded blocks of a codec grow to the widest too; the encoded messages (vectors) keep the
 // widest.
 double exchange_bytes(const PartShape& p, const TrainConfig& config, const ExchangedWidths& w) {
   if (p.halo == 0 && p.send == 0) return 0.0;
-  std::set<std::int64_t> widths(w.forward.begin(), w.forward.end());
-  widths.insert(w.backward.begin(), w.backward.end());
-  widths.erase(0);
+  const double width = static_cast<double>(widest_exchange(w));
   const double h = static_cast<double>(p.halo), s = static_cast<double>(p.send);
   const double b = static_cast<double>(p.boundary);
   const CodecKind fwd = config.forward_codec(), bwd = config.backward_codec();
-  const bool encoded = fwd != CodecKind::None || bwd != CodecKind::None;
-  double bytes = 0.0;
-  for (const std::int64_t width : widths) {
-    const double x = static_cast<double>(width);
-    bytes += 2.0 * tensor_bytes(h * x) + tensor_bytes(b * x) + tensor_bytes(s * x);
-    if (encoded) bytes += tensor_bytes(h * x);  // decoded blocks before placement
-  }
-  const std::int64_t wi = widest(w);
+  double bytes = 2.0 * tensor_bytes(h * width) + tensor_bytes(b * width) + tensor_bytes(s * width);
+  if (fwd != CodecKind::None || bwd != CodecKind::None) bytes += tensor_bytes(h * width);
+  const std::int64_t wi = widest_exchange(w);
   bytes += std::max(codec_row_bytes(fwd, wi), codec_row_bytes(bwd, wi)) * (h + s);
   return bytes;
 }
@@ -433,24 +418,31 @@ bool pipelines(const TrainConfig& c) { return !c.kind()->initial_residual && !c.
 
 }  // namespace
 
-PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool progress) {
-  TESSERA_CHECK(!ranks.empty(), InvalidArgument, "--plan: no rank count to plan for");
+PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool progress,
+                     bool gpu) {
   for (const int k : ranks)
     TESSERA_CHECK(k >= 1 && k <= 65536, InvalidArgument, "--plan-ranks: ", k,
                   " is not a rank count in [1, 65536]");
+  const ParallelMode mode = config.mode();
   Stopwatch watch;
   PlanReport report;
   report.dataset = config.dataset;
   report.partition_method = config.partition;
+  report.gpu = gpu;
   report.facts.baseline = current_rss_bytes();
-  const int requested = ranks.front();
-  const PartitionMethod method = parse_partition_method(config.partition);
   std::map<int, std::vector<PartShape>> shapes;  // by graph parts
-  double mean_degree = 0.0;
+  int requested = ranks.empty() ? 0 : ranks.front();
   if (!config.partitions.empty()) {
     // A store: its parts one at a time, each as its rank would read it.
     report.from_store = true;
     const StoreMeta meta = read_store_meta(config.partitions);
+    TESSERA_CHECK(requested == 0 || requested == meta.num_parts, InvalidArgument, "--plan-ranks ",
+                  requested, ": --partitions ", config.partitions, " holds ", meta.num_parts,
+                  " parts, one per rank");
+    TESSERA_CHECK(mode == ParallelMode::Graph, InvalidArgument,
+                  "--plan with --partitions plans "
+                  "--parallel graph (a store holds one part per rank)");
+    requested = meta.num_parts;
     report.data = meta.dataset;
     report.dataset = meta.dataset_spec;
     report.partition_method = to_string(meta.method);
@@ -461,36 +453,50 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
     }
     say(progress, "read the " + std::to_string(meta.num_parts) + " parts of " + config.partitions);
     shapes[meta.num_parts] = std::move(parts);
-  } else {
-    reset_rss_peak();
+  }
+  TESSERA_CHECK(requested >= 1, InvalidArgument, "--plan: no rank count to plan for");
+  // The configuration's graph parts: the ranks, or in the pipelined modes the ranks over the
+  // stages (pipeline_layout checks --stages and --chunks against them).
+  int config_parts = requested;
+  if (requested > 1 && mode != ParallelMode::Graph) {
+    const std::vector<double> unit(static_cast<std::size_t>(config.num_layers), 1.0);
+    config_parts = pipeline_layout(config, 0, requested, unit).groups;
+  }
+  if (!report.from_store) {
+    report.facts.peaks_measured = reset_rss_peak();
     const std::uint64_t before = current_rss_bytes();
     Dataset dataset = load_dataset(config.dataset, LoadOptions{.progress = progress});
-    report.facts.load_peak = rss_peak_since_reset() - std::min(rss_peak_since_reset(), before);
-    report.facts.dataset = current_rss_bytes() - std::min(current_rss_bytes(), before);
+    const std::uint64_t after = current_rss_bytes();
+    const std::uint64_t load_high = report.facts.peaks_measured ? rss_peak_since_reset() : after;
+    report.facts.load_peak = load_high - std::min(load_high, before);
+    report.facts.dataset = after - std::min(after, before);
     report.data = dataset_info(dataset);
     const Csr graph = training_graph(dataset);
     report.entries = graph.nnz();
     say(progress, "loaded " + config.dataset + " (" + std::to_string(report.data.num_nodes) +
                       " nodes, " + std::to_string(report.entries) + " adjacency entries)");
-    std::vector<int> needed(ranks.begin(), ranks.end());
-    if (requested >= 4 && requested % 2 == 0) needed.push_back(requested / 2);  // hybrid's parts
-    needed.push_back(1);
+    check_num_parts(report.data.num_nodes, config_parts);
+    std::vector<int> needed = {config_parts, 1};
+    needed.insert(needed.end(), ranks.begin(), ranks.end());
+    if (requested >= 4 && requested % 2 == 0) needed.push_back(requested / 2);  // hybrid 2 stages
+    const auto method = parse_partition_method(config.partition);
     for (const int k : needed) {
-      if (shapes.count(k)) continue;
+      if (shapes.count(k) || k > report.data.num_nodes) continue;  // too many parts: no row
       PartitionPlan plan;
       if (k == 1) {
+        plan.num_parts = 1;
         plan.owner.assign(static_cast<std::size_t>(report.data.num_nodes), 0);
       } else {
-        reset_rss_peak();
+        const bool reset = reset_rss_peak();
         const std::uint64_t resident = current_rss_bytes();
         Stopwatch partition_watch;
         plan = make_partition(method, graph, dataset.train_idx, k, config.seed);
-        const std::uint64_t peak =
-            rss_peak_since_reset() - std::min(rss_peak_since_reset(), resident);
+        const std::uint64_t high = reset ? rss_peak_since_reset() : current_rss_bytes();
         // What partitioning holds in a job: the training graph it builds, and the partitioner.
-        const std::uint64_t graph_bytes =
+        const auto graph_bytes =
             static_cast<std::uint64_t>(8 * (graph.num_rows() + 1) + 4 * graph.nnz());
-        report.facts.partition_peak = std::max(report.facts.partition_peak, peak + graph_bytes);
+        report.facts.partition_peak =
+            std::max(report.facts.partition_peak, high - std::min(high, resident) + graph_bytes);
         char line[160];
         std::snprintf(line, sizeof line, "partitioned (%s) into %d parts in %.2f s",
                       config.partition.c_str(), k, partition_watch.seconds());
@@ -499,9 +505,10 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
       shapes[k] = part_shapes(graph, plan, dataset.train_idx);
     }
   }
-  mean_degree = report.data.num_nodes > 0 ? static_cast<double>(report.entries) /
-                                                static_cast<double>(report.data.num_nodes)
-                                          : 0.0;
+  const double mean_degree =
+      report.data.num_nodes > 0
+          ? static_cast<double>(report.entries) / static_cast<double>(report.data.num_nodes)
+          : 0.0;
   report.step = measure_step_memory(config, report.data, mean_degree);
   {
     char line[160];
@@ -514,7 +521,7 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
   std::map<std::tuple<int, int, bool, int>, StepMemory> stage_memory;
   const auto add = [&](const TrainConfig& c, int k, int parts) {
     const auto it = shapes.find(parts);
-    if (it == shapes.end()) return;
+    if (it == shapes.end()) return false;
     PlanInputs in;
     in.config = c;
     in.data = report.data;
@@ -546,36 +553,30 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
     }
     if (report.rows.empty()) report.parts = in.parts;
     report.rows.push_back(estimate_plan(in));
+    return true;
   };
   const TrainConfig& c = config;
-  const ParallelMode mode = c.mode();
-  if (report.from_store) {
-    const int parts = shapes.begin()->first;
-    add(variant(c, "graph", 0, c.codec, c.codec_backward), parts, parts);
-    for (const char* codec : {"none", "bf16", "int8"})
-      if (codec != c.codec) add(variant(c, "graph", 0, codec, ""), parts, parts);
-  } else {
-    // The configuration.
-    if (requested == 1 || mode == ParallelMode::Graph) {
-      add(c, requested, requested);
-    } else {
-      const int stages = c.stages > 0 ? c.stages : (mode == ParallelMode::Pipeline ? requested : 2);
-      add(c, requested, requested / stages);
+  const bool configuration = add(c, requested, config_parts);
+  TESSERA_CHECK(configuration, InvalidArgument, "--plan: the configuration's ", config_parts,
+                " parts could not be planned");
+  if (requested > 1) {
+    // The other codecs in graph mode (the configuration itself is the first row).
+    for (const char* codec : {"none", "bf16", "int8"}) {
+      const bool same =
+          mode == ParallelMode::Graph && c.codec == codec && backward_codec_name(c) == codec;
+      if (!same) add(variant(c, "graph", 0, codec, ""), requested, requested);
     }
-    if (requested > 1) {
-      for (const char* codec : {"none", "bf16", "int8"})
-        if (codec != c.codec || mode != ParallelMode::Graph)
-          add(variant(c, "graph", 0, codec, ""), requested, requested);
-      if (pipelines(c) && mode != ParallelMode::Pipeline && c.num_layers >= requested)
-        add(variant(c, "pipeline", requested, c.codec, c.codec_backward), requested, 1);
-      if (pipelines(c) && mode != ParallelMode::Hybrid && requested >= 4 && requested % 2 == 0 &&
-          c.num_layers >= 2)
-        add(variant(c, "hybrid", 2, c.codec, c.codec_backward), requested, requested / 2);
-    }
-    for (std::size_t i = 1; i < ranks.size(); ++i)
-      if (ranks[i] != requested)
-        add(variant(c, "graph", 0, c.codec, c.codec_backward), ranks[i], ranks[i]);
+    // The pipelined modes, which run on the CPU only and refuse GCNII and GAT.
+    const bool pipelined = !gpu && !report.from_store && pipelines(c);
+    if (pipelined && mode != ParallelMode::Pipeline && c.num_layers >= requested)
+      add(variant(c, "pipeline", requested, c.codec, c.codec_backward), requested, 1);
+    if (pipelined && mode != ParallelMode::Hybrid && requested >= 4 && requested % 2 == 0 &&
+        c.num_layers >= 2)
+      add(variant(c, "hybrid", 2, c.codec, c.codec_backward), requested, requested / 2);
   }
+  for (std::size_t i = 1; i < ranks.size(); ++i)
+    if (ranks[i] != requested && !report.from_store)
+      add(variant(c, "graph", 0, c.codec, c.codec_backward), ranks[i], ranks[i]);
   report.seconds = watch.seconds();
   return report;
 }
@@ -618,6 +619,9 @@ std::string plan_table(const PlanReport& r) {
     out << ", loading " << gib(static_cast<double>(r.facts.load_peak)) << " GiB at its peak ("
         << gib(static_cast<double>(r.facts.dataset)) << " GiB held), partitioning "
         << gib(static_cast<double>(r.facts.partition_peak)) << " GiB";
+  if (!r.facts.peaks_measured)
+    out << " (this system does not let a process reset its peak resident memory: the phases' "
+           "peaks are read as their resident memory at the end)";
   char step[96];
   std::snprintf(step, sizeof step, "; a training step %.0f B a row + %.1f MiB", r.step.per_row,
                 r.step.fixed / 1048576.0);
@@ -660,6 +664,8 @@ std::string plan_json(const PlanReport& r) {
   j["step_bytes_fixed"] = r.step.fixed;
   j["parameters"] = r.step.parameters;
   j["seconds"] = r.seconds;
+  j["gpu"] = r.gpu;
+  j["peaks_measured"] = r.facts.peaks_measured;
   nlohmann::json rows = nlohmann::json::array();
   for (const PlanEstimate& e : r.rows) {
     nlohmann::json row;

@@ -1,16 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The pre-flight planner (train_gcn --plan): the peak memory of every rank and the bytes one
-// training epoch sends, predicted before any training for a configuration and for alternatives
-// to it (ranks, modes, codecs). It works from the dataset's sizes, the shape of every part (from
-// the partitioner or a partition store: owned, halo, sent and boundary rows, adjacency entries)
-// and the memory of one training step measured on small synthetic graphs of the same widths and
-// mean degree (measure_step_memory: what a step keeps grows linearly in the rows of a part, so
-// two sizes give the bytes per row and the fixed bytes; the layers' own buffers are counted by
-// running them, not by a table that could drift from them). What a rank holds beside the step
-// (its part, the operator, the halo buffers and messages) is counted from the sizes of their
-// types; the bytes of an epoch come from the traffic model (engine/traffic_model.h) plus the
-// gradient all-reduce. Loading and partitioning on rank 0 are measured where the planner runs
-// them itself (it loads the dataset and partitions it as a job would).
+// The pre-flight planner (train_gcn --plan): every rank's peak memory and the bytes of a
+// training epoch, predicted before any training for a configuration and its alternatives, from
+// the part shapes, a training step measured on small synthetic graphs of the same widths, the
+// sizes of what a rank holds beside it and the traffic model. docs/planner.md has the model.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +59,7 @@ struct MachineFacts {
                                      // the baseline (0: not loaded, e.g. a partition store)
   std::uint64_t dataset = 0;         // the loaded dataset, resident afterwards
   std::uint64_t partition_peak = 0;  // partitioning: highest resident bytes above the dataset
+  bool peaks_measured = true;        // false where /proc/self/clear_refs cannot reset the peak
 };
 
 enum class PartSourceKind {
@@ -125,13 +118,18 @@ struct PlanReport {
   std::vector<PlanEstimate> rows;  // the configuration first, then the alternatives
   std::vector<PartShape> parts;    // of the configuration's graph parts
   double seconds = 0.0;            // the planner's own time (loading and partitioning included)
+  bool gpu = false;                // planned for --device cuda (no pipelined rows)
 };
 // Loads the dataset (or reads the partition store's parts one at a time), partitions it for
 // every rank count of `ranks` (the first is the configuration's), measures a step and
 // estimates: the configuration, then on the first rank count the other codecs (none, bf16,
 // int8) and modes (pipeline over the ranks, hybrid over two stages) where they apply, then graph
 // mode on the other rank counts. `progress`: a line on stderr per phase. Single process.
-PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool progress);
+// `gpu`: the configuration runs on GPUs (planned with the CPU's step; the pipelined modes, which
+// run on the CPU only, are left out). With a partition store `ranks` may be empty (the store's
+// part count) and the plan is of graph mode.
+PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool progress,
+                     bool gpu = false);
 std::string plan_table(const PlanReport& report);  // the table train_gcn --plan prints
 std::string plan_json(const PlanReport& report);   // the same as JSON (--plan-json)
 

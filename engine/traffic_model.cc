@@ -2,6 +2,8 @@
 // Ideal per-epoch traffic of the parallel modes (see traffic_model.h).
 #include "engine/traffic_model.h"
 
+#include <algorithm>
+
 namespace tessera {
 
 ExchangedWidths exchanged_widths(int layers, std::int64_t in_channels, std::int64_t hidden,
@@ -19,6 +21,13 @@ ExchangedWidths exchanged_widths(int layers, std::int64_t in_channels, std::int6
     w.backward.push_back(layer.backward);
   }
   return w;
+}
+
+std::int64_t widest_exchange(const ExchangedWidths& widths) {
+  std::int64_t most = 0;
+  for (const std::int64_t w : widths.forward) most = std::max(most, w);
+  for (const std::int64_t w : widths.backward) most = std::max(most, w);
+  return most;
 }
 
 double encoded_bytes(CodecKind codec, std::int64_t rows, std::int64_t width) {

@@ -32,6 +32,9 @@ ExchangedWidths exchanged_widths(int layers, std::int64_t in_channels, std::int6
                                  std::int64_t out_channels, ModelKind kind = ModelKind::Gcn,
                                  const LayerHyper& hyper = {});
 
+// The widest exchange of a model, forward or backward (what its halo buffers are sized for).
+std::int64_t widest_exchange(const ExchangedWidths& widths);
+
 // Bytes of `rows` rows of width `width` after `codec` (headers not counted).
 double encoded_bytes(CodecKind codec, std::int64_t rows, std::int64_t width);
 

@@ -274,6 +274,22 @@ TEST(DistributedCli, StoreInProcessAndOneRankGiveTheSameLosses) {
   EXPECT_TRUE(same_losses(loss["in_process"], loss["one_rank"], 1e-5)) << "2 ranks vs 1";
 }
 
+// --plan under mpiexec: rank 0 plans for the job's ranks, every rank exits with its status;
+// a bad dataset is refused on every rank, no JSON file written.
+TEST(DistributedCli, PlanRunsOnRankZeroAndEveryRankExitsWithItsStatus) {
+  const fs::path json = work_dir() / "plan.json";
+  fs::remove(json);
+  const Result ok = run(train_gcn(2, "--dataset synth:default --hidden-channels 8 --plan "
+                                     "--plan-json " + json.string()));
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("| graph | 2 | 2 x 1 | none |"), std::string::npos) << ok.output;
+  EXPECT_TRUE(fs::exists(json));
+  fs::remove(json);
+  expect_train_refused(2, "--dataset /nonexistent/dir --plan --plan-json " + json.string(),
+                       {"--plan", "/nonexistent/dir"});
+  EXPECT_FALSE(fs::exists(json));
+}
+
 TEST(DistributedCli, PartsFlagMustMatchRanks) {
   expect_train_refused(2, "--parts 3 --epochs 2", {"--parts 3", "number of ranks (2)"});
 }

@@ -3,6 +3,9 @@
 // a freed block serves the next request of its rounded size, the cache never keeps more than
 // its capacity (largest blocks unmapped first), and CPU tensors of a large size reuse the
 // storage that one of the same size freed (except under AddressSanitizer, which bypasses it).
+// The count of host tensor memory (what the planner measures a step with) rises and falls with
+// tensors and with what the cache maps; resize_within keeps a workspace's memory for narrower
+// shapes.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -66,6 +69,53 @@ TEST(HostBlockCache, LargeTensorsReuseFreedStorage) {
   Tensor small(16, 16);  // below kLargeBlock: the C library's
   EXPECT_NE(small.raw(), nullptr);
 #endif
+}
+
+TEST(HostTensorBytes, RiseAndFallWithTensorsAndTheCachesMappings) {
+  host_block_cache().trim();
+  const std::size_t before = host_tensor_bytes().current;
+  reset_host_tensor_peak();
+  {
+    Tensor big(2048, 1024);  // 8 MiB
+    Tensor small(10, 10);
+    EXPECT_GE(host_tensor_bytes().current, before + 8 * kMiB + 400);
+  }
+  EXPECT_GE(host_tensor_bytes().peak, before + 8 * kMiB + 400);
+  host_block_cache().trim();  // the freed large block, if the cache kept it
+  EXPECT_EQ(host_tensor_bytes().current, before);
+  reset_host_tensor_peak();
+  EXPECT_EQ(host_tensor_bytes().peak, before);
+
+  // A cache maps blocks (counted) and keeps freed ones mapped until it unmaps them.
+  HostBlockCache cache(16 * kMiB);
+  void* kept = cache.allocate(6 * kMiB);
+  EXPECT_EQ(host_tensor_bytes().current, before + 6 * kMiB);
+  cache.deallocate(kept, 6 * kMiB);
+  EXPECT_EQ(host_tensor_bytes().current, before + 6 * kMiB);  // cached, still mapped
+  void* large = cache.allocate(20 * kMiB);  // over the capacity: unmapped when freed
+  EXPECT_EQ(host_tensor_bytes().current, before + 26 * kMiB);
+  cache.deallocate(large, 20 * kMiB);
+  EXPECT_EQ(host_tensor_bytes().current, before + 6 * kMiB);
+  cache.trim();
+  EXPECT_EQ(host_tensor_bytes().current, before);
+}
+
+TEST(Tensor, ResizeWithinKeepsTheMemoryOfAWiderShape) {
+  Tensor t(100, 64);
+  const void* wide = t.raw();
+  t.resize_within(100, 32, Device::cpu());
+  EXPECT_EQ(t.raw(), wide);
+  EXPECT_EQ(t.cols(), 32);
+  EXPECT_EQ(t.bytes(), 100u * 32u * 4u);
+  t.resize_within(100, 64, Device::cpu());  // back to the width it holds: still no allocation
+  EXPECT_EQ(t.raw(), wide);
+  t.resize_within(100, 65, Device::cpu());  // wider: memory of its own
+  EXPECT_EQ(t.cols(), 65);
+  float outside[8] = {};
+  Tensor borrowed = Tensor::borrow(outside, 2, 4);
+  borrowed.resize_within(1, 4, Device::cpu());  // borrowed memory is never reshaped
+  EXPECT_NE(borrowed.raw(), static_cast<void*>(outside));
+  EXPECT_EQ(borrowed.rows(), 1);
 }
 
 }  // namespace
