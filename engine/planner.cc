@@ -79,7 +79,7 @@ std::vector<PartShape> part_shapes(const Csr& graph, const PartitionPlan& plan,
 namespace {
 
 // Bytes of one CPU tensor of `values` floats: what the allocator maps (core/device.cc).
-double tensor_bytes(double values) {
+double mapped_bytes(double values) {
   const double bytes = 4.0 * values;
   if (bytes >= static_cast<double>(HostBlockCache::kLargeBlock)) {
     const double granule = static_cast<double>(HostBlockCache::kGranule);
@@ -138,16 +138,13 @@ double step_bytes(const TrainConfig& config, const DatasetInfo& data, double mea
   }
   host_block_cache().trim();
   const double own =
-      tensor_bytes(static_cast<double>(rows * data.num_features)) +
-      (data.task == TaskType::MultiLabel ? tensor_bytes(static_cast<double>(rows * data.num_tasks))
+      mapped_bytes(static_cast<double>(rows * data.num_features)) +
+      (data.task == TaskType::MultiLabel ? mapped_bytes(static_cast<double>(rows * data.num_tasks))
                                          : 0.0);
   return peak - before - own;
 }
 
-}  // namespace
-
-namespace {
-
+// Bytes per row and fixed bytes from two probes, of rows_small and twice as many rows.
 StepMemory fit_step(const TrainConfig& config, const DatasetInfo& data, double mean_degree,
                     std::int64_t rows_small) {
   TESSERA_CHECK(rows_small >= 64, InvalidArgument, "probe rows ", rows_small, " < 64");
@@ -196,10 +193,10 @@ StepMemory measure_stage_memory(const TrainConfig& config, const DatasetInfo& da
 
 double part_data_bytes(const PartShape& p, const DatasetInfo& data) {
   const double n = static_cast<double>(p.owned), h = static_cast<double>(p.halo);
-  double bytes = tensor_bytes(n * static_cast<double>(data.num_features));
+  double bytes = mapped_bytes(n * static_cast<double>(data.num_features));
   bytes += data.task == TaskType::MultiClass
                ? 8.0 * n
-               : tensor_bytes(n * static_cast<double>(data.num_tasks));
+               : mapped_bytes(n * static_cast<double>(data.num_tasks));
   bytes += 8.0 * (n + h);                                           // owned and halo global ids
   bytes += 8.0 * (n + 1.0) + 4.0 * static_cast<double>(p.entries);  // adjacency
   bytes += 4.0 * (n + h);                                           // degrees
@@ -244,8 +241,8 @@ double exchange_bytes(const PartShape& p, const TrainConfig& config, const Excha
   const double h = static_cast<double>(p.halo), s = static_cast<double>(p.send);
   const double b = static_cast<double>(p.boundary);
   const CodecKind fwd = config.forward_codec(), bwd = config.backward_codec();
-  double bytes = 2.0 * tensor_bytes(h * width) + tensor_bytes(b * width) + tensor_bytes(s * width);
-  if (fwd != CodecKind::None || bwd != CodecKind::None) bytes += tensor_bytes(h * width);
+  double bytes = 2.0 * mapped_bytes(h * width) + mapped_bytes(b * width) + mapped_bytes(s * width);
+  if (fwd != CodecKind::None || bwd != CodecKind::None) bytes += mapped_bytes(h * width);
   const std::int64_t wi = widest_exchange(w);
   bytes += std::max(codec_row_bytes(fwd, wi), codec_row_bytes(bwd, wi)) * (h + s);
   return bytes;
@@ -259,24 +256,11 @@ std::uint64_t PlanEstimate::max_peak() const {
   return most;
 }
 
-PlanEstimate estimate_plan(const PlanInputs& in) {
+namespace {
+
+// The bytes of one training epoch, summed over the ranks, by category.
+void estimate_traffic(const PlanInputs& in, const ExchangedWidths& widths, PlanEstimate& e) {
   const TrainConfig& c = in.config;
-  const DatasetInfo& d = in.data;
-  PlanEstimate e;
-  const ParallelMode mode = in.ranks == 1 ? ParallelMode::Graph : c.mode();
-  e.ranks = in.ranks;
-  e.parts = static_cast<int>(in.parts.size());
-  e.stages = e.ranks / std::max(1, e.parts);
-  e.mode = in.ranks == 1 ? "single" : to_string(mode);
-  e.codec = to_string(c.forward_codec());
-  e.backward_codec = to_string(c.backward_codec());
-  if (c.adaptive()) e.codec = "adaptive";
-  TESSERA_CHECK(e.parts >= 1 && e.parts * e.stages == e.ranks, InvalidArgument, e.parts,
-                " parts do not divide ", e.ranks, " ranks");
-  const std::int64_t outputs = d.num_outputs();
-  const ExchangedWidths widths = exchanged_widths(c.num_layers, d.num_features, c.hidden_channels,
-                                                  outputs, c.kind(), c.hyper());
-  // Traffic of one epoch.
   std::int64_t halo_total = 0;
   for (const PartShape& p : in.parts) halo_total += p.halo;
   ExchangedWidths fwd_only = widths, bwd_only = widths;
@@ -289,86 +273,116 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
   }
   if (e.stages > 1) {
     const int streams = c.kind()->initial_residual ? 2 : 1;
-    e.pipeline = pipeline_mode_bytes(e.stages, d.num_nodes, c.hidden_channels, fwd, bwd, streams);
+    e.pipeline =
+        pipeline_mode_bytes(e.stages, in.data.num_nodes, c.hidden_channels, fwd, bwd, streams);
   }
   // The gradient all-reduce between the parts (ring: 2 (G - 1) times the parameters, summed
   // over the ranks of each stage; the stages together hold the model once).
   e.all_reduce =
       2.0 * static_cast<double>(e.parts - 1) * 4.0 * static_cast<double>(in.step.parameters);
+}
 
-  // Memory.
+// Rank r's load phase in graph mode (or on a first stage), given its part's bytes `own`.
+double load_bytes(const PlanInputs& in, int r, double own, double largest_part) {
   const double baseline = static_cast<double>(in.facts.baseline);
+  switch (in.source) {
+    case PartSourceKind::Single: return baseline + static_cast<double>(in.facts.load_peak);
+    case PartSourceKind::Store: return baseline + own;
+    case PartSourceKind::InProcess: break;
+  }
+  if (r != 0) return baseline + 2.0 * own;  // the received image and the part read from it
+  // The whole dataset, the training graph and the partitioner; then the dataset, the graph and
+  // the largest part with its image while the parts are built and sent (all handed back to the
+  // system before training: load_part).
   const double dataset = static_cast<double>(in.facts.dataset);
+  const double graph =
+      8.0 * static_cast<double>(in.data.num_nodes + 1) + 4.0 * static_cast<double>(in.entries);
+  return baseline + std::max({static_cast<double>(in.facts.load_peak),
+                              dataset + static_cast<double>(in.facts.partition_peak),
+                              dataset + graph + 2.0 * largest_part + own});
+}
+
+// What a graph-mode rank holds while training beside the process and its part.
+double graph_train_bytes(const PlanInputs& in, const PartShape& p, const ExchangedWidths& widths) {
+  const TrainConfig& c = in.config;
+  double bytes = operator_bytes(p, c) + exchange_bytes(p, c, widths) + in.step.fixed +
+                 in.step.per_row * static_cast<double>(p.owned);
+  if (c.kind()->attention) {
+    // The attention layers' (N + H)-row tensors over the halo rows: heads and source terms,
+    // their gradients and the exchanged copy, at every layer.
+    bytes += 3.0 * 4.0 * static_cast<double>(p.halo) *
+             static_cast<double>(
+                 std::accumulate(widths.forward.begin(), widths.forward.end(), std::int64_t{0}));
+  }
+  return bytes;
+}
+
+// What a pipeline stage holds while training beside the process and its part: the measured
+// stage, the operator in chunk order with its per-chunk blocks and their transposes (12 bytes
+// an entry, three times, and 16 a row), the encoded messages to and from the neighbouring
+// stages (kept per chunk), and in hybrid mode the halo rows of the stage's historical buffers
+// (inputs, gradients) and of the refresh's gathered rows at each of its layers.
+double stage_train_bytes(const PlanInputs& in, const PartShape& p, const PipelineLayout& layout) {
+  const TrainConfig& c = in.config;
+  TESSERA_CHECK(layout.stage < static_cast<int>(in.stage_steps.size()), InvalidArgument,
+                "the memory of stage ", layout.stage, " is needed, ", in.stage_steps.size(),
+                " stages given");
+  const StepMemory& step = in.stage_steps[static_cast<std::size_t>(layout.stage)];
+  const double n = static_cast<double>(p.owned);
+  double bytes = step.fixed + step.per_row * n;
+  const double op_entries =
+      static_cast<double>(p.entries + (c.kind()->op == &kGcnOperator ? p.owned : std::int64_t{0}));
+  bytes += 3.0 * 12.0 * op_entries + 16.0 * n;
+  if (!layout.last_stage()) bytes += n * codec_row_bytes(c.forward_codec(), c.hidden_channels);
+  if (!layout.first_stage())
+    bytes += 2.0 * n * codec_row_bytes(c.backward_codec(), c.hidden_channels);
+  if (p.halo > 0) {
+    bytes += 3.0 * 4.0 * static_cast<double>(p.halo) * static_cast<double>(c.hidden_channels) *
+             layout.num_layers();
+  }
+  return bytes;
+}
+
+}  // namespace
+
+PlanEstimate estimate_plan(const PlanInputs& in) {
+  const TrainConfig& c = in.config;
+  const DatasetInfo& d = in.data;
+  PlanEstimate e;
+  e.ranks = in.ranks;
+  e.parts = static_cast<int>(in.parts.size());
+  e.stages = e.ranks / std::max(1, e.parts);
+  e.mode = in.ranks == 1 ? "single" : to_string(c.mode());
+  e.codec = c.adaptive() ? "adaptive" : to_string(c.forward_codec());
+  e.backward_codec = to_string(c.backward_codec());
+  TESSERA_CHECK(e.parts >= 1 && e.parts * e.stages == e.ranks, InvalidArgument, e.parts,
+                " parts do not divide ", e.ranks, " ranks");
+  const ExchangedWidths widths = exchanged_widths(c.num_layers, d.num_features, c.hidden_channels,
+                                                  d.num_outputs(), c.kind(), c.hyper());
+  estimate_traffic(in, widths, e);
+  const double baseline = static_cast<double>(in.facts.baseline);
   std::vector<double> data_bytes;
   for (const PartShape& p : in.parts) data_bytes.push_back(part_data_bytes(p, d));
   const double largest_part = *std::max_element(data_bytes.begin(), data_bytes.end());
   std::vector<double> layer_cost;
   if (e.stages > 1)
-    layer_cost = layer_costs(c.kind(), c.num_layers, d.num_features, c.hidden_channels, outputs,
-                             d.num_nodes, in.entries + d.num_nodes);
+    layer_cost = layer_costs(c.kind(), c.num_layers, d.num_features, c.hidden_channels,
+                             d.num_outputs(), d.num_nodes, in.entries + d.num_nodes);
   for (int r = 0; r < e.ranks; ++r) {
     const int part = r / e.stages;
     const PartShape& p = in.parts[static_cast<std::size_t>(part)];
     const double own = data_bytes[static_cast<std::size_t>(part)];
-    RankMemory m;
-    double load = 0.0;
+    double load = load_bytes(in, r, own, largest_part);
     double train = baseline + own;
-    switch (in.source) {
-      case PartSourceKind::Single: load = baseline + static_cast<double>(in.facts.load_peak); break;
-      case PartSourceKind::InProcess:
-        if (r == 0) {
-          // The whole dataset, the training graph and the partitioner; then the dataset, the
-          // graph and the largest part with its image while the parts are built and sent (all
-          // handed back to the system before training: load_part).
-          const double graph =
-              8.0 * static_cast<double>(d.num_nodes + 1) + 4.0 * static_cast<double>(in.entries);
-          load = baseline + std::max({static_cast<double>(in.facts.load_peak),
-                                      dataset + static_cast<double>(in.facts.partition_peak),
-                                      dataset + graph + 2.0 * largest_part + own});
-        } else {
-          load = baseline + 2.0 * own;  // the received image and the part read from it
-        }
-        break;
-      case PartSourceKind::Store: load = baseline + own; break;
-    }
     if (e.stages == 1) {
-      train += operator_bytes(p, c) + exchange_bytes(p, c, widths) + in.step.fixed +
-               in.step.per_row * static_cast<double>(p.owned);
-      if (c.kind()->attention) {
-        // The attention layers' (N + H)-row tensors over the halo rows: heads and source terms,
-        // their gradients and the exchanged copy, at every layer.
-        train += 3.0 * 4.0 * static_cast<double>(p.halo) *
-                 static_cast<double>(std::accumulate(widths.forward.begin(), widths.forward.end(),
-                                                     std::int64_t{0}));
-      }
+      train += graph_train_bytes(in, p, widths);
     } else {
       const PipelineLayout layout = pipeline_layout(c, r, e.ranks, layer_cost);
-      TESSERA_CHECK(in.stage_steps.size() == static_cast<std::size_t>(e.stages), InvalidArgument,
-                    "the memory of ", e.stages, " stages is needed, ", in.stage_steps.size(),
-                    " given");
-      const StepMemory& step = in.stage_steps[static_cast<std::size_t>(layout.stage)];
-      train += step.fixed + step.per_row * static_cast<double>(p.owned);
-      // The operator in chunk order with its per-chunk blocks and their transposes.
-      const double n = static_cast<double>(p.owned);
-      const double op_entries = static_cast<double>(
-          p.entries + (c.kind()->op == &kGcnOperator ? p.owned : std::int64_t{0}));
-      train += 3.0 * 12.0 * op_entries + 16.0 * n;
-      // The encoded messages to and from the neighbouring stages (one of each a chunk, kept).
-      const double h = static_cast<double>(c.hidden_channels);
-      if (!layout.last_stage()) train += n * codec_row_bytes(fwd, c.hidden_channels);
-      if (!layout.first_stage()) train += 2.0 * n * codec_row_bytes(bwd, c.hidden_channels);
-      // Hybrid: the halo rows of the stage's historical buffers (inputs and gradients) and of
-      // the refresh's gathered rows, at each of its layers.
-      if (p.halo > 0) train += 3.0 * 4.0 * static_cast<double>(p.halo) * h * layout.num_layers();
+      train += stage_train_bytes(in, p, layout);
       // Stages after the first receive the part as an image from the first (held with it).
-      if (!layout.first_stage())
-        load = baseline + 2.0 * own;
-      else
-        load += own;
+      load = layout.first_stage() ? load + own : baseline + 2.0 * own;
     }
-    m.load = static_cast<std::uint64_t>(load);
-    m.train = static_cast<std::uint64_t>(train);
-    e.memory.push_back(m);
+    e.memory.push_back({static_cast<std::uint64_t>(load), static_cast<std::uint64_t>(train)});
   }
   return e;
 }
@@ -416,6 +430,155 @@ TrainConfig variant(const TrainConfig& c, const std::string& parallel, int stage
 
 bool pipelines(const TrainConfig& c) { return !c.kind()->initial_residual && !c.kind()->attention; }
 
+// make_plan's steps over one report: the parts (a store's, or the dataset loaded and
+// partitioned here), the measured step, and the rows.
+class Planner {
+ public:
+  Planner(const TrainConfig& config, bool progress, bool gpu)
+      : config_(config), progress_(progress) {
+    report_.dataset = config.dataset;
+    report_.partition_method = config.partition;
+    report_.gpu = gpu;
+    report_.facts.baseline = current_rss_bytes();
+  }
+  PlanReport& report() { return report_; }
+
+  // A store: its parts one at a time, each as its rank would read it. Returns its part count.
+  int read_store() {
+    const StoreMeta meta = read_store_meta(config_.partitions);
+    report_.from_store = true;
+    report_.data = meta.dataset;
+    report_.dataset = meta.dataset_spec;
+    report_.partition_method = to_string(meta.method);
+    std::vector<PartShape> parts;
+    for (int p = 0; p < meta.num_parts; ++p) {
+      parts.push_back(part_shape(read_part(config_.partitions, meta, p)));
+      report_.entries += parts.back().entries;
+    }
+    say(progress_,
+        "read the " + std::to_string(meta.num_parts) + " parts of " + config_.partitions);
+    shapes_[meta.num_parts] = std::move(parts);
+    return meta.num_parts;
+  }
+
+  // Loads the dataset and partitions it into each part count of `needed` (counts past its nodes
+  // left out), measuring both phases' resident memory.
+  void load_and_partition(std::vector<int> needed, int config_parts) {
+    report_.facts.peaks_measured = reset_rss_peak();
+    const std::uint64_t before = current_rss_bytes();
+    Dataset dataset = load_dataset(config_.dataset, LoadOptions{.progress = progress_});
+    const std::uint64_t after = current_rss_bytes();
+    const std::uint64_t high = report_.facts.peaks_measured ? rss_peak_since_reset() : after;
+    report_.facts.load_peak = high - std::min(high, before);
+    report_.facts.dataset = after - std::min(after, before);
+    report_.data = dataset_info(dataset);
+    const Csr graph = training_graph(dataset);
+    report_.entries = graph.nnz();
+    say(progress_, "loaded " + config_.dataset + " (" + std::to_string(report_.data.num_nodes) +
+                       " nodes, " + std::to_string(report_.entries) + " adjacency entries)");
+    check_num_parts(report_.data.num_nodes, config_parts);
+    const PartitionMethod method = parse_partition_method(config_.partition);
+    for (const int k : needed) {
+      if (shapes_.count(k) || k > report_.data.num_nodes) continue;  // too many parts: no row
+      PartitionPlan plan;
+      plan.num_parts = 1;
+      plan.owner.assign(static_cast<std::size_t>(report_.data.num_nodes), 0);
+      if (k > 1) plan = partition(method, graph, dataset, k);
+      shapes_[k] = part_shapes(graph, plan, dataset.train_idx);
+    }
+  }
+
+  void measure_step() {
+    mean_degree_ = report_.data.num_nodes > 0 ? static_cast<double>(report_.entries) /
+                                                    static_cast<double>(report_.data.num_nodes)
+                                              : 0.0;
+    report_.step = measure_step_memory(config_, report_.data, mean_degree_);
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "a training step keeps %.0f bytes a row and %.1f MiB fixed (measured)",
+                  report_.step.per_row, report_.step.fixed / 1048576.0);
+    say(progress_, line);
+  }
+
+  // The row of configuration `c` on k ranks and `parts` graph parts; false when those parts
+  // were not made.
+  bool add(const TrainConfig& c, int k, int parts) {
+    const auto it = shapes_.find(parts);
+    if (it == shapes_.end()) return false;
+    PlanInputs in;
+    in.config = c;
+    in.data = report_.data;
+    in.entries = report_.entries;
+    in.parts = it->second;
+    in.source = report_.from_store ? PartSourceKind::Store
+                : parts == 1       ? PartSourceKind::Single
+                                   : PartSourceKind::InProcess;
+    in.facts = report_.facts;
+    in.step = report_.step;
+    in.ranks = k;
+    if (k / parts > 1) in.stage_steps = stage_steps(c, k, k / parts);
+    if (report_.rows.empty()) report_.parts = in.parts;
+    report_.rows.push_back(estimate_plan(in));
+    return true;
+  }
+
+ private:
+  PartitionPlan partition(PartitionMethod method, const Csr& graph, const Dataset& dataset, int k) {
+    const bool reset = reset_rss_peak();
+    const std::uint64_t resident = current_rss_bytes();
+    Stopwatch watch;
+    PartitionPlan plan = make_partition(method, graph, dataset.train_idx, k, config_.seed);
+    const std::uint64_t high = reset ? rss_peak_since_reset() : current_rss_bytes();
+    // What partitioning holds in a job: the training graph it builds, and the partitioner.
+    const auto graph_bytes =
+        static_cast<std::uint64_t>(8 * (graph.num_rows() + 1) + 4 * graph.nnz());
+    report_.facts.partition_peak =
+        std::max(report_.facts.partition_peak, high - std::min(high, resident) + graph_bytes);
+    char line[160];
+    std::snprintf(line, sizeof line, "partitioned (%s) into %d parts in %.2f s",
+                  config_.partition.c_str(), k, watch.seconds());
+    say(progress_, line);
+    return plan;
+  }
+
+  // Every stage's memory, each distinct (first layer, layers, last stage, chunks) measured once.
+  std::vector<StepMemory> stage_steps(const TrainConfig& c, int k, int stages) {
+    const std::vector<double> cost =
+        layer_costs(c.kind(), c.num_layers, report_.data.num_features, c.hidden_channels,
+                    report_.data.num_outputs(), report_.data.num_nodes,
+                    report_.entries + report_.data.num_nodes);
+    std::vector<StepMemory> steps;
+    for (int stage = 0; stage < stages; ++stage) {
+      const PipelineLayout layout = pipeline_layout(c, stage, k, cost);
+      const auto key = std::make_tuple(layout.first_layer(), layout.num_layers(),
+                                       layout.last_stage(), layout.chunks);
+      auto found = stage_memory_.find(key);
+      if (found == stage_memory_.end()) {
+        found =
+            stage_memory_.emplace(key, measure_stage_memory(c, report_.data, mean_degree_, layout))
+                .first;
+      }
+      steps.push_back(found->second);
+    }
+    return steps;
+  }
+
+  const TrainConfig& config_;
+  const bool progress_;
+  PlanReport report_;
+  std::map<int, std::vector<PartShape>> shapes_;  // by graph parts
+  double mean_degree_ = 0.0;
+  std::map<std::tuple<int, int, bool, int>, StepMemory> stage_memory_;
+};
+
+// The configuration's graph parts on `ranks` ranks: the ranks, or in the pipelined modes the
+// ranks over the stages (pipeline_layout checks --stages and --chunks against them).
+int configuration_parts(const TrainConfig& c, int ranks) {
+  if (ranks == 1 || c.mode() == ParallelMode::Graph) return ranks;
+  const std::vector<double> unit(static_cast<std::size_t>(c.num_layers), 1.0);
+  return pipeline_layout(c, 0, ranks, unit).groups;
+}
+
 }  // namespace
 
 PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool progress,
@@ -425,160 +588,55 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
                   " is not a rank count in [1, 65536]");
   const ParallelMode mode = config.mode();
   Stopwatch watch;
-  PlanReport report;
-  report.dataset = config.dataset;
-  report.partition_method = config.partition;
-  report.gpu = gpu;
-  report.facts.baseline = current_rss_bytes();
-  std::map<int, std::vector<PartShape>> shapes;  // by graph parts
+  Planner planner(config, progress, gpu);
   int requested = ranks.empty() ? 0 : ranks.front();
-  if (!config.partitions.empty()) {
-    // A store: its parts one at a time, each as its rank would read it.
-    report.from_store = true;
-    const StoreMeta meta = read_store_meta(config.partitions);
-    TESSERA_CHECK(requested == 0 || requested == meta.num_parts, InvalidArgument, "--plan-ranks ",
-                  requested, ": --partitions ", config.partitions, " holds ", meta.num_parts,
-                  " parts, one per rank");
+  const bool store = !config.partitions.empty();
+  if (store) {
+    const int parts = planner.read_store();
+    TESSERA_CHECK(requested == 0 || requested == parts, InvalidArgument, "--plan-ranks ", requested,
+                  ": --partitions ", config.partitions, " holds ", parts, " parts, one per rank");
     TESSERA_CHECK(mode == ParallelMode::Graph, InvalidArgument,
-                  "--plan with --partitions plans "
-                  "--parallel graph (a store holds one part per rank)");
-    requested = meta.num_parts;
-    report.data = meta.dataset;
-    report.dataset = meta.dataset_spec;
-    report.partition_method = to_string(meta.method);
-    std::vector<PartShape> parts;
-    for (int p = 0; p < meta.num_parts; ++p) {
-      parts.push_back(part_shape(read_part(config.partitions, meta, p)));
-      report.entries += parts.back().entries;
-    }
-    say(progress, "read the " + std::to_string(meta.num_parts) + " parts of " + config.partitions);
-    shapes[meta.num_parts] = std::move(parts);
+                  "--plan with --partitions plans --parallel graph (a store holds one part per "
+                  "rank)");
+    requested = parts;
   }
   TESSERA_CHECK(requested >= 1, InvalidArgument, "--plan: no rank count to plan for");
-  // The configuration's graph parts: the ranks, or in the pipelined modes the ranks over the
-  // stages (pipeline_layout checks --stages and --chunks against them).
-  int config_parts = requested;
-  if (requested > 1 && mode != ParallelMode::Graph) {
-    const std::vector<double> unit(static_cast<std::size_t>(config.num_layers), 1.0);
-    config_parts = pipeline_layout(config, 0, requested, unit).groups;
-  }
-  if (!report.from_store) {
-    report.facts.peaks_measured = reset_rss_peak();
-    const std::uint64_t before = current_rss_bytes();
-    Dataset dataset = load_dataset(config.dataset, LoadOptions{.progress = progress});
-    const std::uint64_t after = current_rss_bytes();
-    const std::uint64_t load_high = report.facts.peaks_measured ? rss_peak_since_reset() : after;
-    report.facts.load_peak = load_high - std::min(load_high, before);
-    report.facts.dataset = after - std::min(after, before);
-    report.data = dataset_info(dataset);
-    const Csr graph = training_graph(dataset);
-    report.entries = graph.nnz();
-    say(progress, "loaded " + config.dataset + " (" + std::to_string(report.data.num_nodes) +
-                      " nodes, " + std::to_string(report.entries) + " adjacency entries)");
-    check_num_parts(report.data.num_nodes, config_parts);
+  const int config_parts = configuration_parts(config, requested);
+  if (!store) {
     std::vector<int> needed = {config_parts, 1};
     needed.insert(needed.end(), ranks.begin(), ranks.end());
     if (requested >= 4 && requested % 2 == 0) needed.push_back(requested / 2);  // hybrid 2 stages
-    const auto method = parse_partition_method(config.partition);
-    for (const int k : needed) {
-      if (shapes.count(k) || k > report.data.num_nodes) continue;  // too many parts: no row
-      PartitionPlan plan;
-      if (k == 1) {
-        plan.num_parts = 1;
-        plan.owner.assign(static_cast<std::size_t>(report.data.num_nodes), 0);
-      } else {
-        const bool reset = reset_rss_peak();
-        const std::uint64_t resident = current_rss_bytes();
-        Stopwatch partition_watch;
-        plan = make_partition(method, graph, dataset.train_idx, k, config.seed);
-        const std::uint64_t high = reset ? rss_peak_since_reset() : current_rss_bytes();
-        // What partitioning holds in a job: the training graph it builds, and the partitioner.
-        const auto graph_bytes =
-            static_cast<std::uint64_t>(8 * (graph.num_rows() + 1) + 4 * graph.nnz());
-        report.facts.partition_peak =
-            std::max(report.facts.partition_peak, high - std::min(high, resident) + graph_bytes);
-        char line[160];
-        std::snprintf(line, sizeof line, "partitioned (%s) into %d parts in %.2f s",
-                      config.partition.c_str(), k, partition_watch.seconds());
-        say(progress, line);
-      }
-      shapes[k] = part_shapes(graph, plan, dataset.train_idx);
-    }
+    planner.load_and_partition(needed, config_parts);
   }
-  const double mean_degree =
-      report.data.num_nodes > 0
-          ? static_cast<double>(report.entries) / static_cast<double>(report.data.num_nodes)
-          : 0.0;
-  report.step = measure_step_memory(config, report.data, mean_degree);
-  {
-    char line[160];
-    std::snprintf(line, sizeof line,
-                  "a training step keeps %.0f bytes a row and %.1f MiB fixed (measured)",
-                  report.step.per_row, report.step.fixed / 1048576.0);
-    say(progress, line);
-  }
-  // Stage memories by (first layer, layers, last stage, chunks): measured once each.
-  std::map<std::tuple<int, int, bool, int>, StepMemory> stage_memory;
-  const auto add = [&](const TrainConfig& c, int k, int parts) {
-    const auto it = shapes.find(parts);
-    if (it == shapes.end()) return false;
-    PlanInputs in;
-    in.config = c;
-    in.data = report.data;
-    in.entries = report.entries;
-    in.parts = it->second;
-    in.source = report.from_store ? PartSourceKind::Store
-                : parts == 1      ? PartSourceKind::Single
-                                  : PartSourceKind::InProcess;
-    in.facts = report.facts;
-    in.step = report.step;
-    in.ranks = k;
-    const int stages = k / parts;
-    if (stages > 1) {
-      const std::vector<double> cost = layer_costs(
-          c.kind(), c.num_layers, report.data.num_features, c.hidden_channels,
-          report.data.num_outputs(), report.data.num_nodes, report.entries + report.data.num_nodes);
-      for (int s = 0; s < stages; ++s) {
-        const PipelineLayout layout = pipeline_layout(c, s, k, cost);
-        const auto key = std::make_tuple(layout.first_layer(), layout.num_layers(),
-                                         layout.last_stage(), layout.chunks);
-        auto found = stage_memory.find(key);
-        if (found == stage_memory.end()) {
-          found =
-              stage_memory.emplace(key, measure_stage_memory(c, report.data, mean_degree, layout))
-                  .first;
-        }
-        in.stage_steps.push_back(found->second);
-      }
-    }
-    if (report.rows.empty()) report.parts = in.parts;
-    report.rows.push_back(estimate_plan(in));
-    return true;
-  };
-  const TrainConfig& c = config;
-  const bool configuration = add(c, requested, config_parts);
-  TESSERA_CHECK(configuration, InvalidArgument, "--plan: the configuration's ", config_parts,
-                " parts could not be planned");
+  planner.measure_step();
+  TESSERA_CHECK(planner.add(config, requested, config_parts), InvalidArgument,
+                "--plan: the configuration's ", config_parts, " parts could not be planned");
   if (requested > 1) {
     // The other codecs in graph mode (the configuration itself is the first row).
     for (const char* codec : {"none", "bf16", "int8"}) {
-      const bool same =
-          mode == ParallelMode::Graph && c.codec == codec && backward_codec_name(c) == codec;
-      if (!same) add(variant(c, "graph", 0, codec, ""), requested, requested);
+      const bool same = mode == ParallelMode::Graph && config.codec == codec &&
+                        backward_codec_name(config) == codec;
+      if (!same) planner.add(variant(config, "graph", 0, codec, ""), requested, requested);
     }
     // The pipelined modes, which run on the CPU only and refuse GCNII and GAT.
-    const bool pipelined = !gpu && !report.from_store && pipelines(c);
-    if (pipelined && mode != ParallelMode::Pipeline && c.num_layers >= requested)
-      add(variant(c, "pipeline", requested, c.codec, c.codec_backward), requested, 1);
+    const bool pipelined = !gpu && !store && pipelines(config);
+    if (pipelined && mode != ParallelMode::Pipeline && config.num_layers >= requested) {
+      planner.add(variant(config, "pipeline", requested, config.codec, config.codec_backward),
+                  requested, 1);
+    }
     if (pipelined && mode != ParallelMode::Hybrid && requested >= 4 && requested % 2 == 0 &&
-        c.num_layers >= 2)
-      add(variant(c, "hybrid", 2, c.codec, c.codec_backward), requested, requested / 2);
+        config.num_layers >= 2) {
+      planner.add(variant(config, "hybrid", 2, config.codec, config.codec_backward), requested,
+                  requested / 2);
+    }
   }
-  for (std::size_t i = 1; i < ranks.size(); ++i)
-    if (ranks[i] != requested && !report.from_store)
-      add(variant(c, "graph", 0, c.codec, c.codec_backward), ranks[i], ranks[i]);
-  report.seconds = watch.seconds();
-  return report;
+  for (std::size_t i = 1; i < ranks.size(); ++i) {
+    if (ranks[i] != requested && !store)
+      planner.add(variant(config, "graph", 0, config.codec, config.codec_backward), ranks[i],
+                  ranks[i]);
+  }
+  planner.report().seconds = watch.seconds();
+  return std::move(planner.report());
 }
 
 namespace {

@@ -280,7 +280,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--memory-budget -1", "--memory-budget", 2},
         BadFlag{"--plan --plan-ranks 4,0", "--plan-ranks", 2},
         BadFlag{"--plan-json plan.json", "only with --plan", 2},
-        BadFlag{"--plan --dataset /nonexistent/dir", "/nonexistent/dir", 2}));
+        BadFlag{"--plan --dataset /nonexistent/dir", "/nonexistent/dir", 2},
+        BadFlag{"--plan --hidden-channels 8 --plan-json /nonexistent/dir/plan.json",
+                "/nonexistent/dir/plan.json", 1}));
 
 // The launch environment: a Slurm variable that is not what Slurm writes is refused by name, on
 // the usage status, before anything else runs.
