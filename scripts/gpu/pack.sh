@@ -73,7 +73,7 @@ done
 chmod u+w "$top"/lib/*
 strip --strip-unneeded "$top"/bin/* "$top"/lib/* 2> /dev/null || true
 for f in "$top"/lib/*; do
-  if objdump -T "$f" 2> /dev/null | grep -q GLIBC_PRIVATE; then
+  if objdump -T "$f" 2> /dev/null | grep GLIBC_PRIVATE > /dev/null; then
     echo "pack.sh: $(basename "$f") uses glibc's private symbols: it only works with this" \
          "machine's glibc; add it to the libraries left out" >&2
     missing=1

@@ -24,7 +24,9 @@ done
 step "example consumer via find_package(Tessera)"
 cmake -S "$src/examples/cpp" -B "$work/example" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/example" >/dev/null
-ldd "$work/example/embed_ring" | grep -q "$prefix/lib/libtessera.so" ||
+# grep reads all of ldd's output (no -q): under pipefail, an early exit would end ldd by SIGPIPE
+# and fail the check although the line matched.
+ldd "$work/example/embed_ring" | grep -F "$prefix/lib/libtessera.so" >/dev/null ||
   fail "embed_ring does not load libtessera from the prefix: $(ldd "$work/example/embed_ring" | grep tessera)"
 out=$("$mpiexec" -n 2 "$work/example/embed_ring")
 echo "$out"
