@@ -73,8 +73,8 @@ struct Model::State {
     BatchNormCache bn;
     Tensor bn_out;   // (N, F_out) ReLU(BN(conv_out)), ReLU in place (hidden layers with BN)
     Tensor res_out;  // (N, F_out) the above mixed with the layer's input (residual layers)
-    Tensor dropped;  // (N, F_in) the conv's input after dropout (when `dropout`); freed after
-                     // the forward when the backward needs only its shape (see conv_input)
+    Tensor dropped;  // (N, F_in) the conv's input after dropout (when `dropout`) for a slice's
+                     // first layer; the later layers use Workspace::dropped (see conv_input)
     const Tensor* stand_in = nullptr;  // the conv's stand-in for a freed `dropped`
     const Tensor* in = nullptr;        // the layer's input in the last forward (before dropout)
     bool dropout = false;              // the last forward dropped out the conv's input
@@ -103,18 +103,20 @@ struct Model::State {
     if (layer.at.residual) return layer.res_out;
     return batch_norm && layer.hidden() ? layer.bn_out : layer.conv_out;
   }
-  // What layer i's conv read in the last forward: its input, after dropout when there was one.
-  // A conv that reads its input in backward only for its shape (a GCN that aggregates first)
-  // offers a stand-in of that shape (its aggregate P x): then the dropped-out input is freed
-  // after the forward. That saves one (N, F) tensor per such layer for the whole backward (what
-  // lets a 32-layer arxiv-like pipeline stage fit 6 GB); allocating it again every epoch costs
-  // ~5% of a 3-layer arxiv-like epoch on one rank (measured).
-  const Tensor& conv_input(std::size_t i) const {
-    const Layer& layer = layers[i];
-    if (layer.stand_in != nullptr) return *layer.stand_in;
-    return layer.dropout ? layer.dropped : *layer.in;
-  }
+  // Whether layer i's dropped-out input lives in the shared Workspace::dropped: every layer
+  // after a slice's first, whose input (the layer before's output) outlives the backward, so
+  // that the backward can draw the same mask again. A slice's first layer keeps its own (a
+  // pipeline stage's input is the caller's).
+  bool shares_dropped(std::size_t i) const { return i > 0 && layers[i].dropout; }
 };
+
+// What a model keeps from its forward to its backward is one (N, F) output per layer (and the
+// convs' caches). The dropped-out input of a layer is not kept: the layers after a slice's first
+// write it into one shared workspace, which the backward fills again from the layer's input and
+// the same counter-based mask when another layer has overwritten it since (the last layer's is
+// still there; a GCN that aggregates first reads only its shape, from its stand-in P x). That
+// keeps one (N, F) tensor for all layers instead of one per layer; the gradient before bias and
+// activation is made in place in the layer's output gradient where that is the model's own.
 
 // Backward workspaces, shared by all slots (one backward runs at a time): rotating activation
 // gradients and the convs' gradient before bias + activation.
@@ -123,6 +125,12 @@ struct Model::Workspace {
   Tensor d_pre;     // (N, F_out)
   Tensor d_initial;  // (N, F_hidden) initial residual: the gradient of layer 0's output from the
                      // layers after it (Conv::set_initial)
+  Tensor dropped;    // (N, F) a layer's input after dropout (State::shares_dropped), at the
+                     // widest width it held; the forward and the backward write it
+  // Whose dropped-out input `dropped` holds now: a layer of a slot's state, in one epoch.
+  const State* dropped_state = nullptr;
+  std::size_t dropped_layer = 0;
+  std::int64_t dropped_epoch = -1;
   // A gradient buffer that is none of the given ones.
   Tensor& free_grad(const Tensor* a, const Tensor* b = nullptr) {
     for (Tensor& g : grads)
@@ -358,20 +366,17 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
   const float rate = l == 0 ? c.input_dropout : c.dropout;
   layer.in = h;
   layer.dropout = training && rate > 0.0f;
-  if (layer.dropout) {
-    layer.dropped.resize(n, layer.f_in(), h->device());
-    dropout_forward(layer.dropped, *h, rate, dropout_rng(c.seed, epoch, l), graph.global_ids);
-  }
   layer.stand_in = nullptr;
+  if (layer.dropout) drop_input(s, i, graph);
   if (c.kind->initial_residual && l > 0)
     layer.conv->set_initial(c.first_layer == 0 ? &s.output(0, c.batch_norm) : s.initial,
                             &workspace_->d_initial);
   layer.conv->set_step(
       training, CounterRng(c.seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(l),
                            RngPurpose::AttentionDropout));
-  layer.conv->forward(layer.conv_out, s.conv_input(i), params(), act, propagator_of(graph));
+  layer.conv->forward(layer.conv_out, conv_input(s, i, graph), params(), act, propagator_of(graph));
   if (layer.dropout && (layer.stand_in = layer.conv->input_stand_in()) != nullptr)
-    layer.dropped = Tensor();  // (see State::conv_input)
+    layer.dropped = Tensor();  // the backward reads only its shape
   h = &layer.conv_out;
   if (bn) {
     const auto f = static_cast<std::size_t>(layer.f_out());
@@ -394,6 +399,33 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
     h = &layer.res_out;
   }
   return h;
+}
+
+void Model::drop_input(State& s, std::size_t i, const GraphContext& graph) {
+  State::Layer& layer = s.layers[i];
+  const int l = layer.at.shape.layer;
+  const float rate = l == 0 ? config_.input_dropout : config_.dropout;
+  const Tensor& in = *layer.in;
+  Workspace& ws = *workspace_;
+  Tensor& dropped = s.shares_dropped(i) ? ws.dropped : layer.dropped;
+  dropped.resize_within(in.rows(), in.cols(), in.device());
+  dropout_forward(dropped, in, rate, dropout_rng(config_.seed, s.epoch, l), graph.global_ids);
+  if (&dropped == &ws.dropped) {
+    ws.dropped_state = &s;
+    ws.dropped_layer = i;
+    ws.dropped_epoch = s.epoch;
+  }
+}
+
+const Tensor& Model::conv_input(State& s, std::size_t i, const GraphContext& graph) {
+  const State::Layer& layer = s.layers[i];
+  if (layer.stand_in != nullptr) return *layer.stand_in;
+  if (!layer.dropout) return *layer.in;
+  if (!s.shares_dropped(i)) return layer.dropped;
+  const Workspace& ws = *workspace_;
+  if (ws.dropped_state != &s || ws.dropped_layer != i || ws.dropped_epoch != s.epoch)
+    drop_input(s, i, graph);
+  return ws.dropped;
 }
 
 void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_input, int slot,
@@ -505,8 +537,16 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
   // The conv, then back through the input's dropout and the skip: the gradient of the layer's
   // input, into d_input for the slice's first layer.
   Tensor* d_x = i > 0 ? &ws.free_grad(d_h, d_skip) : d_input;
-  layer.conv->backward(d_x, g, *d_h, s.conv_input(i), layer.conv_out, p, act, propagator_of(graph),
-                       ws.d_pre);
+  // The conv's gradient before bias and activation goes into d_h's own memory when d_h is the
+  // model's workspace (read by nothing after the conv), else into the shared d_pre.
+  Tensor d_h_memory;
+  if (d_h != &d_logits && d_h != d_skip) {
+    Tensor& own = const_cast<Tensor&>(*d_h);
+    d_h_memory = Tensor::borrow(own.raw(), own.rows(), own.cols(), own.dtype(), own.device());
+  }
+  const Tensor& x = conv_input(s, i, graph);
+  layer.conv->backward(d_x, g, *d_h, x, layer.conv_out, p, act, propagator_of(graph),
+                       d_h_memory.empty() ? ws.d_pre : d_h_memory);
   if (d_x == nullptr) return nullptr;
   if (layer.dropout)
     dropout_backward(*d_x, *d_x, l == 0 ? c.input_dropout : c.dropout,

@@ -155,6 +155,12 @@ class Model {
   // for the slice's first layer without d_input).
   const Tensor* backward_layer(State& s, std::size_t i, const Tensor* d_h, const Tensor& d_logits,
                                GraphContext& graph, Tensor* d_input);
+  // Layer i's input after dropout from the layer's input and its mask of the state's epoch:
+  // into the layer's own tensor or the shared workspace (State::shares_dropped).
+  void drop_input(State& s, std::size_t i, const GraphContext& graph);
+  // What layer i's conv read in its last forward: its input, after dropout when there was one
+  // (drawn again when the shared workspace holds another layer's), or the conv's stand-in.
+  const Tensor& conv_input(State& s, std::size_t i, const GraphContext& graph);
   ModelConfig config_;
   Tensor params_;  // (1, num_params)
   Tensor grads_;   // (1, num_params)

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/host_memory.h"
 #include "core/kernels.h"
 #include "tests/layers/layer_test_util.h"
 
@@ -457,6 +458,53 @@ TEST(Model, BackwardSkipsTheInputFeatureGradient) {
   EXPECT_EQ(counting.forward_calls[1], 1);
   EXPECT_EQ(counting.backward_calls[0], 0);
   EXPECT_EQ(counting.backward_calls[1], 1);
+}
+
+// The model makes a layer's gradient before bias and activation in place in its own workspace,
+// never in the caller's: a slice ending in a hidden (ReLU) layer, as a pipeline stage's, leaves
+// the gradient it was given as it was.
+TEST(Model, BackwardLeavesTheCallersGradientAlone) {
+  for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage, ModelKind::ResGcn, ModelKind::Gat}) {
+    Graph g(5, 37);
+    Tensor x = random_tensor(kNodes, 7, 1);
+    const ModelConfig whole = kind == ModelKind::Gat ? gat_config(4, 8, 2, 1, false, 0.5f)
+                                                     : make_config(kind, 7, 5, 3, 4, false, 0.5f);
+    Model model(slice_config(whole, 0, 2));
+    Tensor h;
+    model.forward(h, x, g.context, /*training=*/true, 0);
+    const Tensor d_h = random_tensor(h.rows(), h.cols(), 2);
+    const std::vector<float> before(d_h.f32(), d_h.f32() + d_h.numel());
+    Tensor d_x;
+    model.backward(d_h, g.context, &d_x);
+    EXPECT_EQ(std::vector<float>(d_h.f32(), d_h.f32() + d_h.numel()), before) << to_string(kind);
+  }
+}
+
+// Dropout costs a training step one (N, F) tensor, whatever the depth: the layers after the first
+// share one workspace for their dropped-out input, which the backward draws again when needed.
+TEST(Model, DropoutKeepsOneSharedTensor) {
+  constexpr std::int64_t kHidden = 16;  // a row of 64 bytes: no rounding in the byte counts
+  for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat}) {
+    std::int64_t kept[2] = {0, 0};
+    for (int with_dropout = 0; with_dropout < 2; ++with_dropout) {
+      Graph g(3, 38);
+      Tensor x = random_tensor(kNodes, 7, 1);
+      const float rate = with_dropout ? 0.5f : 0.0f;
+      ModelConfig config = kind == ModelKind::Gat
+                               ? gat_config(5, kHidden, 2, 1, false, rate)
+                               : make_config(kind, 7, kHidden, 3, 5, false, rate);
+      config.input_dropout = 0.0f;  // the first layer's dropped-out input is its own
+      const auto before = static_cast<std::int64_t>(host_tensor_bytes().current);
+      Model model(config);
+      for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+        Tensor d_logits;
+        training_loss(model, g, x, epoch, &d_logits);
+        model.backward(d_logits, g.context);
+      }
+      kept[with_dropout] = static_cast<std::int64_t>(host_tensor_bytes().current) - before;
+    }
+    EXPECT_EQ(kept[1] - kept[0], kNodes * kHidden * 4) << to_string(kind);
+  }
 }
 
 TEST(Model, EmbeddingsAreActivatedAndBuffersAreReused) {
