@@ -8,8 +8,9 @@ kernels) keeps the speed of a -march=native build:
     python3 bench/compare_builds.py --a NATIVE/bench_foundation --b build/bench/bench_foundation \\
         --rounds 4 -- --preset arxiv-like --epochs 10
 
-Prints a Markdown table: the training epoch (median_s of "train"), SpMM at each width and the
-GEMM shapes; ratio < 1 means B is faster. Environment variables pass through (e.g.
+Prints a Markdown table: the training epoch (median_s of "train") and its peak resident memory
+(the process's high-water mark, measured before the other benchmarks run), SpMM at each width and
+the GEMM shapes; ratio < 1 means B is faster (or smaller). Environment variables pass through (e.g.
 LD_LIBRARY_PATH for a build of the shared library elsewhere).
 """
 import argparse
@@ -17,6 +18,9 @@ import json
 import statistics
 import subprocess
 import sys
+
+
+PEAK = "training peak RSS"  # bytes; the rest are seconds
 
 
 def measurements(binary, args):
@@ -29,6 +33,7 @@ def measurements(binary, args):
         m = json.loads(line)
         if m["bench"] == "train":
             found["training epoch (median)"] = m["median_s"]
+            found[PEAK] = m["peak_rss_bytes"]
         elif m["bench"] == "spmm":
             found["SpMM F=%d" % m["F"]] = m["median_s"]
         elif m["bench"] == "gemm":
@@ -48,12 +53,13 @@ def main():
         for key in ("a", "b"):
             runs[key].append(measurements(getattr(opts, key), opts.bench_args))
         print("round %d of %d done" % (r + 1, opts.rounds), file=sys.stderr)
-    print("| measurement | A median (ms) | B median (ms) | B / A |")
+    print("| measurement | A median | B median | B / A |")
     print("|---|---:|---:|---:|")
     for name in runs["a"][0]:
         a = statistics.median(run[name] for run in runs["a"])
         b = statistics.median(run[name] for run in runs["b"])
-        print("| %s | %.1f | %.1f | %.3f |" % (name, 1e3 * a, 1e3 * b, b / a))
+        scale, unit = (1.0 / (1 << 20), "MiB") if name == PEAK else (1e3, "ms")
+        print("| %s | %.1f %s | %.1f %s | %.3f |" % (name, scale * a, unit, scale * b, unit, b / a))
     print("\nA: %s\nB: %s\nrounds: %d, bench_foundation %s" %
           (opts.a, opts.b, opts.rounds, " ".join(opts.bench_args)))
 

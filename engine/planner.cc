@@ -81,10 +81,8 @@ namespace {
 // Bytes of one CPU tensor of `values` floats: what the allocator maps (core/device.cc).
 double mapped_bytes(double values) {
   const double bytes = 4.0 * values;
-  if (bytes >= static_cast<double>(HostBlockCache::kLargeBlock)) {
-    const double granule = static_cast<double>(HostBlockCache::kGranule);
-    return std::ceil(bytes / granule) * granule;
-  }
+  if (bytes >= static_cast<double>(HostBlockCache::kLargeBlock))
+    return static_cast<double>(HostBlockCache::block_size(static_cast<std::size_t>(bytes)));
   return std::ceil(bytes / 64.0) * 64.0;
 }
 
