@@ -538,7 +538,8 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
   // input, into d_input for the slice's first layer.
   Tensor* d_x = i > 0 ? &ws.free_grad(d_h, d_skip) : d_input;
   // The conv's gradient before bias and activation goes into d_h's own memory when d_h is the
-  // model's workspace (read by nothing after the conv), else into the shared d_pre.
+  // model's workspace (read by nothing after the conv), else into the shared d_pre. (d_h is
+  // never d_skip here, which the residual's skip still reads: the test is for safety.)
   Tensor d_h_memory;
   if (d_h != &d_logits && d_h != d_skip) {
     Tensor& own = const_cast<Tensor&>(*d_h);
