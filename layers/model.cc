@@ -118,8 +118,8 @@ struct Model::State {
 // keeps one (N, F) tensor for all layers instead of one per layer; the gradient before bias and
 // activation is made in place in the layer's output gradient where that is the model's own.
 
-// Backward workspaces, shared by all slots (one backward runs at a time): rotating activation
-// gradients and the convs' gradient before bias + activation.
+// Workspaces shared by all slots (one forward or backward runs at a time): rotating activation
+// gradients, the convs' gradient before bias + activation, the layers' dropped-out inputs.
 struct Model::Workspace {
   Tensor grads[3];  // (N, F_hidden)
   Tensor d_pre;     // (N, F_out)
@@ -407,10 +407,11 @@ void Model::drop_input(State& s, std::size_t i, const GraphContext& graph) {
   const float rate = l == 0 ? config_.input_dropout : config_.dropout;
   const Tensor& in = *layer.in;
   Workspace& ws = *workspace_;
-  Tensor& dropped = s.shares_dropped(i) ? ws.dropped : layer.dropped;
+  const bool shared = s.shares_dropped(i);
+  Tensor& dropped = shared ? ws.dropped : layer.dropped;
   dropped.resize_within(in.rows(), in.cols(), in.device());
   dropout_forward(dropped, in, rate, dropout_rng(config_.seed, s.epoch, l), graph.global_ids);
-  if (&dropped == &ws.dropped) {
+  if (shared) {
     ws.dropped_state = &s;
     ws.dropped_layer = i;
     ws.dropped_epoch = s.epoch;
@@ -538,10 +539,10 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
   // input, into d_input for the slice's first layer.
   Tensor* d_x = i > 0 ? &ws.free_grad(d_h, d_skip) : d_input;
   // The conv's gradient before bias and activation goes into d_h's own memory when d_h is the
-  // model's workspace (read by nothing after the conv), else into the shared d_pre. (d_h is
-  // never d_skip here, which the residual's skip still reads: the test is for safety.)
+  // model's workspace (read by nothing after the conv; a residual's d_skip is another buffer),
+  // else into the shared d_pre.
   Tensor d_h_memory;
-  if (d_h != &d_logits && d_h != d_skip) {
+  if (d_h != &d_logits) {
     Tensor& own = const_cast<Tensor&>(*d_h);
     d_h_memory = Tensor::borrow(own.raw(), own.rows(), own.cols(), own.dtype(), own.device());
   }
