@@ -9,7 +9,7 @@
 #include <cfloat>
 
 #include "comm/codec_cuda.h"
-#include "comm/half_float_bits.h"
+#include "core/half_float_bits.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/common.cuh"
 #include "core/cuda/philox.h"
@@ -41,7 +41,7 @@ __device__ __forceinline__ std::uint32_t load_u32(const std::uint8_t* src) {
   return v;
 }
 
-// ---- half floats: the host's conversions (comm/half_float_bits.h), compiled for the GPU ----
+// ---- half floats: the host's conversions (core/half_float_bits.h), compiled for the GPU ----
 
 using ::tessera::detail::half_bits::bf16_to_f32;
 using ::tessera::detail::half_bits::f16_to_f32;

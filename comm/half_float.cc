@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/half_float_bits.h"
+#include "core/half_float_bits.h"
 
 #if TESSERA_CPU_LEVEL >= 2
 #include <immintrin.h>

@@ -124,6 +124,19 @@ void check_csr_view(const CsrView& a, const char* kernel) {
                 kernel, ": A has ", a.num_rows, " rows but null indptr or indices");
 }
 
+// x of spmm and spmm_rows: f32 on the output's device, or bf16 on the CPU.
+void check_spmm_x(const Tensor& x, Device device, const char* kernel) {
+  if (x.dtype() != DType::BF16) return check_input(x, device, kernel, "x");
+  TESSERA_CHECK(x.device() == device, InvalidArgument, kernel, ": x is on ", to_string(x.device()),
+                ", expected ", to_string(device), " (the device of the output)");
+  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument, kernel,
+                ": x in bf16 is summed on the CPU only, found it on ", to_string(device));
+}
+
+const std::uint16_t* bf16_bits(const Tensor& x) {
+  return static_cast<const std::uint16_t*>(x.raw());
+}
+
 }  // namespace
 
 // ---- sparse ----
@@ -131,14 +144,18 @@ void check_csr_view(const CsrView& a, const char* kernel) {
 void spmm(Tensor& out, const CsrView& a, const Tensor& x) {
   const Device device = out.device();
   check_input(out, device, "spmm", "out");
-  check_input(x, device, "spmm", "x");
+  check_spmm_x(x, device, "spmm");
   check_csr_view(a, "spmm");
   TESSERA_CHECK(x.rows() == a.num_cols, InvalidArgument,
                 "spmm: x must have A.num_cols = ", a.num_cols, " rows, found ", x.shape_string());
   check_dims(out, a.num_rows, x.cols(), "spmm", "out");
   check_no_alias(out, x, "spmm", "out", "x");
   switch (device.kind) {
-    case DeviceKind::Cpu: return cpu::kernels().spmm(out.f32(), a, x.f32(), x.cols());
+    case DeviceKind::Cpu:
+      if (x.dtype() == DType::BF16) {
+        return cpu::kernels().spmm_bf16(out.f32(), a, bf16_bits(x), x.cols());
+      }
+      return cpu::kernels().spmm(out.f32(), a, x.f32(), x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         if (out.empty()) return;  // nothing to write: an empty matrix needs no GPU copy
@@ -151,7 +168,7 @@ void spmm(Tensor& out, const CsrView& a, const Tensor& x) {
 void spmm_rows(Tensor& out, const CsrView& a, const Tensor& x, std::span<const NodeId> rows) {
   const Device device = out.device();
   check_input(out, device, "spmm_rows", "out");
-  check_input(x, device, "spmm_rows", "x");
+  check_spmm_x(x, device, "spmm_rows");
   check_csr_view(a, "spmm_rows");
   TESSERA_CHECK(x.rows() == a.num_cols, InvalidArgument,
                 "spmm_rows: x must have A.num_cols = ", a.num_cols, " rows, found ",
@@ -160,11 +177,26 @@ void spmm_rows(Tensor& out, const CsrView& a, const Tensor& x, std::span<const N
   check_no_alias(out, x, "spmm_rows", "out", "x");
   check_rows(rows, a.num_rows, /*distinct=*/true, "spmm_rows", device);
   switch (device.kind) {
-    case DeviceKind::Cpu: return cpu::kernels().spmm_rows(out.f32(), a, x.f32(), rows, x.cols());
+    case DeviceKind::Cpu:
+      if (x.dtype() == DType::BF16) {
+        return cpu::kernels().spmm_rows_bf16(out.f32(), a, bf16_bits(x), rows, x.cols());
+      }
+      return cpu::kernels().spmm_rows(out.f32(), a, x.f32(), rows, x.cols());
     case DeviceKind::Cuda:
       break;
   }
   no_kernel("spmm_rows", device);
+}
+
+void to_bf16(Tensor& y, const Tensor& x) {
+  check_f32(x, "to_bf16", "x");
+  TESSERA_CHECK(y.dtype() == DType::BF16, InvalidArgument, "to_bf16: y must be bf16, found ",
+                to_string(y.dtype()));
+  check_dims(y, x.rows(), x.cols(), "to_bf16", "y");
+  TESSERA_CHECK(y.device() == x.device(), InvalidArgument, "to_bf16: y is on ",
+                to_string(y.device()), ", x on ", to_string(x.device()));
+  if (x.device().kind != DeviceKind::Cpu) no_kernel("to_bf16", x.device());
+  cpu::kernels().to_bf16(static_cast<std::uint16_t*>(y.raw()), x.f32(), x.numel());
 }
 
 // ---- dense ----

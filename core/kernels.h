@@ -20,11 +20,16 @@ enum class Activation { None, Relu, Elu };
 
 // ---- sparse ----
 // out (R, F) = A (R, C) * x (C, F). Rows run in parallel (OpenMP); each row's sum is in a fixed
-// order, so results do not depend on the thread count.
+// order, so results do not depend on the thread count. x is f32, or on the CPU bf16 (reduced-
+// precision storage: half the bytes to gather, summed in f32 exactly as its f32 widening would
+// be).
 void spmm(Tensor& out, const CsrView& a, const Tensor& x);
 // As spmm, but only the listed rows of out are written (others untouched). Used to aggregate
 // inner rows while halo rows are still in flight, then boundary rows.
 void spmm_rows(Tensor& out, const CsrView& a, const Tensor& x, std::span<const NodeId> rows);
+
+// y (R, F, bf16) = x (R, F, f32) rounded to the nearest bf16 (ties to even; NaN stays NaN). CPU.
+void to_bf16(Tensor& y, const Tensor& x);
 
 // ---- dense ----
 // c = alpha * op(a) * op(b) + beta * c, op = transpose when the flag is set (cblas_sgemm).

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU fused elementwise kernels: bias + activation and inverted dropout, forward and backward.
+// CPU fused elementwise kernels: bias + activation and inverted dropout, forward and backward;
+// the rounding of f32 values to bf16.
 // Outputs may alias inputs (each element is read before it is written). ReLU keeps NaN inputs
 // NaN so that divergence is visible. The dropout mask is recomputed from CounterRng, never
 // stored: one Philox block gives the draws of 4 features.
@@ -11,6 +12,7 @@
 
 #include "core/cpu/kernels_cpu.h"
 #include "core/cpu/parallel.h"
+#include "core/half_float_bits.h"
 
 #if TESSERA_CPU_LEVEL >= 2
 #include <immintrin.h>
@@ -244,6 +246,12 @@ void dropout_backward(float* d_x, const float* d_y, float p, const CounterRng& r
                       const GlobalId* global_ids, std::int64_t r, std::int64_t f) {
   if (p == 0.0f) return copy_if_distinct(d_x, d_y, r * f);
   apply_dropout_mask(d_x, d_y, p, rng, global_ids, r, f);
+}
+
+void to_bf16(std::uint16_t* y, const float* x, std::int64_t n) {
+  // Integer operations only, which the compiler vectorises at every level.
+#pragma omp parallel for schedule(static) if (n >= detail::kParallelMinWork)
+  for (std::int64_t i = 0; i < n; ++i) y[i] = ::tessera::detail::half_bits::f32_to_bf16(x[i]);
 }
 
 }  // namespace tessera::cpu::TESSERA_CPU_NS

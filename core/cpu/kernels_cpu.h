@@ -25,6 +25,10 @@ using SpmmFn = void(float* out, const CsrView& a, const float* x, std::int64_t f
 // spmm_rows(out, a, x, rows, f): only the listed rows of out (distinct) are written.
 using SpmmRowsFn = void(float* out, const CsrView& a, const float* x, std::span<const NodeId> rows,
                         std::int64_t f);
+// The same with x in bf16 (its uint16_t bits), summed in f32.
+using SpmmBf16Fn = void(float* out, const CsrView& a, const std::uint16_t* x, std::int64_t f);
+using SpmmRowsBf16Fn = void(float* out, const CsrView& a, const std::uint16_t* x,
+                            std::span<const NodeId> rows, std::int64_t f);
 
 // ---- dense (dense.cc) ----
 // gemm(c, a, trans_a, b, trans_b, alpha, beta, m, n, k): c (M, N) = alpha * op(a) (M, K) *
@@ -54,6 +58,8 @@ using BiasActBackwardFn = void(float* d_x, float* d_bias, const float* d_y, cons
 // keep = rng.uniform(global_ids[r], f) >= p; dropout_backward the same on gradients.
 using DropoutFn = void(float* y, const float* x, float p, const CounterRng& rng,
                        const GlobalId* global_ids, std::int64_t r, std::int64_t f);
+// to_bf16(y, x, n): y (n) = x rounded to bf16 (nearest even; NaN stays NaN), as uint16_t bits.
+using ToBf16Fn = void(std::uint16_t* y, const float* x, std::int64_t n);
 
 // ---- row movement (rows.cc); out never aliases x ----
 // gather_rows(out, x, rows, f): out (rows.size(), F) = x[rows]. scatter_add_rows(out, x, rows,
@@ -126,6 +132,8 @@ using BatchNormBackwardFn = void(float* d_x, const float* d_y, const float* x_ha
 #define TESSERA_CPU_KERNELS(X)                           \
   X(SpmmFn, spmm)                                        \
   X(SpmmRowsFn, spmm_rows)                               \
+  X(SpmmBf16Fn, spmm_bf16)                               \
+  X(SpmmRowsBf16Fn, spmm_rows_bf16)                      \
   X(GemmFn, gemm)                                        \
   X(AxpyFn, axpy)                                        \
   X(ColumnSumsFn, column_sums)                           \
@@ -135,6 +143,7 @@ using BatchNormBackwardFn = void(float* d_x, const float* d_y, const float* x_ha
   X(BiasActBackwardFn, bias_act_backward)                \
   X(DropoutFn, dropout_forward)                          \
   X(DropoutFn, dropout_backward)                         \
+  X(ToBf16Fn, to_bf16)                                   \
   X(RowsFn, gather_rows)                                 \
   X(RowsFn, scatter_add_rows)                            \
   X(LogSoftmaxFn, log_softmax_forward)                   \

@@ -64,6 +64,18 @@ std::vector<Case> cases() {
            return b;
          }});
   }
+  out.push_back({"to_bf16, spmm_bf16, spmm_rows_bf16", [=](const KernelTable& k, std::int64_t f) {
+                   std::vector<std::uint16_t> bits(n(f));
+                   k.to_bf16(bits.data(), x(f, 20).data(), kRows * f);
+                   std::vector<float> y(n(f)), rows(n(f), 0.0f);
+                   k.spmm_bf16(y.data(), weighted.view(), bits.data(), f);
+                   k.spmm_rows_bf16(rows.data(), plain.view(), bits.data(), listed, f);
+                   std::vector<std::byte> b;
+                   append(b, bits);
+                   append(b, y);
+                   append(b, rows);
+                   return b;
+                 }});
   out.push_back({"gemm", [=](const KernelTable& k, std::int64_t f) {
                    std::vector<std::byte> b;
                    for (const bool trans : {false, true}) {

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests of the sparse, dense and row-movement kernels against naive double loops over many
 // widths, with zero-degree rows, empty and one-row inputs; SpMM bitwise equal with 1 and 2
-// threads; spmm_rows writes only its rows; GEMM in all transpose combinations; and the
-// argument checks of the dispatch layer.
+// threads; spmm_rows writes only its rows; bf16 rounding against a nearest-even reference and
+// SpMM of bf16 rows equal to the f32 SpMM of the rounded rows; GEMM in all transpose
+// combinations; and the argument checks of the dispatch layer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -163,6 +167,133 @@ TEST(Spmm, ChecksShapesDtypesAndAliasing) {
   const Csr square = test::random_csr(5, 5, 1, false);
   EXPECT_TRUE(throws_error([&] { spmm(x, square.view(), x); }, ErrorCategory::InvalidArgument,
                            "must not share memory"));
+}
+
+// ---- bf16 operands ----
+
+// The bf16 value of bits h in double, with the all-ones exponent read as 2^128 (the rounding
+// target above the largest finite bf16).
+double bf16_value(std::uint32_t h) {
+  const double sign = (h & 0x8000u) != 0 ? -1.0 : 1.0;
+  const auto exponent = static_cast<int>((h >> 7) & 0xFFu);
+  const double mantissa = static_cast<double>(h & 0x7Fu);
+  if (exponent == 0) return sign * std::ldexp(mantissa, -133);  // subnormal: m * 2^-126 / 2^7
+  return sign * std::ldexp(128.0 + mantissa, exponent - 134);
+}
+
+// Rounds v to bf16 by picking the nearer of the truncated value and the next one up in
+// magnitude, the one with an even last bit on a tie; NaN keeps its sign and gets the quiet bit.
+std::uint16_t bf16_reference(float v) {
+  std::uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  if (std::isnan(v)) return static_cast<std::uint16_t>((b >> 16) | 0x40u);
+  if (std::isinf(v)) return static_cast<std::uint16_t>(b >> 16);
+  const auto low = static_cast<std::uint16_t>(b >> 16);
+  const auto high = static_cast<std::uint16_t>(low + 1);
+  const double below = std::abs(static_cast<double>(v) - bf16_value(low));
+  const double above = std::abs(bf16_value(high) - static_cast<double>(v));
+  if (below != above) return below < above ? low : high;
+  return (low & 1u) == 0 ? low : high;
+}
+
+std::vector<std::uint16_t> bits_of(const Tensor& t) {
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(t.numel()));
+  if (!out.empty()) std::memcpy(out.data(), t.raw(), out.size() * sizeof(std::uint16_t));
+  return out;
+}
+
+Tensor bf16_of(const Tensor& x) {
+  Tensor y(x.rows(), x.cols(), DType::BF16);
+  to_bf16(y, x);
+  return y;
+}
+
+// x with every value replaced by its bf16 rounding, in f32.
+Tensor widened(const Tensor& x) {
+  const std::vector<std::uint16_t> bits = bits_of(bf16_of(x));
+  std::vector<float> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    const std::uint32_t b = std::uint32_t{bits[i]} << 16;
+    std::memcpy(&values[i], &b, sizeof b);
+  }
+  return test::tensor_from(values, x.rows(), x.cols());
+}
+
+TEST(ToBf16, RoundsToNearestEvenAsTheReference) {
+  std::vector<float> values = test::random_floats(5000, 41, -3.0f, 3.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const std::uint32_t b :
+       {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F817FFFu,  // ties to even down and up, near ties
+        0x00000001u, 0x00008000u, 0x80018000u, 0x007FFFFFu,  // subnormals
+        0x7F7FFFFFu, 0xFF7F8000u, 0x7F7F7FFFu,               // overflow to ±Inf and just below it
+        0x7FC00001u, 0xFF800001u, 0x7F800001u}) {            // NaNs, quiet and signalling
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    values.push_back(v);
+  }
+  for (const float v : {0.0f, -0.0f, inf, -inf, 1.0f, -65504.0f}) values.push_back(v);
+  const Tensor x = test::tensor_from(values, static_cast<std::int64_t>(values.size()), 1);
+  const std::vector<std::uint16_t> got = bits_of(bf16_of(x));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    ASSERT_EQ(got[i], bf16_reference(values[i])) << "value " << values[i] << " at " << i;
+  }
+  // Big enough to run in parallel: the same bits with 1 and 2 threads.
+  const Tensor big = test::random_tensor(3000, 77, 42);
+  std::vector<std::uint16_t> one, two;
+  {
+    test::ThreadCount threads(1);
+    one = bits_of(bf16_of(big));
+  }
+  {
+    test::ThreadCount threads(2);
+    two = bits_of(bf16_of(big));
+  }
+  EXPECT_EQ(one, two);
+}
+
+TEST(ToBf16, ChecksDtypesAndShapes) {
+  const Tensor x = test::random_tensor(3, 4, 1);
+  Tensor f32_y(3, 4), wrong_shape(4, 3, DType::BF16);
+  EXPECT_TRUE(throws_error([&] { to_bf16(f32_y, x); }, ErrorCategory::InvalidArgument,
+                           "to_bf16: y must be bf16, found f32"));
+  EXPECT_TRUE(throws_error([&] { to_bf16(wrong_shape, x); }, ErrorCategory::InvalidArgument,
+                           "y must be (3, 4), found (4, 3)"));
+}
+
+TEST(SpmmBf16, EqualsTheF32SumOfTheRoundedRowsBitwise) {
+  std::vector<NodeId> rows(203);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::shuffle(rows.begin(), rows.end(), std::mt19937(5));
+  rows.resize(80);
+  std::vector<std::int64_t> widths = test::kWidths;
+  widths.push_back(256);
+  for (bool weighted : {false, true}) {
+    const Csr a = test::random_csr(203, 150, 7, weighted);  // rectangular, zero-degree rows
+    for (std::int64_t f : widths) {
+      const Tensor x = test::random_tensor(150, f, 9);
+      const Tensor x_bf16 = bf16_of(x);
+      Tensor want(203, f), got(203, f);
+      spmm(want, a.view(), widened(x));
+      spmm(got, a.view(), x_bf16);
+      ASSERT_TRUE(test::bitwise_equal(test::values_of(got), test::values_of(want), f))
+          << "spmm, F = " << f << (weighted ? ", weighted" : ", unweighted");
+      Tensor want_rows = Tensor::zeros(203, f), got_rows = Tensor::zeros(203, f);
+      spmm_rows(want_rows, a.view(), widened(x), rows);
+      spmm_rows(got_rows, a.view(), x_bf16, rows);
+      ASSERT_TRUE(test::bitwise_equal(test::values_of(got_rows), test::values_of(want_rows), f))
+          << "spmm_rows, F = " << f << (weighted ? ", weighted" : ", unweighted");
+    }
+  }
+}
+
+TEST(SpmmBf16, ChecksTheOperandDtypes) {
+  const Csr a = test::random_csr(6, 5, 1, false);
+  const Tensor x = bf16_of(test::random_tensor(5, 3, 1));
+  Tensor out_bf16(6, 3, DType::BF16), ints(5, 3, DType::I32), out(6, 3);
+  EXPECT_TRUE(throws_error([&] { spmm(out_bf16, a.view(), x); }, ErrorCategory::InvalidArgument,
+                           "out must be f32, found bf16"));
+  EXPECT_TRUE(throws_error([&] { spmm(out, a.view(), ints); }, ErrorCategory::InvalidArgument,
+                           "x must be f32, found i32"));
 }
 
 // ---- gemm ----
