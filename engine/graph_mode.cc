@@ -152,6 +152,7 @@ void GraphRunner::build(const LossRows& loss) {
   propagator_ = std::make_unique<HaloPropagator>(op.build(g.adjacency, g.degrees), op.symmetry,
                                                  *exchange_, column_ids);
   propagator_->upload(device_);
+  propagator_->set_operand_dtype(config_.aggregation_dtype());
   // The halo buffers once, at the widest exchange of the model: every layer reuses them.
   propagator_->reserve(
       widest_exchange(exchanged_widths(config_.num_layers, part_.dataset.num_features,

@@ -39,7 +39,8 @@ class HaloPropagator final : public Propagator, private HaloAccess {
   // the halo rows between the GPUs (an NCCL communicator).
   void upload(Device device);
   // Sizes the halo buffers (received rows, boundary sums, halo gradients, gathered send rows) on
-  // `device` for the widest exchange of the model, which every narrower layer then reuses.
+  // `device` for the widest exchange of the model, which every narrower layer then reuses; with
+  // a bf16 operand dtype (set it first) also the bf16 rows the SpMMs read.
   void reserve(std::int64_t width, Device device);
   // Sends each halo row's weight in this rank's aggregation (Σ of its column's squared
   // entries) to the row's owner and receives those of its own rows: the adaptive codec plans
@@ -77,6 +78,9 @@ class HaloPropagator final : public Propagator, private HaloAccess {
   Tensor halo_x_;     // (H, F) received halo rows
   Tensor boundary_;   // (B, F) A_halo·halo (forward) / d_out of boundary rows (backward)
   Tensor d_halo_;     // (H, F) gradients for the owners of halo rows
+  // The bf16 rows the SpMMs read under set_operand_dtype(BF16): the owned rows of x or d_out
+  // (N, F), the received halo rows or the boundary rows' gradients (H or B, F).
+  Tensor owned_operand_, halo_operand_;
   std::vector<double> halo_weight_;  // (H) for share_receiver_weights
   // The attention path: empty without column ids.
   Csr pattern_;                       // (N, N + H) the whole operator

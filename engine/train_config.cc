@@ -86,6 +86,21 @@ void check_codec(const TrainConfig& c) {
                 "pipeline streams");
 }
 
+std::vector<std::string> aggregate_dtype_names() { return {"f32", "bf16"}; }
+
+DType TrainConfig::aggregation_dtype() const {
+  return aggregate_dtype == "bf16" ? DType::BF16 : DType::F32;
+}
+
+void check_aggregate_dtype(const TrainConfig& c) {
+  if (c.aggregate_dtype == "f32") return;
+  TESSERA_CHECK(c.device == "cpu", InvalidArgument, "--aggregate-dtype ", c.aggregate_dtype,
+                ": reduced-precision aggregation runs on CPU ranks; --device ", c.device,
+                " aggregates in f32");
+  TESSERA_CHECK(!c.kind()->attention, InvalidArgument, "--aggregate-dtype ", c.aggregate_dtype,
+                ": --model ", c.model, " weights every edge with attention, which reads f32 rows");
+}
+
 void check_codec_backward(const TrainConfig& c) {
   if (c.codec_backward.empty()) return;
   TESSERA_CHECK(!c.adaptive(), InvalidArgument,

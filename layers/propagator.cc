@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // LocalPropagator: the single-process aggregation A·X and its adjoint A^T·dY. A^T is built once
 // at construction (Csr::transpose; A itself when the caller says A is symmetric) so that
-// backward is a plain row-parallel SpMM, not a scatter. Relies on the spmm kernel. The layers pass
-// out and d_x already sized (N, F); they are resized here too (a no-op then), so other callers may
-// pass empty tensors.
+// backward is a plain row-parallel SpMM, not a scatter. Relies on the spmm and to_bf16 kernels. The
+// layers pass out and d_x already sized (N, F); they are resized here too (a no-op then), so other
+// callers may pass empty tensors.
 #include "layers/propagator.h"
 
 #include <numeric>
@@ -13,6 +13,20 @@
 #include "core/kernels.h"
 
 namespace tessera {
+
+void Propagator::set_operand_dtype(DType dtype) {
+  TESSERA_CHECK(dtype == DType::F32 || dtype == DType::BF16, InvalidArgument,
+                "aggregation operands are f32 or bf16, not ", to_string(dtype));
+  operand_dtype_ = dtype;
+}
+
+const Tensor& Propagator::operand(const Tensor& x, Tensor& scratch) const {
+  if (operand_dtype_ == DType::F32) return x;
+  if (scratch.dtype() != operand_dtype_) scratch = Tensor(0, 0, operand_dtype_, x.device());
+  scratch.resize_within(x.rows(), x.cols(), x.device());
+  to_bf16(scratch, x);
+  return scratch;
+}
 
 LocalPropagator::LocalPropagator(Csr a, MatrixSymmetry symmetry)
     : a_(std::move(a)), symmetric_(symmetry == MatrixSymmetry::Symmetric) {
@@ -25,14 +39,14 @@ LocalPropagator::LocalPropagator(Csr a, MatrixSymmetry symmetry)
 void LocalPropagator::forward(Tensor& out, const Tensor& x, int /*layer*/) {
   check_shape(x, a_.num_cols(), x.cols(), "LocalPropagator::forward x");
   out.resize(a_.num_rows(), x.cols(), x.device());  // (N, F)
-  spmm(out, a_.view(), x);
+  spmm(out, a_.view(), operand(x, operand_));
 }
 
 void LocalPropagator::backward(Tensor& d_x, const Tensor& d_out, int /*layer*/) {
   check_shape(d_out, a_.num_rows(), d_out.cols(), "LocalPropagator::backward d_out");
   const Csr& adjoint = symmetric_ ? a_ : a_t_;
   d_x.resize(adjoint.num_rows(), d_out.cols(), d_out.device());  // (N, F)
-  spmm(d_x, adjoint.view(), d_out);
+  spmm(d_x, adjoint.view(), operand(d_out, operand_));
 }
 
 std::span<const GlobalId> LocalPropagator::column_ids() const {

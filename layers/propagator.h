@@ -50,6 +50,21 @@ class Propagator {
   virtual std::int64_t num_rows() const = 0;
   // The attention path (HaloAccess), or null where this propagator has none.
   virtual HaloAccess* halo_access() { return nullptr; }
+
+  // What forward and backward aggregate: the rows as they are (F32, the default), or BF16 —
+  // every row the SpMM reads (owned and halo, embeddings and gradients) rounded to the nearest
+  // bf16 into a workspace and summed in f32, so that the gather moves half the bytes. CPU only.
+  // The attention path is not affected.
+  void set_operand_dtype(DType dtype);
+  DType operand_dtype() const { return operand_dtype_; }
+
+ protected:
+  // x as the SpMM reads it: x itself with F32, else x rounded into `scratch` (a workspace that
+  // keeps its memory across widths).
+  const Tensor& operand(const Tensor& x, Tensor& scratch) const;
+
+ private:
+  DType operand_dtype_ = DType::F32;
 };
 
 // Single process: A (N, N) weighted CSR; A^T is built once at construction, unless the caller
@@ -81,6 +96,7 @@ class LocalPropagator final : public Propagator, private HaloAccess {
   Csr a_;
   Csr a_t_;  // empty when A is symmetric
   bool symmetric_ = false;
+  Tensor operand_;                     // the bf16 rows of x or d_out (set_operand_dtype)
   mutable std::vector<GlobalId> ids_;  // 0..N-1, built on first use
   mutable std::vector<NodeId> rows_;   // 0..N-1, built on first use
 };

@@ -132,6 +132,14 @@
     "directions under --bit-budget")                                                               \
   X(codec_backward, std::string, "", Flag(), Custom(check_codec_backward),                         \
     Identity(backward_codec_name), "encoding of halo gradients (empty: the same as --codec)")      \
+  X(aggregate_dtype, std::string, "f32", Flag(),                                                   \
+    All(OneOf(aggregate_dtype_names),                                                              \
+        RefusedBy(kPipelined,                                                                      \
+                  "applies to --parallel graph; the pipeline's chunks aggregate in f32"),          \
+        Custom(check_aggregate_dtype)),                                                            \
+    IdentityUnlessDefault(),                                                                       \
+    "what the aggregations read their rows as: f32, or bf16 (each row rounded to nearest even, "   \
+    "summed in f32; half the bytes to gather). CPU ranks, layers without attention")               \
   X(error_feedback, bool, false, Flag(),                                                           \
     RefusedBy(kPipelined,                                                                          \
               "applies to --parallel graph; the fixed codecs apply to the pipeline "               \

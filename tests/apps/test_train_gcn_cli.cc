@@ -271,6 +271,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--dataset /nonexistent/file.h5 --epochs 1", "/nonexistent/file.h5", 2},
         BadFlag{"--partitions /nonexistent/store --epochs 1", "/nonexistent/store", 2},
         BadFlag{"--codec-backward int3", "--codec-backward", 2},
+        BadFlag{"--aggregate-dtype fp8", "--aggregate-dtype", 2},
+        BadFlag{"--aggregate-dtype bf16 --model gat --hidden-channels 64", "--model gat", 2},
         BadFlag{"--resume", "--resume needs --checkpoint-dir", 2},
         BadFlag{"--parallel pipeline --predict m.h5", "--predict", 2},
         BadFlag{"--keep-checkpoints 0 --checkpoint-dir ck", "--keep-checkpoints", 2},
