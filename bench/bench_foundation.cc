@@ -160,6 +160,8 @@ CopyResult measure_copy(std::int64_t megabytes, int repeats, int threads) {
 
 struct SpmmResult {
   std::int64_t f = 0;
+  DType x_dtype = DType::F32;  // f32, or bf16 (--aggregate-dtype bf16's rows)
+  double speedup = 1.0;        // the f32 SpMM's median time at this width / this one's
   double median_s = 0, min_s = 0;
   double bytes_upper = 0;       // every gathered row counted once per nonzero
   double bytes_compulsory = 0;  // input read once
@@ -185,6 +187,8 @@ double spmm_sample_error(const Tensor& out, const Csr& a, const Tensor& x) {
   return worst;
 }
 
+// Each width with f32 rows, then with the same rows rounded to bf16 (the error is still against
+// the f32 rows: it includes the rounding).
 std::vector<SpmmResult> measure_spmm(const Csr& op, int repeats) {
   const double n = static_cast<double>(op.num_rows());
   const double nnz = static_cast<double>(op.nnz());
@@ -193,19 +197,28 @@ std::vector<SpmmResult> measure_spmm(const Csr& op, int repeats) {
     Tensor x(op.num_cols(), f);
     Tensor out(op.num_rows(), f);
     fill_pattern(x, static_cast<std::uint32_t>(f));
+    Tensor x_bf16(op.num_cols(), f, DType::BF16);
+    to_bf16(x_bf16, x);
     const CsrView view = op.view();
-    std::vector<double> seconds = time_repeats(repeats, [&] { spmm(out, view, x); });
-    const double structure = 8.0 * (n + 1) + 4.0 * nnz + 4.0 * nnz;  // indptr, indices, values
-    const double df = static_cast<double>(f);
-    SpmmResult r;
-    r.f = f;
-    r.median_s = median(seconds);
-    r.min_s = min_of(seconds);
-    r.bytes_upper = structure + 4.0 * nnz * df + 4.0 * n * df;
-    r.bytes_compulsory = structure + 4.0 * n * df + 4.0 * n * df;
-    r.flops = 2.0 * nnz * df;
-    r.max_abs_err = spmm_sample_error(out, op, x);
-    results.push_back(r);
+    double f32_median = 0.0;
+    for (const Tensor* input : {&x, &x_bf16}) {
+      std::vector<double> seconds = time_repeats(repeats, [&] { spmm(out, view, *input); });
+      const double structure = 8.0 * (n + 1) + 4.0 * nnz + 4.0 * nnz;  // indptr, indices, values
+      const double df = static_cast<double>(f);
+      const double in_bytes = static_cast<double>(dtype_size(input->dtype()));
+      SpmmResult r;
+      r.f = f;
+      r.x_dtype = input->dtype();
+      r.median_s = median(seconds);
+      r.min_s = min_of(seconds);
+      if (input == &x) f32_median = r.median_s;
+      r.speedup = f32_median / r.median_s;
+      r.bytes_upper = structure + in_bytes * nnz * df + 4.0 * n * df;
+      r.bytes_compulsory = structure + in_bytes * n * df + 4.0 * n * df;
+      r.flops = 2.0 * nnz * df;
+      r.max_abs_err = spmm_sample_error(out, op, x);
+      results.push_back(r);
+    }
   }
   return results;
 }
@@ -486,19 +499,20 @@ void print_header(const Flags& flags, const Measurements& m) {
 void print_copy_spmm_table(const Flags& flags, const Measurements& m) {
   const double limit = m.copy.best_gbps();
   std::printf("\n## Copy bandwidth and SpMM\n\n");
-  std::printf("| kernel | F | median ms | min ms | GB/s upper | of copy | GB/s compulsory | "
-              "of copy | GFLOP/s | max abs err |\n");
-  std::printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
-  std::printf("| copy 2 x %lld MB | - | %.3f | %.3f | %.2f | 1.00 | - | - | - | %s |\n",
+  std::printf(
+      "| kernel | F | median ms | min ms | GB/s upper | of copy | GB/s compulsory | "
+      "of copy | GFLOP/s | max abs err | speed vs f32 |\n");
+  std::printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  std::printf("| copy 2 x %lld MB | - | %.3f | %.3f | %.2f | 1.00 | - | - | - | %s | - |\n",
               static_cast<long long>(flags.stream_mb), 1e3 * median(m.copy.seconds),
               1e3 * min_of(m.copy.seconds), limit, m.copy.verified ? "0" : "MISMATCH");
   for (const SpmmResult& r : m.spmm) {
     const double upper = r.bytes_upper / r.median_s / kGB;
     const double compulsory = r.bytes_compulsory / r.median_s / kGB;
-    std::printf("| SpMM | %lld | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1e |\n",
-                static_cast<long long>(r.f), 1e3 * r.median_s, 1e3 * r.min_s, upper,
-                upper / limit, compulsory, compulsory / limit, r.flops / r.median_s / kGB,
-                r.max_abs_err);
+    std::printf("| %s | %lld | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1e | %.2f |\n",
+                r.x_dtype == DType::F32 ? "SpMM" : "SpMM bf16 x", static_cast<long long>(r.f),
+                1e3 * r.median_s, 1e3 * r.min_s, upper, upper / limit, compulsory,
+                compulsory / limit, r.flops / r.median_s / kGB, r.max_abs_err, r.speedup);
   }
 }
 
@@ -548,7 +562,9 @@ void print_notes(const Flags& flags, const Measurements& m) {
       "\"upper\" counts one gathered row per nonzero (4nnz F; rows served from cache are counted "
       "again, so this overstates DRAM traffic), \"compulsory\" reads it once (4NF). The true "
       "traffic lies between. Median of %d runs after a warm-up; max abs err: 64 sampled rows "
-      "against a double-precision loop.\n"
+      "against a double-precision loop. \"SpMM bf16 x\": the same rows rounded to bf16 "
+      "(--aggregate-dtype bf16), 2 bytes per input value, summed in f32; its error is against "
+      "the f32 rows, so it includes the rounding; speed vs f32 = f32 time / its time.\n"
       "- GEMM: 2mkn flops, median of %d after a warm-up; op(A) (m x k) times op(B) (k x n).\n"
       "- Training step: forward, backward and Adam (evaluation excluded; it runs once, after "
       "the last epoch). Peak RSS is the process's, after training (includes the dataset).\n"
@@ -583,13 +599,22 @@ void run_copy_and_spmm(const Dataset& data, const Flags& flags, Measurements& m,
   for (const SpmmResult& r : m.spmm) {
     const double upper = r.bytes_upper / r.median_s / kGB;
     const double compulsory = r.bytes_compulsory / r.median_s / kGB;
-    out.emit("spmm", {{"F", r.f}, {"N", m.num_nodes}, {"nnz", m.operator_nnz},
-                      {"repeats", flags.repeats}, {"median_s", r.median_s}, {"min_s", r.min_s},
-                      {"bytes_upper", r.bytes_upper}, {"bytes_compulsory", r.bytes_compulsory},
-                      {"gbps_upper", upper}, {"gbps_compulsory", compulsory},
+    out.emit("spmm", {{"F", r.f},
+                      {"x_dtype", to_string(r.x_dtype)},
+                      {"speedup", r.speedup},
+                      {"N", m.num_nodes},
+                      {"nnz", m.operator_nnz},
+                      {"repeats", flags.repeats},
+                      {"median_s", r.median_s},
+                      {"min_s", r.min_s},
+                      {"bytes_upper", r.bytes_upper},
+                      {"bytes_compulsory", r.bytes_compulsory},
+                      {"gbps_upper", upper},
+                      {"gbps_compulsory", compulsory},
                       {"of_copy_upper", upper / m.copy.best_gbps()},
                       {"of_copy_compulsory", compulsory / m.copy.best_gbps()},
-                      {"gflops", r.flops / r.median_s / kGB}, {"max_abs_err", r.max_abs_err}});
+                      {"gflops", r.flops / r.median_s / kGB},
+                      {"max_abs_err", r.max_abs_err}});
   }
 }
 

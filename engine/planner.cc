@@ -232,7 +232,7 @@ double operator_bytes(const PartShape& p, const TrainConfig& config) {
 // The exchange's tensors (received rows, boundary sums, halo gradients, gathered send rows) are
 // made once at the widest exchange (HaloPropagator::reserve) and reused by every layer; the
 // decoded blocks of a codec grow to the widest too; the encoded messages (vectors) keep the
-// widest.
+// widest. (The owned rows' bf16 workspace is in the measured step.)
 double exchange_bytes(const PartShape& p, const TrainConfig& config, const ExchangedWidths& w) {
   if (p.halo == 0 && p.send == 0) return 0.0;
   const double width = static_cast<double>(widest_exchange(w));
@@ -241,6 +241,8 @@ double exchange_bytes(const PartShape& p, const TrainConfig& config, const Excha
   const CodecKind fwd = config.forward_codec(), bwd = config.backward_codec();
   double bytes = 2.0 * mapped_bytes(h * width) + mapped_bytes(b * width) + mapped_bytes(s * width);
   if (fwd != CodecKind::None || bwd != CodecKind::None) bytes += mapped_bytes(h * width);
+  // bf16 aggregation: the halo or boundary rows the SpMMs read, rounded (2 bytes a value).
+  if (config.aggregation_dtype() == DType::BF16) bytes += mapped_bytes(std::max(h, b) * width / 2);
   const std::int64_t wi = widest_exchange(w);
   bytes += std::max(codec_row_bytes(fwd, wi), codec_row_bytes(bwd, wi)) * (h + s);
   return bytes;

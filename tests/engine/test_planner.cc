@@ -2,8 +2,9 @@
 // The pre-flight planner (engine/planner.h): the part shapes it computes from a plan equal those
 // of the parts PartBuilder makes (and part_shape reads back); its bytes per epoch equal what a
 // K-rank training run sends (exact without a codec, within the message headers with int8); the
-// step it measures grows with the model's width; the configuration asked for is the plan's
-// first row whatever its mode. (Its memory against measured runs: bench/plan_validation.py.)
+// step it measures grows with the model's width and counts the bf16 workspace; the configuration
+// asked for is the plan's first row whatever its mode. (Its memory against measured runs:
+// bench/plan_validation.py.)
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -94,6 +95,19 @@ TEST(Planner, StepMemoryGrowsWithTheWidth) {
   EXPECT_GT(wide.per_row, 4.0 * narrow.per_row);
   const std::int64_t c = d.info.num_classes;
   EXPECT_EQ(wide.parameters, 24 * 256 + 256 + 256 * 256 + 256 + 256 * c + c);
+}
+
+// bf16 aggregation keeps the rows it aggregates rounded in a workspace as wide as the widest
+// aggregation: 2 bytes a value, which the measured step counts.
+TEST(Planner, StepMemoryCountsTheBf16Workspace) {
+  const Data& d = data();
+  TrainConfig f32 = small_config("gcn", "none");
+  f32.hidden_channels = 256;
+  TrainConfig bf16 = f32;
+  bf16.aggregate_dtype = "bf16";
+  const StepMemory exact = measure_step_memory(f32, d.info, 10.0, 2048);
+  const StepMemory rounded = measure_step_memory(bf16, d.info, 10.0, 2048);
+  EXPECT_NEAR(rounded.per_row - exact.per_row, 2.0 * 256.0, 32.0);
 }
 
 // The plan's bytes per epoch against a real run on this job's ranks.
