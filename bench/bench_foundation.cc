@@ -200,11 +200,11 @@ std::vector<SpmmResult> measure_spmm(const Csr& op, int repeats) {
     Tensor x_bf16(op.num_cols(), f, DType::BF16);
     to_bf16(x_bf16, x);
     const CsrView view = op.view();
+    const double structure = 8.0 * (n + 1) + 4.0 * nnz + 4.0 * nnz;  // indptr, indices, values
+    const double df = static_cast<double>(f);
     double f32_median = 0.0;
     for (const Tensor* input : {&x, &x_bf16}) {
       std::vector<double> seconds = time_repeats(repeats, [&] { spmm(out, view, *input); });
-      const double structure = 8.0 * (n + 1) + 4.0 * nnz + 4.0 * nnz;  // indptr, indices, values
-      const double df = static_cast<double>(f);
       const double in_bytes = static_cast<double>(dtype_size(input->dtype()));
       SpmmResult r;
       r.f = f;
