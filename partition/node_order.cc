@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+// Locality-aware node orders (partition/node_order.h).
+#include "partition/node_order.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+
+// Breadth-first search from `root` over the symmetric pattern `g`; `dist` is -1 everywhere on
+// entry and again on return. Returns the eccentricity of root and writes the nodes of the last
+// level to `last`.
+std::int64_t bfs_levels(const Csr& g, NodeId root, std::vector<std::int64_t>& dist,
+                        std::vector<NodeId>& queue, std::vector<NodeId>& last) {
+  queue.assign(1, root);
+  dist[static_cast<std::size_t>(root)] = 0;
+  for (std::size_t head = 0; head < queue.size(); ++head) {
+    const NodeId v = queue[head];
+    for (EdgeOffset e = g.indptr()[v]; e < g.indptr()[v + 1]; ++e) {
+      const NodeId u = g.indices()[e];
+      if (dist[static_cast<std::size_t>(u)] < 0) {
+        dist[static_cast<std::size_t>(u)] = dist[static_cast<std::size_t>(v)] + 1;
+        queue.push_back(u);
+      }
+    }
+  }
+  const std::int64_t eccentricity = dist[static_cast<std::size_t>(queue.back())];
+  last.clear();
+  for (const NodeId v : queue) {
+    if (dist[static_cast<std::size_t>(v)] == eccentricity) last.push_back(v);
+    dist[static_cast<std::size_t>(v)] = -1;
+  }
+  return eccentricity;
+}
+
+// George and Liu's pseudo-peripheral node of start's component: from the current node, move to
+// a node of least degree (then lowest id) in its last BFS level while that raises the
+// eccentricity.
+NodeId pseudo_peripheral(const Csr& g, NodeId start, std::vector<std::int64_t>& dist,
+                         std::vector<NodeId>& queue) {
+  std::vector<NodeId> last;
+  NodeId root = start;
+  std::int64_t eccentricity = bfs_levels(g, root, dist, queue, last);
+  while (true) {
+    const NodeId candidate = *std::min_element(last.begin(), last.end(), [&](NodeId a, NodeId b) {
+      return std::pair(g.degree(a), a) < std::pair(g.degree(b), b);
+    });
+    std::vector<NodeId> candidate_last;
+    const std::int64_t e = bfs_levels(g, candidate, dist, queue, candidate_last);
+    if (e <= eccentricity) return root;
+    root = candidate;
+    eccentricity = e;
+    last = std::move(candidate_last);
+  }
+}
+
+}  // namespace
+
+std::vector<GlobalId> reverse_cuthill_mckee(const Csr& graph) {
+  TESSERA_CHECK(graph.num_rows() == graph.num_cols(), InvalidArgument,
+                "reverse_cuthill_mckee: the graph must be square, got ", graph.num_rows(), " x ",
+                graph.num_cols());
+  const Csr g = graph.without_self_loops().symmetrize();
+  const std::int64_t n = g.num_rows();
+  std::vector<GlobalId> order;
+  order.reserve(static_cast<std::size_t>(n));
+  std::vector<char> placed(static_cast<std::size_t>(n), 0);
+  std::vector<std::int64_t> dist(static_cast<std::size_t>(n), -1);
+  std::vector<NodeId> queue, next;
+  for (std::int64_t start = 0; start < n; ++start) {
+    if (placed[static_cast<std::size_t>(start)]) continue;
+    const NodeId root = pseudo_peripheral(g, static_cast<NodeId>(start), dist, queue);
+    placed[static_cast<std::size_t>(root)] = 1;
+    order.push_back(root);
+    for (std::size_t head = order.size() - 1; head < order.size(); ++head) {
+      const auto v = static_cast<NodeId>(order[head]);
+      next.clear();
+      for (EdgeOffset e = g.indptr()[v]; e < g.indptr()[v + 1]; ++e) {
+        const NodeId u = g.indices()[e];
+        if (!placed[static_cast<std::size_t>(u)]) {
+          placed[static_cast<std::size_t>(u)] = 1;
+          next.push_back(u);
+        }
+      }
+      std::sort(next.begin(), next.end(), [&](NodeId a, NodeId b) {
+        return std::pair(g.degree(a), a) < std::pair(g.degree(b), b);
+      });
+      order.insert(order.end(), next.begin(), next.end());
+    }
+  }
+  std::reverse(order.begin(), order.end());
+  return order;
+}
+
+std::vector<GlobalId> order_by_parts(const PartitionPlan& plan) {
+  std::vector<std::int64_t> start(static_cast<std::size_t>(plan.num_parts) + 1, 0);
+  for (const std::int32_t p : plan.owner) ++start[static_cast<std::size_t>(p) + 1];
+  for (std::size_t p = 1; p < start.size(); ++p) start[p] += start[p - 1];
+  std::vector<GlobalId> order(plan.owner.size());
+  for (std::size_t v = 0; v < plan.owner.size(); ++v) {
+    order[static_cast<std::size_t>(start[static_cast<std::size_t>(plan.owner[v])]++)] =
+        static_cast<GlobalId>(v);
+  }
+  return order;
+}
+
+std::vector<GlobalId> inverse_order(std::span<const GlobalId> order) {
+  const auto n = static_cast<GlobalId>(order.size());
+  std::vector<GlobalId> position(order.size(), -1);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const GlobalId v = order[i];
+    TESSERA_CHECK(v >= 0 && v < n && position[static_cast<std::size_t>(v)] < 0, InvalidArgument,
+                  "node order: entry ", i, " (", v, ") is out of [0, ", n, ") or repeated");
+    position[static_cast<std::size_t>(v)] = static_cast<GlobalId>(i);
+  }
+  return position;
+}
+
+Csr permute_symmetric(const Csr& a, std::span<const GlobalId> order) {
+  const std::int64_t n = a.num_rows();
+  TESSERA_CHECK(a.num_cols() == n && static_cast<std::int64_t>(order.size()) == n, InvalidArgument,
+                "permute_symmetric: needs a square matrix and an order of its ", n, " rows, got ",
+                a.num_rows(), " x ", a.num_cols(), " and ", order.size());
+  const std::vector<GlobalId> position = inverse_order(order);
+  std::vector<EdgeOffset> indptr(static_cast<std::size_t>(n) + 1, 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    indptr[static_cast<std::size_t>(i) + 1] =
+        indptr[static_cast<std::size_t>(i)] + a.degree(order[static_cast<std::size_t>(i)]);
+  }
+  std::vector<NodeId> indices(static_cast<std::size_t>(a.nnz()));
+  std::vector<float> values(a.has_values() ? indices.size() : 0);
+  std::vector<std::pair<NodeId, float>> row;
+#pragma omp parallel for schedule(dynamic, 1024) private(row)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const GlobalId old = order[static_cast<std::size_t>(i)];
+    row.clear();
+    for (EdgeOffset e = a.indptr()[old]; e < a.indptr()[old + 1]; ++e) {
+      row.emplace_back(static_cast<NodeId>(position[static_cast<std::size_t>(a.indices()[e])]),
+                       a.has_values() ? a.values()[e] : 0.0f);
+    }
+    std::sort(row.begin(), row.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    EdgeOffset out = indptr[static_cast<std::size_t>(i)];
+    for (const auto& [col, value] : row) {
+      indices[static_cast<std::size_t>(out)] = col;
+      if (!values.empty()) values[static_cast<std::size_t>(out)] = value;
+      ++out;
+    }
+  }
+  return Csr(n, n, std::move(indptr), std::move(indices), std::move(values));
+}
+
+std::int64_t ordered_bandwidth(const Csr& a, std::span<const GlobalId> order) {
+  TESSERA_CHECK(order.empty() || static_cast<std::int64_t>(order.size()) == a.num_rows(),
+                InvalidArgument, "ordered_bandwidth: an order of ", order.size(),
+                " nodes for a matrix of ", a.num_rows(), " rows");
+  std::vector<GlobalId> position;
+  if (!order.empty()) position = inverse_order(order);
+  const auto at = [&](std::int64_t v) {
+    return position.empty() ? v : position[static_cast<std::size_t>(v)];
+  };
+  std::int64_t widest = 0;
+  for (std::int64_t v = 0; v < a.num_rows(); ++v) {
+    for (EdgeOffset e = a.indptr()[v]; e < a.indptr()[v + 1]; ++e) {
+      widest = std::max(widest, std::abs(at(v) - at(a.indices()[e])));
+    }
+  }
+  return widest;
+}
+
+}  // namespace tessera
