@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -34,6 +35,8 @@
 #include "datasets/synthetic.h"
 #include "engine/system.h"
 #include "engine/trainer.h"
+#include "partition/metis_partition.h"
+#include "partition/node_order.h"
 
 namespace tessera {
 namespace {
@@ -160,8 +163,9 @@ CopyResult measure_copy(std::int64_t megabytes, int repeats, int threads) {
 
 struct SpmmResult {
   std::int64_t f = 0;
-  DType x_dtype = DType::F32;  // f32, or bf16 (--aggregate-dtype bf16's rows)
-  double speedup = 1.0;        // the f32 SpMM's median time at this width / this one's
+  DType x_dtype = DType::F32;     // f32, or bf16 (--aggregate-dtype bf16's rows)
+  std::string order = "dataset";  // the node order the operator is in (partition/node_order.h)
+  double speedup = 1.0;  // the f32 SpMM's median time at this width, dataset order / this one's
   double median_s = 0, min_s = 0;
   double bytes_upper = 0;       // every gathered row counted once per nonzero
   double bytes_compulsory = 0;  // input read once
@@ -187,32 +191,45 @@ double spmm_sample_error(const Tensor& out, const Csr& a, const Tensor& x) {
   return worst;
 }
 
-// Each width with f32 rows, then with the same rows rounded to bf16 (the error is still against
-// the f32 rows: it includes the rounding).
-std::vector<SpmmResult> measure_spmm(const Csr& op, int repeats) {
-  const double n = static_cast<double>(op.num_rows());
-  const double nnz = static_cast<double>(op.nnz());
+// One SpMM measured at every width: the GCN operator in a node order, with f32 rows or the same
+// rows rounded to bf16.
+struct SpmmVariant {
+  std::string order;  // "dataset", or the node order `op` was renumbered by
+  const Csr* op = nullptr;
+  DType x_dtype = DType::F32;
+};
+
+// Each width, every variant one after the other (so that they meet the same machine state);
+// the first variant is the f32 SpMM in the dataset's order the others are timed against. The
+// error is always against the f32 rows (so a bf16 variant's includes the rounding).
+std::vector<SpmmResult> measure_spmm(const std::vector<SpmmVariant>& variants, int repeats) {
   std::vector<SpmmResult> results;
   for (std::int64_t f : kSpmmWidths) {
-    Tensor x(op.num_cols(), f);
-    Tensor out(op.num_rows(), f);
+    const std::int64_t cols = variants.front().op->num_cols();
+    Tensor x(cols, f);
+    Tensor out(variants.front().op->num_rows(), f);
     fill_pattern(x, static_cast<std::uint32_t>(f));
-    Tensor x_bf16(op.num_cols(), f, DType::BF16);
+    Tensor x_bf16(cols, f, DType::BF16);
     to_bf16(x_bf16, x);
-    const CsrView view = op.view();
-    const double structure = 8.0 * (n + 1) + 4.0 * nnz + 4.0 * nnz;  // indptr, indices, values
-    const double df = static_cast<double>(f);
-    double f32_median = 0.0;
-    for (const Tensor* input : {&x, &x_bf16}) {
-      std::vector<double> seconds = time_repeats(repeats, [&] { spmm(out, view, *input); });
-      const double in_bytes = static_cast<double>(dtype_size(input->dtype()));
+    double first_median = 0.0;
+    for (const SpmmVariant& variant : variants) {
+      const Csr& op = *variant.op;
+      const double n = static_cast<double>(op.num_rows());
+      const double nnz = static_cast<double>(op.nnz());
+      const double structure = 8.0 * (n + 1) + 4.0 * nnz + 4.0 * nnz;  // indptr, indices, values
+      const double df = static_cast<double>(f);
+      const Tensor& input = variant.x_dtype == DType::F32 ? x : x_bf16;
+      const CsrView view = op.view();
+      std::vector<double> seconds = time_repeats(repeats, [&] { spmm(out, view, input); });
+      const double in_bytes = static_cast<double>(dtype_size(input.dtype()));
       SpmmResult r;
       r.f = f;
-      r.x_dtype = input->dtype();
+      r.x_dtype = input.dtype();
+      r.order = variant.order;
       r.median_s = median(seconds);
       r.min_s = min_of(seconds);
-      if (input == &x) f32_median = r.median_s;
-      r.speedup = f32_median / r.median_s;
+      if (&variant == &variants.front()) first_median = r.median_s;
+      r.speedup = first_median / r.median_s;
       r.bytes_upper = structure + in_bytes * nnz * df + 4.0 * n * df;
       r.bytes_compulsory = structure + in_bytes * n * df + 4.0 * n * df;
       r.flops = 2.0 * nnz * df;
@@ -222,6 +239,17 @@ std::vector<SpmmResult> measure_spmm(const Csr& op, int repeats) {
   }
   return results;
 }
+
+// A node order of the whole graph, what computing it took, and the operator's bandwidth in it.
+struct OrderResult {
+  std::string name;
+  double seconds = 0;
+  std::int64_t bandwidth = 0;
+};
+
+// Parts of the fine METIS partition the "metis" order groups nodes by: about this many nodes
+// each (a part's rows of a 256-wide layer, 512 KiB, fit in a core's L2).
+constexpr std::int64_t kOrderPartNodes = 512;
 
 // ---- 3. GEMM at the shapes of an L-layer GCN ----
 
@@ -468,7 +496,9 @@ struct Measurements {
   CopyResult copy;
   int copy_repeats = 0;
   std::int64_t l3_bytes = 0;
-  std::vector<SpmmResult> spmm;
+  std::vector<SpmmResult> spmm;  // per width: f32 and bf16 in the dataset's order, then f32 in
+                                 // each other node order
+  std::vector<OrderResult> orders;
   std::vector<GemmResult> gemm;
   std::vector<CoreGemm> gemm_by_core;
   TrainResult train;
@@ -501,7 +531,7 @@ void print_copy_spmm_table(const Flags& flags, const Measurements& m) {
   std::printf("\n## Copy bandwidth and SpMM\n\n");
   std::printf(
       "| kernel | F | median ms | min ms | GB/s upper | of copy | GB/s compulsory | "
-      "of copy | GFLOP/s | max abs err | speed vs f32 |\n");
+      "of copy | GFLOP/s | max abs err | speed vs SpMM |\n");
   std::printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
   std::printf("| copy 2 x %lld MB | - | %.3f | %.3f | %.2f | 1.00 | - | - | - | %s | - |\n",
               static_cast<long long>(flags.stream_mb), 1e3 * median(m.copy.seconds),
@@ -509,10 +539,31 @@ void print_copy_spmm_table(const Flags& flags, const Measurements& m) {
   for (const SpmmResult& r : m.spmm) {
     const double upper = r.bytes_upper / r.median_s / kGB;
     const double compulsory = r.bytes_compulsory / r.median_s / kGB;
+    const std::string kernel = r.x_dtype != DType::F32 ? "SpMM bf16 x"
+                               : r.order == "dataset"  ? "SpMM"
+                                                       : "SpMM, " + r.order + " order";
     std::printf("| %s | %lld | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1e | %.2f |\n",
-                r.x_dtype == DType::F32 ? "SpMM" : "SpMM bf16 x", static_cast<long long>(r.f),
-                1e3 * r.median_s, 1e3 * r.min_s, upper, upper / limit, compulsory,
-                compulsory / limit, r.flops / r.median_s / kGB, r.max_abs_err, r.speedup);
+                kernel.c_str(), static_cast<long long>(r.f), 1e3 * r.median_s, 1e3 * r.min_s, upper,
+                upper / limit, compulsory, compulsory / limit, r.flops / r.median_s / kGB,
+                r.max_abs_err, r.speedup);
+  }
+}
+
+void print_order_table(const Measurements& m) {
+  std::printf("\n## Node orders\n\n");
+  std::printf("| order | compute s | bandwidth | SpMM speed vs dataset order, F = 16 ... 512 |\n");
+  std::printf("|---|--:|--:|---|\n");
+  for (const OrderResult& o : m.orders) {
+    std::string speeds;
+    for (const SpmmResult& r : m.spmm) {
+      if (r.order != o.name || r.x_dtype != DType::F32 || o.name == "dataset") continue;
+      char cell[32];
+      std::snprintf(cell, sizeof cell, "%s%.2f", speeds.empty() ? "" : ", ", r.speedup);
+      speeds += cell;
+    }
+    std::printf("| %s | %.2f | %lld | %s |\n", o.name.c_str(), o.seconds,
+                static_cast<long long>(o.bandwidth),
+                speeds.empty() ? "1 (the rows above)" : speeds.c_str());
   }
 }
 
@@ -564,14 +615,19 @@ void print_notes(const Flags& flags, const Measurements& m) {
       "traffic lies between. Median of %d runs after a warm-up; max abs err: 64 sampled rows "
       "against a double-precision loop. \"SpMM bf16 x\": the same rows rounded to bf16 "
       "(--aggregate-dtype bf16), 2 bytes per input value, summed in f32; its error is against "
-      "the f32 rows, so it includes the rounding; speed vs f32 = f32 time / its time.\n"
+      "the f32 rows, so it includes the rounding. \"SpMM, rcm/metis order\": the same operator "
+      "renumbered by reverse Cuthill-McKee or grouped by the parts of a METIS partition into "
+      "parts of about %lld nodes (partition/node_order.h), so that a row's neighbours lie near "
+      "it. Speed vs SpMM = the f32 SpMM's time in the dataset's order / its time.\n"
+      "- Node orders: compute s = the time to find the order (one thread of this program); "
+      "bandwidth = the largest |i - j| over the operator's entries (i, j) in that order.\n"
       "- GEMM: 2mkn flops, median of %d after a warm-up; op(A) (m x k) times op(B) (k x n).\n"
       "- Training step: forward, backward and Adam (evaluation excluded; it runs once, after "
       "the last epoch). Peak RSS is the process's, after training (includes the dataset).\n"
       "- Loading: files just written, so the page cache is warm: this measures decoding and "
       "parsing, not the disk. Raw layout text = .csv.gz files inflated; speedup = raw read "
       "time / this format's read time; same data = arrays identical to those written.\n",
-      m.copy_repeats, flags.repeats, flags.repeats);
+      m.copy_repeats, flags.repeats, static_cast<long long>(kOrderPartNodes), flags.repeats);
   const double array_bytes = static_cast<double>(flags.stream_mb) * kMB;
   if (m.l3_bytes > 0 && array_bytes < 4.0 * static_cast<double>(m.l3_bytes)) {
     std::printf("- WARNING: the copy arrays (%.0f MB each) are smaller than 4x the L3 cache "
@@ -584,6 +640,30 @@ void print_notes(const Flags& flags, const Measurements& m) {
 
 // ---- the run: measure, emitting each JSON line as soon as it is known ----
 
+// The GCN operator `op` of `graph` renumbered by reverse Cuthill-McKee and grouped by the
+// parts of a fine METIS partition (partition/node_order.h), each with what finding its order
+// took and its bandwidth, after the dataset order's own entry.
+std::vector<Csr> order_operators(const Csr& graph, const Csr& op, Measurements& m) {
+  m.orders.push_back({"dataset", 0.0, ordered_bandwidth(op)});
+  std::vector<Csr> ordered;
+  for (const std::string name : {"rcm", "metis"}) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<GlobalId> order;
+    if (name == "rcm") {
+      order = reverse_cuthill_mckee(graph);
+    } else {
+      const int parts = static_cast<int>(
+          std::clamp<std::int64_t>(graph.num_rows() / kOrderPartNodes, 1, graph.num_rows()));
+      order = order_by_parts(partition_metis(graph, {}, parts, /*seed=*/1));
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ordered.push_back(permute_symmetric(op, order));
+    m.orders.push_back({name, seconds, ordered_bandwidth(ordered.back())});
+  }
+  return ordered;
+}
+
 void run_copy_and_spmm(const Dataset& data, const Flags& flags, Measurements& m, JsonLines& out) {
   m.copy_repeats = std::max(flags.repeats, 5);  // cheap; the limit deserves a few tries
   m.copy = measure_copy(flags.stream_mb, m.copy_repeats, flags.threads);
@@ -594,13 +674,23 @@ void run_copy_and_spmm(const Dataset& data, const Flags& flags, Measurements& m,
   {
     const Csr op = gcn_normalized(data.graph.without_self_loops().symmetrize().with_self_loops());
     m.operator_nnz = op.nnz();
-    m.spmm = measure_spmm(op, flags.repeats);
+    const std::vector<Csr> ordered = order_operators(data.graph, op, m);
+    std::vector<SpmmVariant> variants = {{"dataset", &op, DType::F32},
+                                         {"dataset", &op, DType::BF16}};
+    for (std::size_t i = 0; i < ordered.size(); ++i) {
+      variants.push_back({m.orders[i + 1].name, &ordered[i], DType::F32});
+    }
+    m.spmm = measure_spmm(variants, flags.repeats);
+  }
+  for (const OrderResult& o : m.orders) {
+    out.emit("node_order", {{"order", o.name}, {"seconds", o.seconds}, {"bandwidth", o.bandwidth}});
   }
   for (const SpmmResult& r : m.spmm) {
     const double upper = r.bytes_upper / r.median_s / kGB;
     const double compulsory = r.bytes_compulsory / r.median_s / kGB;
     out.emit("spmm", {{"F", r.f},
                       {"x_dtype", to_string(r.x_dtype)},
+                      {"order", r.order},
                       {"speedup", r.speedup},
                       {"N", m.num_nodes},
                       {"nnz", m.operator_nnz},
@@ -759,6 +849,7 @@ int run(Flags flags) {
                        {"load_avg_1min_end", m.load_avg_end}});
   print_header(flags, m);
   print_copy_spmm_table(flags, m);
+  print_order_table(m);
   print_gemm_train_tables(flags, m);
   print_gemm_by_core_table(m);
   print_load_table(m);
