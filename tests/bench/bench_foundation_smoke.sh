@@ -16,9 +16,10 @@ status=$?
 cat "$out"
 check_status "$status" bench_foundation
 check_lines "$out" '^# bench_foundation: preset default | threads 2 ' '^| kernel | F | median ms' \
-  '^| SpMM | 256 |' '^| SpMM bf16 x | 256 |' '^| product, layers |' '^| warm-up | timed epochs |' '^| format | file MB' \
+  '^| SpMM | 256 |' '^| SpMM bf16 x | 256 |' '^| SpMM, rcm order | 256 |' '^| SpMM, metis order | 256 |' \
+  '^| order | compute s | bandwidth |' '^| rcm | ' '^| metis | ' '^| product, layers |' '^| warm-up | timed epochs |' '^| format | file MB' \
   '^| ogb_raw |' '^| hdf5 |' '^## GEMM GFLOP/s with each OpenBLAS core' '^| product, layers | Prescott |'
-for kind in dataset train copy spmm gemm gemm_core gemm_vs_best load machine; do
+for kind in dataset train copy spmm node_order gemm gemm_core gemm_vs_best load machine; do
   check_lines "$out" "^{\"bench\":\"$kind\""
 done
 check_json_copy "$out" "$lines"
