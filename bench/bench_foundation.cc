@@ -619,7 +619,7 @@ void print_notes(const Flags& flags, const Measurements& m) {
       "renumbered by reverse Cuthill-McKee or grouped by the parts of a METIS partition into "
       "parts of about %lld nodes (partition/node_order.h), so that a row's neighbours lie near "
       "it. Speed vs SpMM = the f32 SpMM's time in the dataset's order / its time.\n"
-      "- Node orders: compute s = the time to find the order (one thread of this program); "
+      "- Node orders: compute s = the time to find the order (with this run's threads); "
       "bandwidth = the largest |i - j| over the operator's entries (i, j) in that order.\n"
       "- GEMM: 2mkn flops, median of %d after a warm-up; op(A) (m x k) times op(B) (k x n).\n"
       "- Training step: forward, backward and Adam (evaluation excluded; it runs once, after "

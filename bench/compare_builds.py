@@ -35,7 +35,13 @@ def measurements(binary, args):
             found["training epoch (median)"] = m["median_s"]
             found[PEAK] = m["peak_rss_bytes"]
         elif m["bench"] == "spmm":
-            found["SpMM F=%d" % m["F"]] = m["median_s"]
+            # One line per width, row dtype and node order (older builds: f32, dataset order).
+            variant = ""
+            if m.get("x_dtype", "f32") != "f32":
+                variant += " " + m["x_dtype"] + " x"
+            if m.get("order", "dataset") != "dataset":
+                variant += ", " + m["order"] + " order"
+            found["SpMM%s F=%d" % (variant, m["F"])] = m["median_s"]
         elif m["bench"] == "gemm":
             found["GEMM " + m["what"]] = m["median_s"]
     return found

@@ -97,6 +97,12 @@ std::vector<GlobalId> reverse_cuthill_mckee(const Csr& graph) {
 }
 
 std::vector<GlobalId> order_by_parts(const PartitionPlan& plan) {
+  TESSERA_CHECK(plan.num_parts >= 1, InvalidArgument, "order_by_parts: ", plan.num_parts, " parts");
+  for (std::size_t v = 0; v < plan.owner.size(); ++v) {
+    TESSERA_CHECK(plan.owner[v] >= 0 && plan.owner[v] < plan.num_parts, InvalidArgument,
+                  "order_by_parts: node ", v, " has part ", plan.owner[v], ", outside [0, ",
+                  plan.num_parts, ")");
+  }
   std::vector<std::int64_t> start(static_cast<std::size_t>(plan.num_parts) + 1, 0);
   for (const std::int32_t p : plan.owner) ++start[static_cast<std::size_t>(p) + 1];
   for (std::size_t p = 1; p < start.size(); ++p) start[p] += start[p - 1];
@@ -155,9 +161,11 @@ Csr permute_symmetric(const Csr& a, std::span<const GlobalId> order) {
 }
 
 std::int64_t ordered_bandwidth(const Csr& a, std::span<const GlobalId> order) {
-  TESSERA_CHECK(order.empty() || static_cast<std::int64_t>(order.size()) == a.num_rows(),
-                InvalidArgument, "ordered_bandwidth: an order of ", order.size(),
-                " nodes for a matrix of ", a.num_rows(), " rows");
+  TESSERA_CHECK(
+      order.empty() ||
+          (static_cast<std::int64_t>(order.size()) == a.num_rows() && a.num_cols() == a.num_rows()),
+      InvalidArgument, "ordered_bandwidth: an order of ", order.size(), " nodes for a ",
+      a.num_rows(), " x ", a.num_cols(), " matrix (an order needs a square one of as many rows)");
   std::vector<GlobalId> position;
   if (!order.empty()) position = inverse_order(order);
   const auto at = [&](std::int64_t v) {
