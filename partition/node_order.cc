@@ -103,15 +103,7 @@ std::vector<GlobalId> order_by_parts(const PartitionPlan& plan) {
                   "order_by_parts: node ", v, " has part ", plan.owner[v], ", outside [0, ",
                   plan.num_parts, ")");
   }
-  std::vector<std::int64_t> start(static_cast<std::size_t>(plan.num_parts) + 1, 0);
-  for (const std::int32_t p : plan.owner) ++start[static_cast<std::size_t>(p) + 1];
-  for (std::size_t p = 1; p < start.size(); ++p) start[p] += start[p - 1];
-  std::vector<GlobalId> order(plan.owner.size());
-  for (std::size_t v = 0; v < plan.owner.size(); ++v) {
-    order[static_cast<std::size_t>(start[static_cast<std::size_t>(plan.owner[v])]++)] =
-        static_cast<GlobalId>(v);
-  }
-  return order;
+  return group_nodes_by_part(plan.owner, plan.num_parts).nodes;
 }
 
 std::vector<GlobalId> inverse_order(std::span<const GlobalId> order) {

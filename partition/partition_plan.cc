@@ -76,20 +76,32 @@ CutCounts count_cut_bitmask(const Csr& graph, std::span<const std::int32_t> owne
   return out;
 }
 
+}  // namespace
+
+NodesByPart group_nodes_by_part(std::span<const std::int32_t> owner, int num_parts) {
+  NodesByPart out;
+  out.begin.assign(static_cast<std::size_t>(num_parts) + 1, 0);
+  for (const std::int32_t p : owner) ++out.begin[static_cast<std::size_t>(p) + 1];
+  for (int p = 0; p < num_parts; ++p) out.begin[p + 1] += out.begin[p];
+  out.nodes.resize(owner.size());
+  std::vector<std::int64_t> next(out.begin.begin(), out.begin.end() - 1);
+  for (std::size_t v = 0; v < owner.size(); ++v) {
+    out.nodes[static_cast<std::size_t>(next[owner[v]]++)] = static_cast<GlobalId>(v);
+  }
+  return out;
+}
+
+namespace {
+
 // Parts in parallel; each thread keeps last_seen[u] = the last part of its own that counted u.
 CutCounts count_cut_by_part(const Csr& graph, std::span<const std::int32_t> owner, int k) {
   const std::int64_t n = graph.num_rows();
   const EdgeOffset* indptr = graph.indptr().data();
   const NodeId* indices = graph.indices().data();
-  // Rows grouped by owner (counting sort): rows of part p are rows[part_begin[p] .. [p + 1]).
-  std::vector<std::int64_t> part_begin(static_cast<std::size_t>(k) + 1, 0);  // (K + 1)
-  for (std::int32_t p : owner) ++part_begin[p + 1];
-  for (int p = 0; p < k; ++p) part_begin[p + 1] += part_begin[p];
-  std::vector<NodeId> rows(static_cast<std::size_t>(n));  // (N)
-  {
-    std::vector<std::int64_t> next(part_begin.begin(), part_begin.end() - 1);
-    for (std::int64_t v = 0; v < n; ++v) rows[next[owner[v]]++] = static_cast<NodeId>(v);
-  }
+  // Rows grouped by owner: rows of part p are rows[part_begin[p] .. [p + 1]).
+  const NodesByPart grouped = group_nodes_by_part(owner, k);
+  const std::vector<GlobalId>& rows = grouped.nodes;
+  const std::vector<std::int64_t>& part_begin = grouped.begin;
   CutCounts out;
   out.halo_nodes.assign(k, 0);
   std::int64_t cut = 0;
@@ -100,7 +112,7 @@ CutCounts count_cut_by_part(const Csr& graph, std::span<const std::int32_t> owne
     for (int p = 0; p < k; ++p) {
       std::int64_t halo = 0;
       for (std::int64_t i = part_begin[p]; i < part_begin[p + 1]; ++i) {
-        const NodeId v = rows[i];
+        const GlobalId v = rows[i];
         for (EdgeOffset e = indptr[v]; e < indptr[v + 1]; ++e) {
           const NodeId u = indices[e];
           if (owner[u] == p) continue;

@@ -44,6 +44,15 @@ PartitionPlan make_partition(PartitionMethod method, const Csr& graph,
                              std::span<const GlobalId> train_idx, int num_parts,
                              std::uint64_t seed);
 
+// The nodes grouped by part (a counting sort): part p's nodes are
+// nodes[begin[p] .. begin[p + 1]), by increasing id. Every owner must be in [0, num_parts)
+// (not checked here).
+struct NodesByPart {
+  std::vector<GlobalId> nodes;      // (N)
+  std::vector<std::int64_t> begin;  // (K + 1)
+};
+NodesByPart group_nodes_by_part(std::span<const std::int32_t> owner, int num_parts);
+
 struct PartitionStats {
   std::int64_t edge_cut = 0;               // directed CSR entries whose ends have different owners
   std::vector<std::int64_t> owned_nodes;   // (K)
