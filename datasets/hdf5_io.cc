@@ -341,6 +341,10 @@ bool Reader::has_attribute(const char* name) {
   return TESSERA_H5(H5Aexists(file_.get(), name), Io, label_, ": attribute '", name, "'") > 0;
 }
 
+bool Reader::has_dataset(const char* path) {
+  return TESSERA_H5(H5Lexists(file_.get(), path, H5P_DEFAULT), Io, where(path), ": H5Lexists") > 0;
+}
+
 std::string Reader::string_attribute(const char* name) {
   Handle attr = open_attribute(name);
   Handle type(TESSERA_H5(H5Aget_type(attr.get()), Io, attribute_where(name), ": H5Aget_type"),

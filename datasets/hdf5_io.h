@@ -122,6 +122,8 @@ class Reader {
   void finish_progress();
 
   bool has_attribute(const char* name);
+  // Whether a dataset (or group) named `path` exists ("/name": directly under the root).
+  bool has_dataset(const char* path);
   std::string string_attribute(const char* name);
   std::int64_t int64_attribute(const char* name);
   std::uint64_t uint64_attribute(const char* name);

@@ -72,12 +72,16 @@ Csr training_graph(const Dataset& dataset) {
 }
 
 PartBuilder::PartBuilder(const Dataset& dataset, const Csr& graph, const PartitionPlan& plan,
-                         const DatasetInfo& info)
+                         const DatasetInfo& info, std::span<const GlobalId> order)
     : dataset_(dataset),
       graph_(graph),
       plan_(plan),
       info_(info),
+      order_(order),
       plan_fingerprint_(tessera::plan_fingerprint(plan)) {
+  TESSERA_CHECK(order.empty() || static_cast<std::int64_t>(order.size()) == dataset.num_nodes(),
+                InvalidArgument, "PartBuilder: an order of ", order.size(), " nodes for ",
+                dataset.num_nodes());
   TESSERA_CHECK(graph.num_rows() == dataset.num_nodes() && graph.num_cols() == graph.num_rows(),
                 InvalidArgument, "PartBuilder: graph has ", graph.num_rows(), " rows, dataset ",
                 dataset.num_nodes(), " nodes");
@@ -208,12 +212,18 @@ GraphPart PartBuilder::build(int part) const {
   out.train_rows = local_split(dataset_.train_idx, plan_, part, local_of);
   out.valid_rows = local_split(dataset_.valid_idx, plan_, part, local_of);
   out.test_rows = local_split(dataset_.test_idx, plan_, part, local_of);
+  if (!order_.empty()) record_input_ids(out, order_);
   return out;
 }
 
 GraphPart whole_graph_part(Dataset&& dataset) {
+  const DatasetInfo info = dataset_info(dataset);
+  return whole_graph_part(std::move(dataset), info);
+}
+
+GraphPart whole_graph_part(Dataset&& dataset, const DatasetInfo& info) {
   GraphPart out;
-  out.dataset = dataset_info(dataset);
+  out.dataset = info;
   LocalGraph& g = out.graph;
   const std::int64_t n = dataset.num_nodes();
   g.owned_ids.resize(static_cast<std::size_t>(n));
@@ -236,6 +246,17 @@ GraphPart whole_graph_part(Dataset&& dataset) {
   out.valid_rows = rows(dataset.valid_idx);
   out.test_rows = rows(dataset.test_idx);
   return out;
+}
+
+void record_input_ids(GraphPart& part, std::span<const GlobalId> order) {
+  LocalGraph& g = part.graph;
+  g.input_ids.resize(g.owned_ids.size());
+  for (std::size_t i = 0; i < g.owned_ids.size(); ++i) {
+    const GlobalId v = g.owned_ids[i];
+    TESSERA_CHECK(v >= 0 && v < static_cast<GlobalId>(order.size()), InvalidArgument,
+                  "record_input_ids: owned node ", v, " is outside an order of ", order.size());
+    g.input_ids[i] = order[static_cast<std::size_t>(v)];
+  }
 }
 
 void check_parts_usable(const PartitionStats& stats, const std::string& method) {
@@ -266,6 +287,10 @@ void validate(const GraphPart& p, const std::string& where) {
   const std::int64_t global_n = p.dataset.num_nodes;
   check_ids_below(g.owned_ids, global_n, where, "owned id", "the global node count");
   check_ids_below(g.halo_ids, global_n, where, "halo id", "the global node count");
+  TESSERA_CHECK(g.input_ids.empty() || static_cast<std::int64_t>(g.input_ids.size()) == n,
+                InvalidInput, where, ": ", g.input_ids.size(), " input ids for ", n,
+                " owned nodes");
+  check_ids_below(g.input_ids, global_n, where, "input id", "the global node count");
   g.halo.validate(n, g.part, where);
   TESSERA_CHECK(g.halo.num_halo() == h, InvalidInput, where, ": halo plan receives ",
                 g.halo.num_halo(), " rows, the part has ", h, " halo nodes");

@@ -4,9 +4,13 @@
 // labels and split lists — plus PartBuilder, which cuts parts out of a whole Dataset.
 // Local ids: owned nodes [0, N) in increasing global id; halo nodes [N, N + H) grouped by owning
 // part, increasing global id within a group, so each peer's rows land in one contiguous block.
+// Global ids are the dataset's, or, when the job renumbered the nodes for locality
+// (--node-order, partition/node_order.h), the renumbered ones: then input_ids maps each owned
+// row back to the dataset's id, which is what every output names a node by.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +44,9 @@ struct LocalGraph {
   int num_parts = 1;
   std::vector<GlobalId> owned_ids;  // (N) increasing
   std::vector<GlobalId> halo_ids;   // (H) grouped by owner (see above)
+  // (N) the dataset's id of each owned node when the nodes were renumbered; empty when the
+  // global ids are the dataset's.
+  std::vector<GlobalId> input_ids;
   // (N, N + H) the symmetrised training graph without self loops: row v lists the local ids of
   // v's neighbours, sorted (owned columns first).
   Csr adjacency;
@@ -52,6 +59,10 @@ struct LocalGraph {
   std::uint64_t plan_fingerprint = 0;
 
   std::int64_t num_owned() const { return static_cast<std::int64_t>(owned_ids.size()); }
+  // The dataset's id of every owned row: what outputs (predictions, embeddings) are keyed by.
+  std::span<const GlobalId> dataset_ids() const {
+    return input_ids.empty() ? owned_ids : input_ids;
+  }
   std::int64_t num_halo() const { return static_cast<std::int64_t>(halo_ids.size()); }
 };
 
@@ -82,9 +93,11 @@ Csr training_graph(const Dataset& dataset);
 // Cuts parts out of a dataset held in memory. Keeps references to all three arguments.
 class PartBuilder {
  public:
-  // `graph` is training_graph(dataset) (symmetric, no self loops).
+  // `graph` is training_graph(dataset) (symmetric, no self loops). `order`, when given, is the
+  // order the dataset was renumbered by (node_order.h): each part records the dataset's ids of
+  // its nodes (LocalGraph::input_ids). Keeps a reference to it too.
   PartBuilder(const Dataset& dataset, const Csr& graph, const PartitionPlan& plan,
-              const DatasetInfo& info);
+              const DatasetInfo& info, std::span<const GlobalId> order = {});
   GraphPart build(int part) const;
   std::uint64_t plan_fingerprint() const { return plan_fingerprint_; }
 
@@ -93,11 +106,18 @@ class PartBuilder {
   const Csr& graph_;
   const PartitionPlan& plan_;
   const DatasetInfo& info_;
+  std::span<const GlobalId> order_;
   std::uint64_t plan_fingerprint_;
 };
 
 // The whole dataset as part 0 of 1 (single process): features, labels and targets are moved
-// out of `dataset`, the graph is symmetrised; no halo.
+// out of `dataset`, the graph is symmetrised; no halo. `info` is dataset_info(dataset) when
+// not given.
 GraphPart whole_graph_part(Dataset&& dataset);
+GraphPart whole_graph_part(Dataset&& dataset, const DatasetInfo& info);
+
+// Records in part.graph.input_ids the dataset's id of each owned node, for a part cut from a
+// dataset renumbered by `order` (node_order.h: renumbered id i was the dataset's order[i]).
+void record_input_ids(GraphPart& part, std::span<const GlobalId> order);
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/kernels.h"
 
 namespace tessera {
 namespace {
@@ -58,13 +59,21 @@ NodeId pseudo_peripheral(const Csr& g, NodeId start, std::vector<std::int64_t>& 
   }
 }
 
+void check_square_for_rcm(const Csr& g) {
+  TESSERA_CHECK(g.num_rows() == g.num_cols(), InvalidArgument,
+                "reverse_cuthill_mckee: the graph must be square, got ", g.num_rows(), " x ",
+                g.num_cols());
+}
+
 }  // namespace
 
 std::vector<GlobalId> reverse_cuthill_mckee(const Csr& graph) {
-  TESSERA_CHECK(graph.num_rows() == graph.num_cols(), InvalidArgument,
-                "reverse_cuthill_mckee: the graph must be square, got ", graph.num_rows(), " x ",
-                graph.num_cols());
-  const Csr g = graph.without_self_loops().symmetrize();
+  check_square_for_rcm(graph);
+  return reverse_cuthill_mckee_symmetric(graph.without_self_loops().symmetrize());
+}
+
+std::vector<GlobalId> reverse_cuthill_mckee_symmetric(const Csr& g) {
+  check_square_for_rcm(g);
   const std::int64_t n = g.num_rows();
   std::vector<GlobalId> order;
   order.reserve(static_cast<std::size_t>(n));
@@ -170,6 +179,85 @@ std::int64_t ordered_bandwidth(const Csr& a, std::span<const GlobalId> order) {
     }
   }
   return widest;
+}
+
+namespace {
+
+constexpr std::pair<NodeOrder, const char*> kNodeOrders[] = {{NodeOrder::Rcm, "rcm"},
+                                                             {NodeOrder::None, "none"}};
+
+// The rows of `t` in the new order (t itself when empty).
+Tensor reorder_rows(const Tensor& t, std::span<const NodeId> rows) {
+  if (t.empty()) return Tensor();
+  Tensor out(static_cast<std::int64_t>(rows.size()), t.cols(), t.dtype());
+  gather_rows(out, t, rows);
+  return out;
+}
+
+}  // namespace
+
+NodeOrder parse_node_order(const std::string& text) {
+  for (const auto& [order, name] : kNodeOrders)
+    if (text == name) return order;
+  TESSERA_FAIL(InvalidArgument, "unknown node order '", text, "' (expected rcm or none)");
+}
+
+std::vector<std::string> node_order_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : kNodeOrders) names.emplace_back(entry.second);
+  return names;
+}
+
+std::string to_string(NodeOrder order) {
+  for (const auto& [o, name] : kNodeOrders)
+    if (o == order) return name;
+  TESSERA_FAIL(Internal, "node order ", static_cast<int>(order), " has no name");
+}
+
+void renumber_dataset(Dataset& dataset, std::span<const GlobalId> order) {
+  const std::int64_t n = dataset.num_nodes();
+  TESSERA_CHECK(static_cast<std::int64_t>(order.size()) == n, InvalidArgument,
+                "renumber_dataset: an order of ", order.size(), " nodes for ", n);
+  const std::vector<GlobalId> position = inverse_order(order);
+  dataset.graph = permute_symmetric(dataset.graph, order);
+  const std::vector<NodeId> rows(order.begin(), order.end());
+  dataset.features = reorder_rows(dataset.features, rows);
+  dataset.targets = reorder_rows(dataset.targets, rows);
+  if (!dataset.labels.empty()) {
+    std::vector<std::int64_t> labels(dataset.labels.size());
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      labels[i] = dataset.labels[static_cast<std::size_t>(order[i])];
+    dataset.labels = std::move(labels);
+  }
+  for (std::vector<GlobalId>* split : {&dataset.train_idx, &dataset.valid_idx, &dataset.test_idx}) {
+    for (GlobalId& v : *split) {
+      TESSERA_CHECK(v >= 0 && v < n, InvalidArgument, "renumber_dataset: split node ", v,
+                    " is out of [0, ", n, ")");
+      v = position[static_cast<std::size_t>(v)];
+    }
+  }
+}
+
+PartitionPlan renumber_plan(const PartitionPlan& plan, std::span<const GlobalId> order) {
+  TESSERA_CHECK(order.size() == plan.owner.size(), InvalidArgument, "renumber_plan: an order of ",
+                order.size(), " nodes for a plan of ", plan.owner.size());
+  inverse_order(order);  // a permutation, or InvalidArgument
+  PartitionPlan out;
+  out.num_parts = plan.num_parts;
+  out.owner.resize(plan.owner.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    out.owner[i] = plan.owner[static_cast<std::size_t>(order[i])];
+  return out;
+}
+
+std::vector<GlobalId> renumber_partitioned(NodeOrder kind, Dataset& dataset, Csr& graph,
+                                           PartitionPlan& plan) {
+  if (kind == NodeOrder::None) return {};
+  std::vector<GlobalId> order = reverse_cuthill_mckee_symmetric(graph);
+  renumber_dataset(dataset, order);
+  graph = permute_symmetric(graph, order);
+  plan = renumber_plan(plan, order);
+  return order;
 }
 
 }  // namespace tessera

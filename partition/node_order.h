@@ -10,9 +10,11 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/csr.h"
+#include "datasets/dataset.h"
 #include "partition/partition_plan.h"
 
 namespace tessera {
@@ -23,6 +25,9 @@ namespace tessera {
 // increasing degree, ties by id; the whole sequence is reversed at the end. InvalidArgument for
 // a non-square graph.
 std::vector<GlobalId> reverse_cuthill_mckee(const Csr& graph);
+// The same for a graph already symmetric without self loops (a training graph), without the
+// symmetrised copy. On another graph the result is still a permutation, but not RCM's.
+std::vector<GlobalId> reverse_cuthill_mckee_symmetric(const Csr& graph);
 
 // The nodes of part 0, then of part 1, ...; by increasing id within a part. InvalidArgument
 // when num_parts < 1 or a node's part is outside [0, num_parts).
@@ -40,5 +45,30 @@ Csr permute_symmetric(const Csr& a, std::span<const GlobalId> order);
 // identity when empty): the bandwidth an order is judged by. InvalidArgument when `order` is
 // given and `a` is not square or `order` is not a permutation of its rows.
 std::int64_t ordered_bandwidth(const Csr& a, std::span<const GlobalId> order = {});
+
+// The orders a job renumbers its nodes by before training (--node-order): none keeps the
+// dataset's ids; rcm is reverse_cuthill_mckee of the training graph, which depends on the graph
+// alone, so every number of ranks renumbers the same way.
+enum class NodeOrder { None = 0, Rcm = 1 };
+NodeOrder parse_node_order(const std::string& text);  // InvalidArgument listing the names
+std::vector<std::string> node_order_names();          // rcm, none
+std::string to_string(NodeOrder order);
+
+// Renumbers `dataset` by `order` (new id i is old id order[i]): its graph becomes P A P^T, the
+// rows of features, labels and targets move with their nodes, and split ids are renamed (in the
+// order they were listed). InvalidArgument unless `order` is a permutation of the nodes.
+void renumber_dataset(Dataset& dataset, std::span<const GlobalId> order);
+
+// The same plan over the renumbered nodes: node i gets the part of old node order[i].
+// InvalidArgument unless `order` is a permutation of the plan's nodes.
+PartitionPlan renumber_plan(const PartitionPlan& plan, std::span<const GlobalId> order);
+
+// Renumbers a partitioned dataset by the order `kind` finds on `graph` (its training graph,
+// symmetric without self loops):
+// the dataset, the graph and the plan all move to the new ids. Returns the order (empty for
+// none, when nothing changes). Renumbering after partitioning keeps the parts those of the
+// dataset's ids.
+std::vector<GlobalId> renumber_partitioned(NodeOrder kind, Dataset& dataset, Csr& graph,
+                                           PartitionPlan& plan);
 
 }  // namespace tessera

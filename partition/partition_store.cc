@@ -2,13 +2,15 @@
 // Partition store I/O: meta.json through nlohmann::json, part files through the hdf5_io layer
 // with per-chunk checksums. Part file layout (format "tessera-part", version 1): attributes of
 // "/" name the part, K, the dataset (name, task, metric, sizes, fingerprint); arrays
-// /owned_ids, /halo_ids (int64), /graph/{indptr int64, indices int32, degrees float32},
+// /owned_ids, /halo_ids (int64), /input_ids (int64, only in parts of renumbered nodes),
+// /graph/{indptr int64, indices int32, degrees float32},
 // /halo/{send_offsets int64, send_rows int32, recv_offsets int64}, /features (N, F) float32,
 // /labels int64 or /targets (N, T) float32, /split/{train,valid,test} int32 (local rows).
 #include "partition/partition_store.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -63,6 +65,7 @@ void write_part(hdf5::Writer& out, const GraphPart& p) {
   out.attribute("plan_fingerprint", g.plan_fingerprint);
   write_vector(out, "/owned_ids", kInt64, g.owned_ids);
   write_vector(out, "/halo_ids", kInt64, g.halo_ids);
+  if (!g.input_ids.empty()) write_vector(out, "/input_ids", kInt64, g.input_ids);
   out.group("/graph");
   write_vector(out, "/graph/indptr", kInt64, g.adjacency.indptr());
   write_vector(out, "/graph/indices", kInt32, g.adjacency.indices());
@@ -112,6 +115,7 @@ GraphPart read_part_contents(hdf5::Reader& in, const std::string& label) {
   g.halo_ids = in.vector<GlobalId>("/halo_ids", kInt64, -1);
   const std::int64_t n = g.num_owned();
   const std::int64_t h = g.num_halo();
+  if (in.has_dataset("/input_ids")) g.input_ids = in.vector<GlobalId>("/input_ids", kInt64, n);
   std::vector<EdgeOffset> indptr = in.vector<EdgeOffset>("/graph/indptr", kInt64, n + 1);
   std::vector<NodeId> indices = in.vector<NodeId>("/graph/indices", kInt32, -1);
   try {
@@ -179,6 +183,7 @@ std::string meta_text(const StoreMeta& m) {
                       {"num_parts", m.num_parts},
                       {"method", to_string(m.method)},
                       {"seed", m.seed},
+                      {"node_order", to_string(m.node_order)},
                       {"plan_fingerprint", fingerprint_hex(m.plan_fingerprint)},
                       {"stats", stats_json(m.stats)}};
   nlohmann::json files = nlohmann::json::array();
@@ -203,6 +208,9 @@ void check_part_matches(const GraphPart& p, const StoreMeta& meta, int part,
                 fingerprint_hex(meta.plan_fingerprint),
                 "): every part file of a store must come from the partition_graph run that "
                 "wrote its meta.json");
+  TESSERA_CHECK(p.graph.input_ids.empty() == (meta.node_order == NodeOrder::None), InvalidInput,
+                label, ": ", p.graph.input_ids.empty() ? "has no" : "has", " /input_ids, but ",
+                "meta.json has node_order ", to_string(meta.node_order));
   const DatasetInfo& a = p.dataset;
   const DatasetInfo& b = meta.dataset;
   TESSERA_CHECK(a.name == b.name && a.task == b.task && a.eval_metric == b.eval_metric &&
@@ -296,6 +304,12 @@ StoreMeta read_store_meta(const std::filesystem::path& dir) {
     m.num_parts = json_integer_at<int>(j, "num_parts");
     m.method = parse_partition_method(j.at("method").get<std::string>());
     m.seed = json_integer_at<std::uint64_t>(j, "seed");
+    // Stores written before renumbering existed hold the dataset's ids.
+    const std::string order = j.value("node_order", std::string("none"));
+    const std::vector<std::string> orders = node_order_names();
+    TESSERA_CHECK(std::find(orders.begin(), orders.end(), order) != orders.end(), InvalidInput,
+                  label, ": node_order '", order, "' is not one of rcm, none");
+    m.node_order = parse_node_order(order);
     m.plan_fingerprint = std::stoull(j.at("plan_fingerprint").get<std::string>(), nullptr, 16);
     m.stats = stats_from_json(j.at("stats"));
   } catch (const nlohmann::json::exception& error) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "partition/graph_part.h"
+#include "partition/node_order.h"
 #include "partition/partition_plan.h"
 
 namespace tessera {
@@ -23,6 +24,7 @@ struct StoreMeta {
   int num_parts = 1;
   PartitionMethod method = PartitionMethod::Metis;
   std::uint64_t seed = 0;
+  NodeOrder node_order = NodeOrder::None;  // what the nodes were renumbered by before the cut
   PartitionStats stats;
   std::uint64_t plan_fingerprint = 0;  // of the partitioning (set by write_partition_store)
 };

@@ -283,6 +283,12 @@ TEST(GraphPart, ValidateRefusesTamperedParts) {
       {"degrees for", [](GraphPart& p) { p.graph.degrees.pop_back(); }},
       {"label 3", [](GraphPart& p) { p.labels[0] = p.dataset.num_classes; }},
       {"train row", [&](GraphPart& p) { p.train_rows.push_back(past_end(p)); }},
+      {"input ids for", [](GraphPart& p) { p.graph.input_ids.assign(1, 0); }},
+      {"input id 14",
+       [](GraphPart& p) {
+         p.graph.input_ids = p.graph.owned_ids;
+         p.graph.input_ids.back() = 14;
+       }},
   };
   for (const auto& [piece, tamper] : tampers) {
     GraphPart part = builder.build(1);

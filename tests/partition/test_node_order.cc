@@ -2,7 +2,9 @@
 // Locality-aware node orders: reverse Cuthill-McKee against hand-computed orders, on scrambled
 // paths and grids (bandwidth back to the natural one's or below), with self loops and repeated
 // entries ignored, on disconnected graphs (a permutation, each component contiguous); the order
-// of a partition; P A P^T entry by entry against the definition; and the refusals.
+// of a partition; P A P^T entry by entry against the definition; renumbering a dataset (every
+// array moves with its node) and a partitioned one (each node keeps its part; the parts cut from
+// it map back to the dataset's ids); and the refusals.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "datasets/synthetic.h"
+#include "partition/graph_part.h"
 #include "partition/node_order.h"
 #include "tests/core/test_util.h"
 
@@ -203,6 +207,136 @@ TEST(NodeOrder, RefusesWhatIsNotAnOrder) {
         permute_symmetric(rectangular, std::vector<GlobalId>{0, 1});
       },
       "2 x 3"));
+}
+
+// The entries of a pattern as (row, column) pairs.
+std::set<std::pair<GlobalId, GlobalId>> entries(const Csr& a) {
+  std::set<std::pair<GlobalId, GlobalId>> out;
+  for (GlobalId v = 0; v < a.num_rows(); ++v)
+    for (EdgeOffset e = a.indptr()[v]; e < a.indptr()[v + 1]; ++e) out.insert({v, a.indices()[e]});
+  return out;
+}
+
+Dataset small_synthetic(std::uint64_t seed) {
+  SyntheticConfig c;
+  c.num_nodes = 240;
+  c.num_edges = 900;
+  c.num_features = 5;
+  c.num_classes = 3;
+  c.seed = seed;
+  return generate_synthetic(c);
+}
+
+TEST(NodeOrder, RenumberedDatasetMovesEveryArrayWithItsNode) {
+  const Dataset before = small_synthetic(5);
+  Dataset after = small_synthetic(5);
+  const std::vector<GlobalId> order = shuffled_ids(before.num_nodes(), 6);
+  const std::vector<GlobalId> position = inverse_order(order);
+  renumber_dataset(after, order);
+  std::set<std::pair<GlobalId, GlobalId>> want;
+  for (const auto& [v, u] : entries(before.graph))
+    want.insert({position[static_cast<std::size_t>(v)], position[static_cast<std::size_t>(u)]});
+  EXPECT_EQ(entries(after.graph), want);
+  for (GlobalId i = 0; i < after.num_nodes(); ++i) {
+    const GlobalId old = order[static_cast<std::size_t>(i)];
+    for (std::int64_t f = 0; f < before.num_features(); ++f)
+      ASSERT_EQ(after.features.row<float>(i)[f], before.features.row<float>(old)[f])
+          << "node " << i;
+    EXPECT_EQ(after.labels[static_cast<std::size_t>(i)],
+              before.labels[static_cast<std::size_t>(old)]);
+  }
+  const auto renamed = [&](const std::vector<GlobalId>& ids) {
+    std::vector<GlobalId> out;
+    for (const GlobalId v : ids) out.push_back(position[static_cast<std::size_t>(v)]);
+    return out;
+  };
+  EXPECT_EQ(after.train_idx, renamed(before.train_idx));
+  EXPECT_EQ(after.valid_idx, renamed(before.valid_idx));
+  EXPECT_EQ(after.test_idx, renamed(before.test_idx));
+}
+
+TEST(NodeOrder, RenumberedTargetsMoveWithTheirNodes) {
+  Dataset d;
+  d.task = TaskType::MultiLabel;
+  d.num_tasks = 2;
+  d.graph = graph_of(3, {{0, 1}, {1, 2}});
+  d.features = Tensor(3, 1);
+  d.targets = Tensor(3, 2);
+  for (std::int64_t v = 0; v < 3; ++v) {
+    d.features.row<float>(v)[0] = static_cast<float>(v);
+    d.targets.row<float>(v)[0] = static_cast<float>(v % 2);
+    d.targets.row<float>(v)[1] = static_cast<float>(10 + v);
+  }
+  d.train_idx = {2, 0};
+  renumber_dataset(d, std::vector<GlobalId>{2, 0, 1});
+  EXPECT_EQ(d.features.row<float>(0)[0], 2.0f);
+  EXPECT_EQ(d.targets.row<float>(0)[1], 12.0f);
+  EXPECT_EQ(d.targets.row<float>(1)[1], 10.0f);
+  EXPECT_EQ(d.targets.row<float>(2)[0], 1.0f);
+  EXPECT_EQ(d.train_idx, (std::vector<GlobalId>{0, 1}));
+  EXPECT_TRUE(d.labels.empty());
+}
+
+// RCM after a METIS cut: every node keeps its part, the graph is the renumbered one, and the
+// parts PartBuilder cuts map back (input_ids) to the dataset's ids and rows.
+TEST(NodeOrder, RenumberedPartitionKeepsPartsAndMapsBack) {
+  const Dataset given = small_synthetic(7);
+  Dataset dataset = small_synthetic(7);
+  Csr graph = training_graph(dataset);
+  PartitionPlan plan = make_partition(PartitionMethod::Metis, graph, dataset.train_idx, 3, 1);
+  const PartitionPlan given_plan = plan;
+  const Csr given_graph = training_graph(given);
+  EXPECT_TRUE(renumber_partitioned(NodeOrder::None, dataset, graph, plan).empty());
+  EXPECT_EQ(plan.owner, given_plan.owner);
+  const std::vector<GlobalId> order = renumber_partitioned(NodeOrder::Rcm, dataset, graph, plan);
+  ASSERT_EQ(order, reverse_cuthill_mckee(given_graph));
+  EXPECT_LT(ordered_bandwidth(graph), ordered_bandwidth(given_graph));
+  EXPECT_EQ(entries(graph), entries(permute_symmetric(given_graph, order)));
+  for (std::size_t i = 0; i < order.size(); ++i)
+    EXPECT_EQ(plan.owner[i], given_plan.owner[static_cast<std::size_t>(order[i])]) << i;
+  const DatasetInfo info = dataset_info(given);
+  const PartBuilder builder(dataset, graph, plan, info, order);
+  std::vector<int> seen(order.size(), 0);
+  for (int p = 0; p < 3; ++p) {
+    const GraphPart part = builder.build(p);
+    validate(part, "part");
+    const LocalGraph& g = part.graph;
+    ASSERT_EQ(g.input_ids.size(), g.owned_ids.size());
+    for (std::int64_t i = 0; i < g.num_owned(); ++i) {
+      const GlobalId v = g.dataset_ids()[static_cast<std::size_t>(i)];
+      ++seen[static_cast<std::size_t>(v)];
+      EXPECT_EQ(given_plan.owner[static_cast<std::size_t>(v)], p);
+      EXPECT_EQ(part.labels[static_cast<std::size_t>(i)],
+                given.labels[static_cast<std::size_t>(v)]);
+      for (std::int64_t f = 0; f < given.num_features(); ++f)
+        ASSERT_EQ(part.features.row<float>(i)[f], given.features.row<float>(v)[f]) << "node " << v;
+    }
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<std::ptrdiff_t>(seen.size()));
+}
+
+TEST(NodeOrder, NamesAndRefusals) {
+  EXPECT_EQ(node_order_names(), (std::vector<std::string>{"rcm", "none"}));
+  for (const std::string& name : node_order_names())
+    EXPECT_EQ(to_string(parse_node_order(name)), name);
+  const auto refused = [](auto&& body, const std::string& fragment) {
+    return test::throws_error(body, ErrorCategory::InvalidArgument, fragment);
+  };
+  EXPECT_TRUE(refused([] { parse_node_order("metis"); }, "unknown node order 'metis'"));
+  Dataset d = small_synthetic(1);
+  EXPECT_TRUE(refused(
+      [&] {
+        renumber_dataset(d, std::vector<GlobalId>{0, 1});
+      },
+      "2 nodes for 240"));
+  std::vector<GlobalId> twice(240, 0);
+  EXPECT_TRUE(refused([&] { renumber_dataset(d, twice); }, "repeated"));
+  d.train_idx.push_back(240);
+  EXPECT_TRUE(refused([&] { renumber_dataset(d, shuffled_ids(240, 1)); }, "split node 240"));
+  PartitionPlan plan;
+  plan.owner = {0, 0, 0};
+  EXPECT_TRUE(refused([&] { renumber_plan(plan, std::vector<GlobalId>{0, 1}); }, "plan of 3"));
+  EXPECT_TRUE(refused([&] { renumber_plan(plan, std::vector<GlobalId>{0, 1, 1}); }, "repeated"));
 }
 
 }  // namespace

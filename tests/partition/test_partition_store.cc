@@ -33,9 +33,11 @@ struct Source {
   PartitionPlan plan;
   DatasetInfo info;
   StoreMeta meta;
+  std::vector<GlobalId> order;  // the renumbering (empty: the dataset's ids)
   std::optional<PartBuilder> builder;
 
-  Source(std::uint64_t dataset_seed, int k, std::optional<PartitionPlan> given = {}) {
+  Source(std::uint64_t dataset_seed, int k, std::optional<PartitionPlan> given = {},
+         NodeOrder node_order = NodeOrder::None) {
     SyntheticConfig c;
     c.name = "store-test";
     c.num_nodes = 300;
@@ -54,7 +56,9 @@ struct Source {
     meta.seed = 9;
     meta.stats = partition_stats(graph, plan, dataset.train_idx);
     meta.stats.seconds = 0.25;
-    builder.emplace(dataset, graph, plan, info);
+    meta.node_order = node_order;
+    order = renumber_partitioned(node_order, dataset, graph, plan);
+    builder.emplace(dataset, graph, plan, info, order);
   }
 };
 
@@ -73,6 +77,7 @@ void expect_equal_parts(const GraphPart& a, const GraphPart& b) {
   EXPECT_EQ(ga.num_parts, gb.num_parts);
   EXPECT_EQ(ga.owned_ids, gb.owned_ids);
   EXPECT_EQ(ga.halo_ids, gb.halo_ids);
+  EXPECT_EQ(ga.input_ids, gb.input_ids);
   EXPECT_EQ(ga.adjacency.num_cols(), gb.adjacency.num_cols());
   EXPECT_EQ(ga.adjacency.indptr(), gb.adjacency.indptr());
   EXPECT_EQ(ga.adjacency.indices(), gb.adjacency.indices());
@@ -166,6 +171,40 @@ TEST_F(PartitionStore, PartsAndMetaRoundTrip) {
   EXPECT_THROW(read_part(store_, m, 3), Error);
 }
 
+// A store of renumbered nodes: meta.json names the order, every part file keeps its input ids,
+// and the parts map back to the dataset's rows; a part of the store made without renumbering
+// is refused (another plan over the renumbered ids).
+TEST_F(PartitionStore, RenumberedStoreKeepsInputIds) {
+  const Source renumbered(1, 3, {}, NodeOrder::Rcm);
+  ASSERT_FALSE(renumbered.order.empty());
+  const fs::path dir = root_ / "rcm";
+  write_partition_store(dir, *renumbered.builder, renumbered.meta, false);
+  const StoreMeta m = read_store_meta(dir);
+  EXPECT_EQ(m.node_order, NodeOrder::Rcm);
+  EXPECT_EQ(read_store_meta(store_).node_order, NodeOrder::None);
+  const Dataset& given = source_.dataset;  // the same dataset, not renumbered
+  std::int64_t owned = 0;
+  for (int p = 0; p < 3; ++p) {
+    SCOPED_TRACE("part " + std::to_string(p));
+    const GraphPart part = read_part(dir, m, p);
+    expect_equal_parts(part, renumbered.builder->build(p));
+    ASSERT_EQ(part.graph.input_ids.size(), part.graph.owned_ids.size());
+    for (std::int64_t i = 0; i < part.graph.num_owned(); ++i) {
+      const GlobalId v = part.graph.input_ids[static_cast<std::size_t>(i)];
+      EXPECT_EQ(source_.plan.owner[static_cast<std::size_t>(v)], p);
+      EXPECT_EQ(part.features.row<float>(i)[0], given.features.row<float>(v)[0]);
+      EXPECT_EQ(part.labels[static_cast<std::size_t>(i)],
+                given.labels[static_cast<std::size_t>(v)]);
+    }
+    owned += part.graph.num_owned();
+  }
+  EXPECT_EQ(owned, given.num_nodes());
+  fs::copy_file(store_ / part_file_name(1), dir / part_file_name(1),
+                fs::copy_options::overwrite_existing);
+  expect_error_naming([&] { read_part(dir, m, 1); }, dir / part_file_name(1),
+                      "another partitioning");
+}
+
 TEST_F(PartitionStore, PartImageRoundTrip) {
   for (int p = 0; p < 3; ++p) {
     SCOPED_TRACE("part " + std::to_string(p));
@@ -192,6 +231,18 @@ TEST_F(PartitionStore, BadMetaIsNamed) {
     write_meta(j.dump());
     expect_error_naming([&] { read_store_meta(store_); }, meta, key);
   }
+  nlohmann::json bad_order = good;
+  bad_order["node_order"] = "metis";
+  write_meta(bad_order.dump());
+  expect_error_naming([&] { read_store_meta(store_); }, meta, "node_order 'metis'");
+  nlohmann::json renumbered = good;  // says rcm, but the part files hold no input ids
+  renumbered["node_order"] = "rcm";
+  write_meta(renumbered.dump());
+  expect_error_naming([&] { read(1); }, part_file(1), "has no /input_ids");
+  nlohmann::json older = good;  // written before node orders: the dataset's ids
+  older.erase("node_order");
+  write_meta(older.dump());
+  EXPECT_EQ(read_store_meta(store_).node_order, NodeOrder::None);
   write_meta(good.dump());
   EXPECT_NO_THROW(read_store_meta(store_));
   expect_error_naming([&] { read_store_meta(root_ / "nowhere"); }, root_ / "nowhere", "no such");
