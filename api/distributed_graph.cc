@@ -100,6 +100,7 @@ void DistributedGraph::Impl::load(PartSource source) {
   source.method = run_agreed(*comm, "checking options",
                              [&] { return parse_partition_method(options.partition); });
   source.seed = config.seed;
+  source.node_order = parse_node_order(options.node_order);
   source.progress = options.verbosity >= 2 && comm->rank() == 0;
   propagators = {};
   exchange.reset();
@@ -176,7 +177,7 @@ std::int64_t DistributedGraph::num_local() const {
 
 std::vector<std::int64_t> DistributedGraph::node_ids() const {
   impl_->require_loaded("node_ids");
-  const auto& ids = impl_->part.graph.owned_ids;
+  const std::span<const GlobalId> ids = impl_->part.graph.dataset_ids();
   return {ids.begin(), ids.end()};
 }
 

@@ -53,9 +53,9 @@ OptionInfo info_of(const OptionSpec& spec) {
     case RecordKind::NotRecorded: info.not_recorded = spec.record_key; break;
     default: info.summary_key = spec.name;
   }
-  info.identity = spec.record == RecordKind::Identity ||
-                  spec.record == RecordKind::IdentityUnlessDefault ||
-                  spec.record == RecordKind::IdentityIfAdaptive;
+  info.identity =
+      spec.record == RecordKind::Identity || spec.record == RecordKind::IdentityUnlessDefault ||
+      spec.record == RecordKind::IdentityUnless || spec.record == RecordKind::IdentityIfAdaptive;
   return info;
 }
 

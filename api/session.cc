@@ -115,6 +115,7 @@ struct Session::Impl {
   std::string method = "none";
   std::optional<PartitionStats> stats;
   double load_s = 0.0;
+  double order_s = 0.0;  // renumbering the nodes (LoadedPart::order_s)
   Stopwatch since_start;
   std::unique_ptr<Trainer> trainer;
   std::vector<RunResult> results;
@@ -189,7 +190,7 @@ void Session::Impl::read_predict_model() {
 
 void Session::Impl::write_outputs(const Tensor* logits, bool trained, WrittenOutputs& written) {
   const bool root = comm->rank() == 0;
-  const std::vector<GlobalId>& ids = trainer->part().graph.owned_ids;
+  const std::span<const GlobalId> ids = trainer->part().graph.dataset_ids();
   if (!config.save_predictions.empty()) {
     Tensor all = gather_by_id(*comm, logits, ids, info.num_nodes, info.num_outputs());
     run_agreed(*comm, "writing --save-predictions", [&] {
@@ -233,6 +234,7 @@ void Session::Impl::write_summary(const std::vector<std::int64_t>& rss) {
   run_info.partition_method = method;
   run_info.partition = stats ? &*stats : nullptr;
   run_info.load_s = load_s;
+  run_info.node_order_s = order_s;
   run_info.setup_s = trainer->setup_seconds();
   run_info.total_s = since_start.seconds();
   for (std::int64_t bytes : rss) {
@@ -312,6 +314,7 @@ void Session::Impl::load(PartSource source) {
   source.method = run_agreed(*comm, "checking options",
                              [&] { return parse_partition_method(options.partition); });
   source.seed = config.seed;
+  source.node_order = parse_node_order(options.node_order);
   source.progress = config.progress() && root;
   trainer.reset();
   results.clear();
@@ -321,9 +324,13 @@ void Session::Impl::load(PartSource source) {
                                                            : load_pipelined(std::move(source));
   info = loaded.part.dataset;
   if (!dataset_given && !loaded.dataset_spec.empty()) config.dataset = loaded.dataset_spec;
+  // The order the parts have (a store's, none for parts read in slices): what the summary and
+  // the checkpoint identity record.
+  config.node_order = to_string(loaded.node_order);
   method = loaded.method;
   stats = loaded.stats;
   load_s = loaded.load_s;
+  order_s = loaded.order_s;
   if (root && options.verbosity >= 1) {
     std::fprintf(stderr,
                  "Loaded %s: %lld nodes, %lld edges, %lld features, %lld outputs (%.2f s%s)\n",
@@ -340,6 +347,9 @@ void Session::Impl::load(PartSource source) {
                    static_cast<long long>(stats->halo_nodes_total), stats->node_imbalance,
                    stats->train_imbalance, stats->seconds);
     }
+    if (loaded.node_order != NodeOrder::None)
+      std::fprintf(stderr, "Renumbered the nodes (%s) in %.2f s\n",
+                   to_string(loaded.node_order).c_str(), loaded.order_s);
   }
   run_agreed(*comm, "setting up training", [&] {
     trainer = std::make_unique<Trainer>(config, std::move(loaded.part), *comm);
@@ -370,9 +380,12 @@ LoadedPart Session::Impl::load_pipelined(PartSource source) {
     if (layout.stages > 1) image = part_image(loaded.part);
   });
   if (layout.stages > 1) {
-    std::vector<std::int64_t> size = {static_cast<std::int64_t>(image.size())};
+    // The image's size and the node order, known on stage 0 (the others hold 0: NodeOrder::None).
+    std::vector<std::int64_t> size = {static_cast<std::int64_t>(image.size()),
+                                      static_cast<std::int64_t>(loaded.node_order)};
     pipeline->all_reduce_max(size);
     image.resize(static_cast<std::size_t>(size[0]));
+    loaded.node_order = static_cast<NodeOrder>(size[1]);
     pipeline->broadcast(image, 0, TrafficCategory::Setup);
     run_agreed(*comm, "receiving the graph part", [&] {
       if (!layout.first_stage())
@@ -540,7 +553,7 @@ std::string Session::report() const {
 std::vector<std::int64_t> Session::node_ids() const {
   return impl_->guarded([&] {
     impl_->require_loaded("node_ids");
-    const auto& ids = impl_->trainer->part().graph.owned_ids;
+    const std::span<const GlobalId> ids = impl_->trainer->part().graph.dataset_ids();
     return std::vector<std::int64_t>(ids.begin(), ids.end());
   });
 }
@@ -577,7 +590,7 @@ Matrix Session::gather_embeddings(int layer) const {
   return s.guarded([&] {
     Tensor local(mine.rows, mine.cols);
     std::copy(mine.data.begin(), mine.data.end(), local.f32());
-    const Tensor all = gather_by_id(*s.comm, &local, s.trainer->part().graph.owned_ids,
+    const Tensor all = gather_by_id(*s.comm, &local, s.trainer->part().graph.dataset_ids(),
                                     s.info.num_nodes, mine.cols);
     return s.comm->rank() == 0 ? to_matrix(all) : Matrix{};
   });

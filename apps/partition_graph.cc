@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <vector>
 
 #include "apps/cli_errors.h"
 #include "core/build_info.h"
@@ -23,12 +24,14 @@ struct Flags {
   int parts = 2;
   std::string method = "metis";
   std::uint64_t seed = 0;
+  std::string node_order = "rcm";
   std::string out;
   bool quiet = false;
 };
 
 int run(const Flags& f) {
   const PartitionMethod method = parse_partition_method(f.method);
+  const NodeOrder node_order = parse_node_order(f.node_order);
   Stopwatch load;
   Dataset dataset = load_dataset(f.dataset, LoadOptions{.progress = !f.quiet});
   std::fprintf(stderr, "Loaded %s: %lld nodes, %lld edges (%.2f s)\n", dataset.name.c_str(),
@@ -36,9 +39,9 @@ int run(const Flags& f) {
                static_cast<long long>(dataset.graph.nnz()), load.seconds());
   TESSERA_CHECK(f.parts <= dataset.num_nodes(), InvalidArgument, "--parts ", f.parts,
                 ": more parts than the ", dataset.num_nodes(), " nodes of ", f.dataset);
-  const Csr graph = training_graph(dataset);
+  Csr graph = training_graph(dataset);
   Stopwatch watch;
-  const PartitionPlan plan = make_partition(method, graph, dataset.train_idx, f.parts, f.seed);
+  PartitionPlan plan = make_partition(method, graph, dataset.train_idx, f.parts, f.seed);
   StoreMeta meta;
   meta.stats = partition_stats(graph, plan, dataset.train_idx);
   meta.stats.seconds = watch.seconds();
@@ -48,6 +51,7 @@ int run(const Flags& f) {
   meta.num_parts = f.parts;
   meta.method = method;
   meta.seed = f.seed;
+  meta.node_order = node_order;
   const PartitionStats& s = meta.stats;
   std::printf("%s: %d parts (%s, %.2f s), edge cut %lld of %lld (%.1f%%), replication %.3f, "
               "imbalance %.3f, train imbalance %.3f\n",
@@ -60,8 +64,13 @@ int run(const Flags& f) {
     std::printf("%6d %12lld %12lld %12lld\n", p, static_cast<long long>(s.owned_nodes[p]),
                 static_cast<long long>(s.halo_nodes[p]), static_cast<long long>(s.train_nodes[p]));
   }
+  Stopwatch renumber;
+  const std::vector<GlobalId> order = renumber_partitioned(node_order, dataset, graph, plan);
+  if (!order.empty())
+    std::printf("Renumbered the nodes (%s, %.2f s)\n", f.node_order.c_str(), renumber.seconds());
   Stopwatch write;
-  write_partition_store(f.out, PartBuilder(dataset, graph, plan, meta.dataset), meta, !f.quiet);
+  write_partition_store(f.out, PartBuilder(dataset, graph, plan, meta.dataset, order), meta,
+                        !f.quiet);
   std::printf("Wrote %s (%.2f s)\n", f.out.c_str(), write.seconds());
   return 0;
 }
@@ -83,6 +92,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(tessera::partition_method_names()))
       ->capture_default_str();
   app.add_option("--seed", f.seed, "partitioner seed")->capture_default_str();
+  app.add_option("--node-order", f.node_order,
+                 "renumbering of the nodes for locality after the cut: rcm (reverse "
+                 "Cuthill-McKee) or none; outputs of training keep the dataset's ids")
+      ->check(CLI::IsMember(tessera::node_order_names()))
+      ->capture_default_str();
   app.add_option("--out", f.out, "output directory (must not exist, or be empty)")->required();
   app.add_flag("--quiet", f.quiet, "no progress bars");
   try {

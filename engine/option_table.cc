@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "engine/modes.h"
+#include "partition/node_order.h"
 #include "partition/partition_plan.h"
 
 namespace tessera {
@@ -97,6 +98,7 @@ Record Identity(std::string (*text)(const TrainConfig&) = nullptr) {
   return {RecordKind::Identity, {}, text};
 }
 Record IdentityUnlessDefault() { return {RecordKind::IdentityUnlessDefault, {}}; }
+Record IdentityUnless(std::string_view older) { return {RecordKind::IdentityUnless, older}; }
 Record Summary() { return {RecordKind::Summary, {}}; }
 Record IdentityIfAdaptive() { return {RecordKind::IdentityIfAdaptive, {}}; }
 Record ReportedAs(std::string_view key) { return {RecordKind::ReportedAs, key}; }
@@ -340,6 +342,9 @@ std::vector<std::pair<std::string, std::string>> identity_values(const TrainConf
     } else if (spec.record == RecordKind::IdentityUnlessDefault) {
       if (spec.get(config) != spec.default_value)
         values.emplace_back(spec.flag, option_text(spec.get(config)));
+    } else if (spec.record == RecordKind::IdentityUnless) {
+      const std::string text = option_text(spec.get(config));
+      if (text != spec.record_key) values.emplace_back(spec.flag, text);
     } else if (spec.record == RecordKind::IdentityIfAdaptive) {
       values.emplace_back(spec.flag, config.adaptive() ? option_text(spec.get(config)) : "-");
     }

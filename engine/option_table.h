@@ -34,6 +34,7 @@ struct OptionRule {
 enum class RecordKind {
   Identity,               // the summary and the checkpoint identity
   IdentityUnlessDefault,  // both, the identity only when set (so that older checkpoints resume)
+  IdentityUnless,         // both, the identity only when not record_key (what older runs had)
   Summary,
   IdentityIfAdaptive,
   ReportedAs,
@@ -54,7 +55,8 @@ struct OptionSpec {
   std::string_view cli_absent;
   std::vector<OptionRule> rules;
   RecordKind record = RecordKind::Summary;
-  std::string_view record_key;  // ReportedAs: the summary key; NotRecorded: why
+  // ReportedAs: the summary key; NotRecorded: why; IdentityUnless: the value older runs had
+  std::string_view record_key;
   std::string (*record_text)(const TrainConfig&) = nullptr;  // the value recorded, when not its own
 };
 

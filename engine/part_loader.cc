@@ -85,6 +85,7 @@ LoadedPart from_store(const PartSource& source, Communicator& comm) {
       comm, out.part,
       (std::filesystem::path(source.partitions_dir) / part_file_name(comm.rank())).string());
   out.method = to_string(meta.method);
+  out.node_order = meta.node_order;
   out.stats = meta.stats;
   out.dataset_spec = meta.dataset_spec;
   out.load_s = watch.seconds();
@@ -101,7 +102,18 @@ LoadedPart single_process(const PartSource& source) {
   Stopwatch watch;
   Dataset dataset = load_source(source);
   out.load_s = watch.seconds();
-  out.part = whole_graph_part(std::move(dataset));
+  const DatasetInfo info = dataset_info(dataset);
+  Stopwatch order_watch;
+  // RCM symmetrises the directed graph as training_graph does.
+  std::vector<GlobalId> order;
+  if (source.node_order == NodeOrder::Rcm) {
+    order = reverse_cuthill_mckee(dataset.graph);
+    renumber_dataset(dataset, order);
+  }
+  out.order_s = order.empty() ? 0.0 : order_watch.seconds();
+  out.node_order = source.node_order;
+  out.part = whole_graph_part(std::move(dataset), info);
+  if (!order.empty()) record_input_ids(out.part, order);
   return out;
 }
 
@@ -134,8 +146,18 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
     out.stats = std::move(stats);
   });
   out.method = to_string(source.method);
+  // Renumbered after partitioning, so that the parts (and their statistics) are those of the
+  // dataset's ids whatever the order.
+  std::vector<GlobalId> order;
+  run_agreed(comm, "renumbering the nodes", [&] {
+    if (!root) return;
+    Stopwatch order_watch;
+    order = renumber_partitioned(source.node_order, dataset, graph, plan);
+    out.order_s = order.empty() ? 0.0 : order_watch.seconds();
+  });
+  out.node_order = source.node_order;
   std::optional<PartBuilder> builder;
-  if (root) builder.emplace(dataset, graph, plan, info);
+  if (root) builder.emplace(dataset, graph, plan, info, order);
   for (int r = 1; r < k; ++r) {
     std::vector<std::byte> image;
     std::uint64_t size = 0;

@@ -13,6 +13,7 @@
 
 #include "comm/communicator.h"
 #include "partition/graph_part.h"
+#include "partition/node_order.h"
 #include "partition/partition_plan.h"
 
 namespace tessera {
@@ -28,6 +29,9 @@ struct PartSource {
   int launcher_tasks = 0;          // SLURM_NTASKS (0: not under Slurm): --parts must equal it too
   PartitionMethod method = PartitionMethod::Metis;
   std::uint64_t seed = 0;          // partitioner seed
+  // Renumbering for locality where one rank holds the whole graph (in process and alone); parts
+  // read from a store or in slices keep the order they have.
+  NodeOrder node_order = NodeOrder::None;
   bool progress = false;
 };
 
@@ -38,6 +42,8 @@ struct LoadedPart {
   double load_s = 0.0;                   // reading the dataset or the part
   std::string dataset_spec;              // a store's: the dataset it was made from
   bool sliced = false;                   // each rank read only its rows (block parts of an .h5)
+  NodeOrder node_order = NodeOrder::None;  // what the nodes were renumbered by
+  double order_s = 0.0;                    // finding the order and renumbering (rank 0)
 };
 
 // Collective over `comm`. Throws AgreedError (the same on every rank) when any rank fails.

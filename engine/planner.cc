@@ -285,20 +285,28 @@ void estimate_traffic(const PlanInputs& in, const ExchangedWidths& widths, PlanE
 // Rank r's load phase in graph mode (or on a first stage), given its part's bytes `own`.
 double load_bytes(const PlanInputs& in, int r, double own, double largest_part) {
   const double baseline = static_cast<double>(in.facts.baseline);
+  const double dataset = static_cast<double>(in.facts.dataset);
+  const double graph =
+      8.0 * static_cast<double>(in.data.num_nodes + 1) + 4.0 * static_cast<double>(in.entries);
+  // Renumbering (--node-order): the dataset and a training graph, each array moved to a new
+  // copy in turn (the features or a graph, the larger), and the order with its inverse.
+  const double features = 4.0 * static_cast<double>(in.data.num_nodes * in.data.num_features);
+  const double renumber = in.config.node_order == "none"
+                              ? 0.0
+                              : dataset + graph + std::max(features, graph) +
+                                    16.0 * static_cast<double>(in.data.num_nodes);
   switch (in.source) {
-    case PartSourceKind::Single: return baseline + static_cast<double>(in.facts.load_peak);
+    case PartSourceKind::Single:
+      return baseline + std::max(static_cast<double>(in.facts.load_peak), renumber);
     case PartSourceKind::Store: return baseline + own;
     case PartSourceKind::InProcess: break;
   }
   if (r != 0) return baseline + 2.0 * own;  // the received image and the part read from it
-  // The whole dataset, the training graph and the partitioner; then the dataset, the graph and
-  // the largest part with its image while the parts are built and sent (all handed back to the
-  // system before training: load_part).
-  const double dataset = static_cast<double>(in.facts.dataset);
-  const double graph =
-      8.0 * static_cast<double>(in.data.num_nodes + 1) + 4.0 * static_cast<double>(in.entries);
+  // The whole dataset, the training graph and the partitioner; the renumbering; then the
+  // dataset, the graph and the largest part with its image while the parts are built and sent
+  // (all handed back to the system before training: load_part).
   return baseline + std::max({static_cast<double>(in.facts.load_peak),
-                              dataset + static_cast<double>(in.facts.partition_peak),
+                              dataset + static_cast<double>(in.facts.partition_peak), renumber,
                               dataset + graph + 2.0 * largest_part + own});
 }
 

@@ -231,6 +231,7 @@ std::string summary_json(const RunInfo& info, const std::vector<RunResult>& resu
   s["encode_s"] = median(every_epoch(results, &RunResult::encode_seconds));
   s["decode_s"] = median(every_epoch(results, &RunResult::decode_seconds));
   s["load_s"] = info.load_s;
+  s["node_order_s"] = info.node_order_s;
   s["setup_s"] = info.setup_s;
   s["total_s"] = info.total_s;
   s["peak_rss_bytes"] = peak_rss_bytes();

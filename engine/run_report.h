@@ -68,6 +68,7 @@ struct RunInfo {
   std::string partition_method = "none";  // metis | random | block | none (one rank)
   const PartitionStats* partition = nullptr;
   double load_s = 0.0;
+  double node_order_s = 0.0;  // finding the node order and renumbering (rank 0; 0 for none)
   double setup_s = 0.0;
   double total_s = 0.0;
   std::uint64_t peak_rss_bytes_max = 0;  // over ranks

@@ -165,7 +165,8 @@ void bind_distributed_graph(py::module_& m) {
       .def_property_readonly("metric", &DistributedGraph::metric)
       .def(
           "node_ids", [](const DistributedGraph& g) { return to_numpy(g.node_ids()); },
-          "This rank's rows' global ids (increasing).")
+          "The dataset's ids of this rank's rows, in the order the rows are held (renumbered "
+          "for locality unless node_order='none', when they increase).")
       .def("features", [](const DistributedGraph& g) { return to_numpy(g.features()); })
       .def(
           "labels", [](const DistributedGraph& g) { return to_numpy(g.labels()); },

@@ -316,7 +316,10 @@ PYBIND11_MODULE(_core, m) {
           "its weights on the loaded dataset, writes save_predictions / save_embeddings, and "
           "returns a dict of the train, valid and test metric.")
       .def("report", &tessera::Session::report)
-      .def("node_ids", [](const tessera::Session& s) { return to_numpy(s.node_ids()); })
+      .def(
+          "node_ids", [](const tessera::Session& s) { return to_numpy(s.node_ids()); },
+          "The dataset's id of each of this rank's rows (the rows of embeddings() and logits()), "
+          "in the order training holds them (see node_order).")
       .def(
           "embeddings",
           [](const tessera::Session& s, int layer) { return to_numpy(s.embeddings(layer)); },

@@ -38,9 +38,10 @@ class TESSERA_API DistributedGraph {
  public:
   // Over MPI_COMM_WORLD (MPI initialised if the caller has not) or the caller's communicator
   // (duplicated). From the options: partition and parts (how the graph is cut), partitions (a
-  // store to read instead), seed, normalize_features, codec, codec_backward and error_feedback
-  // (halo messages), num_layers (how many aggregations one forward pass makes: each has its own
-  // message keys and error-feedback residuals), comm_timeout, verbosity.
+  // store to read instead), node_order (how its rows are renumbered), seed, normalize_features,
+  // codec, codec_backward and error_feedback (halo messages), num_layers (how many aggregations one
+  // forward pass makes: each has its own message keys and error-feedback residuals), comm_timeout,
+  // verbosity.
   explicit DistributedGraph(const Options& options = {});
   DistributedGraph(const Options& options, MPI_Comm comm);
   ~DistributedGraph();
@@ -57,8 +58,9 @@ class TESSERA_API DistributedGraph {
   void load(const std::string& spec);
   void load(const GraphView& graph);  // read on rank 0
 
-  // After load. The whole graph's node count, this rank's row count and its rows' global ids
-  // (increasing), the feature width, the outputs (classes or tasks) and the metric.
+  // After load. The whole graph's node count, this rank's row count and the dataset's ids of its
+  // rows (in the order the rows are held: renumbered for locality unless node_order is "none",
+  // when they increase), the feature width, the outputs (classes or tasks) and the metric.
   std::int64_t num_nodes() const;
   std::int64_t num_local() const;
   std::vector<std::int64_t> node_ids() const;

@@ -21,7 +21,9 @@
 //            default), All(check, ...); floating-point values must always be finite
 //   record   Identity()  in the summary and the checkpoint identity; IdentityUnlessDefault()
 //            the same, in the identity only when set (checkpoints written before the option
-//            existed resume under its default); Summary()  in the summary;
+//            existed resume under its default); IdentityUnless("v")  the same, in the identity
+//            only when not v (checkpoints written before the option existed, when runs had v,
+//            resume under v); Summary()  in the summary;
 //            IdentityIfAdaptive()  both, with --codec adaptive only; ReportedAs("key")  the run
 //            writes what it used under "key"; NotRecorded("why")
 //   help     what --help and the Python docstring say
@@ -123,6 +125,9 @@
     ReportedAs("partition"), "partitioner when rank 0 partitions in process")                      \
   X(partitions, std::string, "", Flag(), Any(), Summary(),                                         \
     "a partition store made by partition_graph: each rank reads only its own part file")           \
+  X(node_order, std::string, "rcm", Flag(), OneOf(node_order_names), IdentityUnless("none"),       \
+    "how nodes are renumbered for locality before training, when rank 0 holds the whole graph: "   \
+    "rcm (reverse Cuthill-McKee) or none; outputs keep the dataset's ids")                         \
   X(comm_timeout, double, 900.0, Flag(), Finite(), Summary(),                                      \
     "seconds a rank waits for a message or collective before it gives up (<= 0: never)")           \
   /* Halo message codecs. */                                                                       \

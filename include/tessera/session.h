@@ -157,7 +157,7 @@ class TESSERA_API Session {
 
   // After train (or predict), from the last run's final evaluation (no dropout) — this rank's own
   // nodes (parallel = "graph" only: a pipeline stage holds no whole layer's output):
-  std::vector<std::int64_t> node_ids() const;  // (n) global ids of the rows below
+  std::vector<std::int64_t> node_ids() const;  // (n) the dataset's ids of the rows below
   Matrix embeddings(int layer) const;          // (n, width) layer output; layer in [0, L)
   Matrix logits() const;                       // (n, outputs): embeddings(L - 1)
   std::vector<std::int64_t> predictions() const;  // (n) argmax of logits (multi-class)

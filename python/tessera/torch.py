@@ -71,16 +71,21 @@ class DistributedGraph:
     "synth:PRESET"; or None with partitions=DIR (a partition store from partition_graph). For
     edge_index and scipy sources give x, y (or OGB's (N, 1)) and the splits as masks or ids.
 
-    Keyword options are Session's that apply (partition, partitions, seed, codec,
+    Keyword options are Session's that apply (partition, partitions, node_order, seed, codec,
     codec_backward, error_feedback, normalize_features, comm_timeout, verbosity) and num_layers:
     how many aggregations one forward pass of the model makes (each has its own message keys,
     codec noise and error-feedback residuals; calls are numbered modulo num_layers and the count
     restarts at set_epoch).
 
     Attributes (this rank's rows, in the order of node_ids): x, y, train_mask, val_mask,
-    test_mask, train_idx, valid_idx, test_idx (local row ids); node_ids (global ids, increasing);
-    num_nodes, num_train, num_valid, num_test (over all ranks); num_local, num_features,
+    test_mask, train_idx, valid_idx, test_idx (local row ids); node_ids (the dataset's id of each
+    row); num_nodes, num_train, num_valid, num_test (over all ranks); num_local, num_features,
     num_classes; rank, size; edge_index (the graph itself, for PyG-style calls).
+
+    node_order is "none" here unless given: the caller holds the rows, so one process hands back
+    the source's rows as they are and node_ids increase. node_order="rcm" renumbers the rows for
+    a faster aggregation, as train_gcn does by default (so does a store made by partition_graph,
+    whose default it is); node_ids then says which node each row is.
     """
 
     def __init__(self, source=None, *, x=None, y=None, num_nodes=None, train_mask=None,
@@ -88,6 +93,7 @@ class DistributedGraph:
                  num_classes=0, name="graph", num_layers=2, **options):
         if os.environ.get("TESSERA_TORCH_MALLOC", "") == "keep":
             keep_freed_memory()
+        options.setdefault("node_order", "none")
         self._core = _CoreGraph(num_layers=num_layers, **options)
         self._calls = 0
         self._dropouts = 0

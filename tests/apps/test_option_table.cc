@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -122,9 +123,9 @@ TEST(OptionTable, IdentityOptionsAndOnlyThoseChangeTheCheckpointIdentity) {
     spec.set(changed, another_value(spec, spec.get(base)), spec.flag);
     const std::string difference =
         identity_difference(identity, checkpoint_identity(changed, data));
-    const bool in_identity = spec.record == RecordKind::Identity ||
-                             spec.record == RecordKind::IdentityUnlessDefault ||
-                             spec.record == RecordKind::IdentityIfAdaptive;
+    const bool in_identity =
+        spec.record == RecordKind::Identity || spec.record == RecordKind::IdentityUnlessDefault ||
+        spec.record == RecordKind::IdentityUnless || spec.record == RecordKind::IdentityIfAdaptive;
     if (spec.name == "codec") continue;  // from adaptive the IdentityIfAdaptive ones change too
     if (in_identity) {
       ++identity_options;
@@ -138,6 +139,26 @@ TEST(OptionTable, IdentityOptionsAndOnlyThoseChangeTheCheckpointIdentity) {
   TrainConfig other = base;
   other.codec = "int8";
   EXPECT_NE(identity_difference(identity, checkpoint_identity(other, data)).find("--codec"),
+            std::string::npos);
+}
+
+// --node-order is in the identity unless it is none, what every run had before the option: a
+// checkpoint written then (no --node-order in its identity) resumes under none, not under rcm.
+TEST(OptionTable, CheckpointsFromBeforeNodeOrdersResumeUnderNone) {
+  DatasetInfo data;
+  data.name = "d";
+  TrainConfig older;
+  older.node_order = "none";
+  const CheckpointIdentity before = checkpoint_identity(older, data);
+  const auto has_flag = [](const CheckpointIdentity& id) {
+    return std::any_of(id.begin(), id.end(),
+                       [](const auto& p) { return p.first == "--node-order"; });
+  };
+  EXPECT_FALSE(has_flag(before));
+  EXPECT_EQ(identity_difference(before, checkpoint_identity(older, data)), "");
+  TrainConfig now;  // the default, rcm
+  EXPECT_TRUE(has_flag(checkpoint_identity(now, data)));
+  EXPECT_NE(identity_difference(before, checkpoint_identity(now, data)).find("--node-order"),
             std::string::npos);
 }
 

@@ -82,15 +82,16 @@ class ArraysInResultsOut(unittest.TestCase):
         runs = session.train(on_epoch=epochs.append)["runs"]
         self.assertEqual([e["epoch"] for e in epochs], list(range(1, 21)))
         self.assertGreater(runs[0]["final_test"], 0.9)
-        ids = session.node_ids()
-        np.testing.assert_array_equal(ids, np.arange(400))
+        ids = session.node_ids()  # the dataset's ids, in the renumbered (RCM) order of the rows
+        np.testing.assert_array_equal(np.sort(ids), np.arange(400))
+        self.assertFalse((ids == np.arange(400)).all())
         h = session.embeddings(0)
         self.assertEqual((h.shape, h.dtype), ((400, 16), np.float32))
         self.assertTrue((h >= 0).all())  # after ReLU
         logits = session.logits()
         self.assertEqual(logits.shape, (400, 2))
         np.testing.assert_array_equal(session.predictions(), logits.argmax(axis=1))
-        np.testing.assert_array_equal(session.gather_embeddings(1), logits)
+        np.testing.assert_array_equal(session.gather_embeddings(1)[ids], logits)
         weights = session.weights()
         self.assertEqual(weights["convs.0.weight"].shape, (6, 16))
         self.assertEqual(weights["convs.1.weight"].shape, (16, 2))
@@ -140,7 +141,8 @@ class ArraysInResultsOut(unittest.TestCase):
             self.assertEqual(scores["valid"], run["best_valid"])  # restore_best's weights
             self.assertEqual(scores["test"], run["test_at_best_valid"])
             np.testing.assert_array_equal(np.load(predicted), probabilities)
-            np.testing.assert_array_equal(session.predictions(), probabilities.argmax(axis=1))
+            np.testing.assert_array_equal(session.predictions(),  # this rank's rows, by node_ids
+                                          probabilities.argmax(axis=1)[session.node_ids()])
             with self.assertRaisesRegex(ValueError, "call predict"):
                 session.train()
 

@@ -84,15 +84,27 @@ class Sources(unittest.TestCase):
     def test_partition_store(self):
         if not PARTITION_GRAPH:
             self.skipTest("TESSERA_PARTITION_GRAPH is not set")
-        with tempfile.TemporaryDirectory() as tmp:
-            store = os.path.join(tmp, "store")
-            subprocess.run([PARTITION_GRAPH, "--dataset", "synth:default", "--parts", "1",
-                            "--out", store, "--quiet"], check=True)
-            stored = tt.DistributedGraph(partitions=store)
-            direct = tt.DistributedGraph("synth:default")
-            torch.testing.assert_close(stored.x, direct.x, rtol=0, atol=0)
-            x = torch.randn(stored.num_local, 2)
-            torch.testing.assert_close(tt.aggregate(x, stored), tt.aggregate(x, direct))
+        given = tt.DistributedGraph("synth:default")  # the dataset's order
+        np.testing.assert_array_equal(given.node_ids.numpy(), np.arange(given.num_nodes))
+        x = torch.randn(given.num_local, 2)
+        for order in ("none", "rcm"):
+            with self.subTest(order=order), tempfile.TemporaryDirectory() as tmp:
+                store = os.path.join(tmp, "store")
+                subprocess.run([PARTITION_GRAPH, "--dataset", "synth:default", "--parts", "1",
+                                "--node-order", order, "--out", store, "--quiet"], check=True)
+                stored = tt.DistributedGraph(partitions=store)
+                direct = tt.DistributedGraph("synth:default", node_order=order)
+                torch.testing.assert_close(stored.x, direct.x, rtol=0, atol=0)
+                torch.testing.assert_close(stored.node_ids, direct.node_ids, rtol=0, atol=0)
+                ids = stored.node_ids
+                np.testing.assert_array_equal(np.sort(ids.numpy()), np.arange(given.num_nodes))
+                self.assertEqual(bool((ids == torch.arange(given.num_nodes)).all()),
+                                 order == "none")
+                # Row i is node ids[i]: the rows, and what aggregation makes of them, move along.
+                torch.testing.assert_close(stored.x, given.x[ids], rtol=0, atol=0)
+                torch.testing.assert_close(stored.y, given.y[ids], rtol=0, atol=0)
+                torch.testing.assert_close(tt.aggregate(x[ids], stored),
+                                           tt.aggregate(x, given)[ids], rtol=1e-5, atol=1e-6)
 
 
 class Layers(unittest.TestCase):
@@ -271,15 +283,18 @@ class SessionWeightsInPyGLayout(unittest.TestCase):
                 model = self.Convs(conv, [5, 8, 2])
                 state = {k: torch.from_numpy(v) for k, v in session.state_dict().items()}
                 model.load_state_dict(state)  # strict: the same names and shapes
+                # The session's rows are its nodes in its (renumbered) order; the graph's are in
+                # the dataset's.
+                rows = torch.from_numpy(session.node_ids())
                 with torch.no_grad():
-                    torch.testing.assert_close(model(graph.x, graph),
+                    torch.testing.assert_close(model(graph.x, graph)[rows],
                                                torch.from_numpy(session.logits()),
                                                rtol=1e-5, atol=1e-5)
                     for p in model.parameters():
                         p.add_(0.25)
                     session.load_state_dict(model.state_dict())
                     torch.testing.assert_close(torch.from_numpy(session.logits()),
-                                               model(graph.x, graph), rtol=1e-5, atol=1e-5)
+                                               model(graph.x, graph)[rows], rtol=1e-5, atol=1e-5)
 
     def test_bad_weights_name_the_problem(self):
         data = ring_data()
