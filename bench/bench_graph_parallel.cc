@@ -3,7 +3,9 @@
 // dataset, K and partitioner it runs partition_graph (K > 1), then mpiexec -n K train_gcn on the
 // store (K = 1: train_gcn on the dataset), and reads the summary and per-epoch metrics: partition
 // quality, halo and all-reduce bytes per epoch, median epoch, communication time and its hidden
-// share, peak RSS per rank, and the halo bytes against the traffic model of DESIGN.md.
+// share, peak RSS per rank, and the halo bytes against the traffic model of DESIGN.md. With
+// several --node-orders, each configuration trains once per order, back to back, and a table
+// compares their epochs (the first order's rows fill the other tables).
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@
 #include "core/error.h"
 #include "engine/system.h"
 #include "engine/traffic_model.h"
+#include "partition/node_order.h"
 #include "partition/partition_plan.h"
 
 namespace tessera {
@@ -44,6 +47,7 @@ struct Flags {
   std::vector<std::string> datasets = {"synth:arxiv-like"};
   std::vector<int> ranks = {1, 2, 4};
   std::vector<std::string> methods = {"metis", "random"};
+  std::vector<std::string> orders = {"rcm"};
   int epochs = 5;
   std::int64_t hidden = 256;
   int layers = 3;
@@ -60,6 +64,7 @@ struct Config {
   int ranks = 1;
   std::string method = "none";  // metis | random | block; none for one rank
   int threads = 1;              // per rank
+  std::string order = "rcm";    // --node-order
 };
 
 struct PartitionResult {
@@ -91,7 +96,7 @@ struct Row {
 };
 
 std::string slug(const Config& c) {
-  std::string name = c.dataset + "-k" + std::to_string(c.ranks) + "-" + c.method;
+  std::string name = c.dataset + "-k" + std::to_string(c.ranks) + "-" + c.method + "-" + c.order;
   for (char& ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') ch = '_';
   return name;
@@ -116,11 +121,11 @@ PartitionResult partition(const Config& c, const fs::path& store, const fs::path
     return stats_of_store(store);
   }
   std::fprintf(stderr, "[bench_graph_parallel] %s: partitioning\n", slug(c).c_str());
-  const double wall =
-      run_child("bench_graph_parallel",
-                {PARTITION_GRAPH_PATH, "--dataset", c.dataset, "--parts", std::to_string(c.ranks),
-                 "--partition", c.method, "--out", store.string(), "--quiet"},
-                child_env(c.threads), logs / (slug(c) + ".partition"));
+  const double wall = run_child(
+      "bench_graph_parallel",
+      {PARTITION_GRAPH_PATH, "--dataset", c.dataset, "--parts", std::to_string(c.ranks),
+       "--partition", c.method, "--node-order", c.order, "--out", store.string(), "--quiet"},
+      child_env(c.threads), logs / (slug(c) + ".partition"));
   PartitionResult r = stats_of_store(store);
   r.wall_s = wall;
   return r;
@@ -133,7 +138,7 @@ std::vector<std::string> train_command(const Flags& flags, const Config& c, cons
     argv = {MPIEXEC_PATH, MPIEXEC_NUMPROC_FLAG, std::to_string(c.ranks), TRAIN_GCN_PATH,
             "--partitions", store.string()};
   } else {
-    argv = {TRAIN_GCN_PATH, "--dataset", c.dataset};
+    argv = {TRAIN_GCN_PATH, "--dataset", c.dataset, "--node-order", c.order};
   }
   // Evaluation only after the last epoch, outside the timed step.
   const std::string epochs = std::to_string(kWarmupEpochs + flags.epochs);
@@ -199,10 +204,11 @@ Json row_json(const Flags& flags, const Row& r) {
   auto number = [](double v) { return std::isnan(v) ? Json(nullptr) : Json(v); };
   const Config& c = r.config;
   return {{"dataset", c.dataset}, {"ranks", c.ranks}, {"method", c.method},
-          {"threads_per_rank", c.threads}, {"hidden", flags.hidden}, {"layers", flags.layers},
-          {"nodes", r.nodes}, {"features", r.f_in}, {"outputs", r.outputs},
-          {"warmup_epochs", kWarmupEpochs}, {"timed_epochs", flags.epochs},
-          {"edge_cut", r.partition.edge_cut}, {"halo_nodes", r.partition.halo_nodes},
+          {"node_order", c.order}, {"threads_per_rank", c.threads}, {"hidden", flags.hidden},
+          {"layers", flags.layers}, {"nodes", r.nodes}, {"features", r.f_in},
+          {"outputs", r.outputs}, {"warmup_epochs", kWarmupEpochs},
+          {"timed_epochs", flags.epochs}, {"edge_cut", r.partition.edge_cut},
+          {"halo_nodes", r.partition.halo_nodes},
           {"partition_s", number(r.partition.seconds)},
           {"partition_wall_s", number(r.partition.wall_s)},
           {"halo_forward_bytes", r.halo_forward}, {"halo_backward_bytes", r.halo_backward},
@@ -280,6 +286,29 @@ void print_model_table(const std::vector<Row>& rows) {
   }
 }
 
+// Each configuration's epoch in every node order against its first order's.
+void print_order_table(const Flags& flags, const std::vector<Row>& rows,
+                       const std::vector<Row>& others) {
+  if (flags.orders.size() < 2) return;
+  std::printf(
+      "\n## Node order (the same parts, nodes renumbered or not; trained back to back)"
+      "\n\n| dataset | K | method | order | epoch ms | min ms | speed vs %s |\n"
+      "|---|--:|---|---|--:|--:|--:|\n",
+      flags.orders.front().c_str());
+  for (const Row& first : rows) {
+    auto print = [&](const Row& r) {
+      std::printf("%s %s | %.1f | %.1f | %.2f |\n", label(r).c_str(), r.config.order.c_str(),
+                  1e3 * r.times.epoch_s, 1e3 * r.times.epoch_min_s,
+                  ratio(first.times.epoch_s, r.times.epoch_s));
+    };
+    print(first);
+    for (const Row& r : others)
+      if (r.config.dataset == first.config.dataset && r.config.ranks == first.config.ranks &&
+          r.config.method == first.config.method)
+        print(r);
+  }
+}
+
 void print_notes(const Flags& flags) {
   std::printf(
       "\nNotes:\n"
@@ -301,8 +330,8 @@ void print_notes(const Flags& flags) {
       kWarmupEpochs, flags.epochs, flags.cores);
 }
 
-
-void print_report(const Flags& flags, const std::vector<Row>& rows, double load_start) {
+void print_report(const Flags& flags, const std::vector<Row>& rows, const std::vector<Row>& others,
+                  double load_start) {
   std::printf("\n# bench_graph_parallel: GCN, %d layers, hidden %lld | %d cores | 1-min load "
               "average %.2f before, %.2f after (other processes competing inflate times)\n",
               flags.layers, static_cast<long long>(flags.hidden), flags.cores, load_start,
@@ -310,6 +339,7 @@ void print_report(const Flags& flags, const std::vector<Row>& rows, double load_
   print_traffic_table(rows);
   print_time_table(rows);
   print_model_table(rows);
+  print_order_table(flags, rows, others);
   print_notes(flags);
   std::fflush(stdout);
 }
@@ -333,22 +363,34 @@ void compare_methods(std::span<Row> group, JsonLines& out) {
   }
 }
 
-// Appends a row per (K, method) to `rows` as each finishes, so a failure reports the others.
+// Appends a row per (K, method) to `rows` as each finishes, so a failure reports the others;
+// the rows of the other node orders go to `others`.
 void measure_dataset(const Flags& flags, const std::string& dataset, const fs::path& scratch,
-                     std::vector<Row>& rows, JsonLines& out) {
+                     std::vector<Row>& rows, std::vector<Row>& others, JsonLines& out) {
   double one_rank_rss = kNaN, one_rank_epoch_s = kNaN;  // from K = 1 (ranks are sorted)
   for (int k : flags.ranks) {
     const std::size_t group_start = rows.size();
     for (const std::string& method : k == 1 ? std::vector<std::string>{"none"} : flags.methods) {
-      Row row = measure(flags, {dataset, k, method, std::max(1, flags.cores / k)}, scratch);
-      if (k == 1) {
-        one_rank_rss = row.peak_rss_max;
-        one_rank_epoch_s = row.times.epoch_s;
+      for (const std::string& order : flags.orders) {
+        Row row =
+            measure(flags, {dataset, k, method, std::max(1, flags.cores / k), order}, scratch);
+        const bool first = order == flags.orders.front();
+        if (k == 1 && first) {
+          one_rank_rss = row.peak_rss_max;
+          one_rank_epoch_s = row.times.epoch_s;
+        }
+        row.rss_vs_one_rank = ratio(row.peak_rss_max, one_rank_rss);
+        row.speedup = ratio(one_rank_epoch_s, row.times.epoch_s);
+        out.emit("graph_parallel", row_json(flags, row));
+        if (!first) {
+          const Row& base = rows.back();
+          const double epoch_ratio = ratio(row.times.epoch_s, base.times.epoch_s);
+          out.emit("node_order", {{"dataset", dataset}, {"ranks", k}, {"method", method},
+                                  {"order", order}, {"against", flags.orders.front()},
+                                  {"epoch_s_ratio", epoch_ratio}});
+        }
+        (first ? rows : others).push_back(std::move(row));
       }
-      row.rss_vs_one_rank = ratio(row.peak_rss_max, one_rank_rss);
-      row.speedup = ratio(one_rank_epoch_s, row.times.epoch_s);
-      out.emit("graph_parallel", row_json(flags, row));
-      rows.push_back(std::move(row));
     }
     compare_methods(std::span<Row>(rows).subspan(group_start), out);
   }
@@ -357,22 +399,26 @@ void measure_dataset(const Flags& flags, const std::string& dataset, const fs::p
 int run(Flags flags) {
   std::sort(flags.ranks.begin(), flags.ranks.end());
   flags.ranks.erase(std::unique(flags.ranks.begin(), flags.ranks.end()), flags.ranks.end());
+  std::vector<std::string> orders;  // each once, in the order given
+  for (const std::string& o : flags.orders)
+    if (std::find(orders.begin(), orders.end(), o) == orders.end()) orders.push_back(o);
+  flags.orders = std::move(orders);
   if (!flags.keep_stores.empty()) fs::create_directories(flags.keep_stores);
   const double load_start = load_average();
   const ScratchDir scratch(flags.tmpdir.empty() ? fs::temp_directory_path()
                                                 : fs::path(flags.tmpdir));
   JsonLines out;
-  std::vector<Row> rows;
+  std::vector<Row> rows, others;
   try {
     for (const std::string& dataset : flags.datasets)
-      measure_dataset(flags, dataset, scratch.path(), rows, out);
+      measure_dataset(flags, dataset, scratch.path(), rows, others, out);
   } catch (...) {
-    if (!rows.empty()) print_report(flags, rows, load_start);  // what finished before it
+    if (!rows.empty()) print_report(flags, rows, others, load_start);  // what finished before it
     throw;
   }
   out.emit("machine", {{"cores", flags.cores}, {"online_cores", ::sysconf(_SC_NPROCESSORS_ONLN)},
                        {"load_avg_1min_start", load_start}, {"load_avg_1min_end", load_average()}});
-  print_report(flags, rows, load_start);
+  print_report(flags, rows, others, load_start);
   if (!flags.json_file.empty()) write_file_atomic(flags.json_file, out.all());
   return 0;
 }
@@ -388,6 +434,12 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--methods", f.methods, "partitioners for K > 1")
       ->delimiter(',')
       ->check(CLI::IsMember(partition_method_names()))
+      ->capture_default_str();
+  app.add_option("--node-orders", f.orders,
+                 "node orders to train each configuration in, back to back (the first fills the "
+                 "main tables)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(node_order_names()))
       ->capture_default_str();
   app.add_option("--epochs", f.epochs, "timed epochs (after 1 warm-up epoch)")
       ->check(CLI::PositiveNumber)
