@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // tessera_data: dataset tool. `generate` writes a synthetic preset (HDF5 file or OGB raw-layout
-// directory), `convert` turns any dataset spec into a Tessera HDF5 file, `info` prints a
-// dataset's counts and fingerprint. Thin wrapper over tessera::datasets; errors are printed as
-// "tessera_data: error: ..." with exit status 1.
+// directory), `convert` turns any dataset spec into a Tessera HDF5 file (an OGB folder streamed
+// in bounded memory), `info` prints a dataset's counts and fingerprint. Thin wrapper over
+// tessera::datasets; errors are printed as "tessera_data: error: ..." with exit status 1.
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <chrono>
@@ -100,12 +100,6 @@ struct Flags {
   std::string rows;
 };
 
-// A folder in OGB's binary layout (raw/data.npz without the CSV edges): converted by streaming.
-bool is_npz_folder(const std::string& spec) {
-  const std::filesystem::path raw = std::filesystem::path(spec) / "raw";
-  return std::filesystem::exists(raw / "data.npz") && !std::filesystem::exists(raw / "edge.csv.gz");
-}
-
 int run(int argc, char** argv) {
   CLI::App app{"tessera_data: generate, convert and inspect Tessera datasets"};
   app.set_version_flag("--version", "tessera_data, " + tessera::build_text());
@@ -129,7 +123,7 @@ int run(int argc, char** argv) {
   convert->add_flag("--progress", f.progress, "show a progress bar while loading");
   convert
       ->add_option("--memory-mib", f.memory_mib,
-                   "OGB's binary layout (raw/data.npz) is converted without loading it, its "
+                   "an OGB folder (CSV or binary layout) is converted without loading it, its "
                    "buffers within about this many MiB")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 30));
@@ -162,10 +156,10 @@ int run(int argc, char** argv) {
   } else if (convert->parsed()) {
     TESSERA_CHECK(is_hdf5_path(f.out), InvalidArgument, "convert: --out must end in .h5, got '",
                   f.out, "'");
-    if (is_npz_folder(f.dataset)) {
-      convert_ogb_npz(f.dataset, f.out, ConvertOptions{.memory_bytes = f.memory_mib << 20});
-      std::cout << "wrote " << f.out << " (streamed from OGB's binary layout, "
-                << seconds_since(start) << " s)\n";
+    if (std::filesystem::is_directory(f.dataset)) {  // an OGB folder: streamed
+      convert_ogb(f.dataset, f.out,
+                  ConvertOptions{.memory_bytes = f.memory_mib << 20, .progress = f.progress});
+      std::cout << "wrote " << f.out << " (streamed, " << seconds_since(start) << " s)\n";
       return 0;
     }
     Dataset dataset = load_dataset(f.dataset, LoadOptions{.progress = f.progress});

@@ -30,19 +30,21 @@ Dataset read_ogb_raw(const std::filesystem::path& dir, const LoadOptions& option
 // renamed into place.
 void write_ogb_raw(const Dataset& dataset, const std::filesystem::path& dir);
 
-// OGB's binary layout (raw/data.npz, raw/node-label.npz, as ogbn-papers100M ships; read_ogb_raw
-// reads it into memory) converted to Tessera HDF5 without holding the graph or the features:
-// three passes over edge_index (count the entries per block of rows, scatter them to bucket
-// files beside `file`, sort each bucket into its rows), then the features, labels and splits
-// copied a block at a time. The converter's buffers stay within about memory_bytes plus about
-// 50 MiB of fixed blocks and bucket buffers, whatever the graph's size. The file holds the arrays
-// and fingerprint of write_hdf5(read_ogb_raw(dir)); written to "<file>.tmp" and renamed, nothing
-// left behind on failure. A folder with raw/edge.csv.gz (the CSV layout) is refused.
+// An OGB folder, in the CSV layout or in the binary one (raw/data.npz, raw/node-label.npz, as
+// ogbn-papers100M ships), converted to Tessera HDF5 without holding the graph or the features:
+// three passes over the edges (count the entries per block of rows, scatter them to bucket files
+// beside `file`, sort each bucket into its rows), then the features, labels and splits copied a
+// block at a time. The converter's buffers stay within about memory_bytes plus about 50 MiB of
+// fixed blocks and bucket buffers, whatever the graph's size; what grows with it is O(N) bytes of
+// split bookkeeping. The file holds the arrays and fingerprint of write_hdf5(read_ogb_raw(dir)),
+// and every bad value is refused with read_ogb_raw's message; written to "<file>.tmp" and
+// renamed, nothing left behind on failure. `progress` shows bars while the CSV files are read.
 struct ConvertOptions {
   std::int64_t memory_bytes = std::int64_t{1} << 30;
+  bool progress = false;
 };
-void convert_ogb_npz(const std::filesystem::path& dir, const std::filesystem::path& file,
-                     const ConvertOptions& options = {});
+void convert_ogb(const std::filesystem::path& dir, const std::filesystem::path& file,
+                 const ConvertOptions& options = {});
 
 // Tessera's HDF5 dataset format: one file, datasets /graph/indptr, /graph/indices,
 // /features, /labels or /targets, /split/{train,valid,test}, attributes for the flags.

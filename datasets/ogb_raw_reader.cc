@@ -8,7 +8,11 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
+#include <span>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -203,39 +207,29 @@ std::int64_t read_count_file(const fs::path& file, const char* what) {
   return value;
 }
 
-// edge.csv.gz: exactly `expected` lines "src,dst" with ids in [0, N).
-std::vector<Edge> read_edges(const fs::path& file, const fs::path& edge_count_file,
-                             std::int64_t num_nodes, std::int64_t expected, bool progress) {
-  GzipLineReader reader(file, progress);
-  std::vector<Edge> edges;
-  // Reserve what the count says unless the file is too small to hold it (a bogus count must
-  // not allocate memory): real edge lists compress to well over 1/4 byte per line.
-  std::error_code ec;
-  auto plausible = static_cast<std::int64_t>(4 * fs::file_size(file, ec));
-  edges.reserve(static_cast<std::size_t>(std::min(expected, std::max(plausible, kReserveCap))));
-  std::string_view line;
-  std::int64_t ends[2];
-  while (reader.next_record(line)) {
-    TESSERA_CHECK(static_cast<std::int64_t>(edges.size()) < expected, InvalidInput, reader.where(),
-                  ": more edge lines than the ", expected, " that ",
-                  edge_count_file.filename().string(), " announces");
-    if (!parse_int_row(line, ends, 2)) parse_int_fields(reader, line, ends, 2);
-    for (int c = 0; c < 2; ++c) {
-      TESSERA_CHECK(ends[c] >= 0 && ends[c] < num_nodes, InvalidInput, reader.where(), ": ",
-                    c == 0 ? "source" : "destination", " node id ", ends[c],
-                    " is outside [0, ", num_nodes, ")");
-    }
-    edges.push_back({static_cast<NodeId>(ends[0]), static_cast<NodeId>(ends[1])});
+// ---- the CSV layout's arrays, one line at a time ----
+
+constexpr std::int64_t kLineBlock = std::int64_t{1} << 16;  // lines per visited block
+
+// An edge line "src,dst" with both ids in [0, N).
+void parse_edge(const GzipLineReader& reader, std::string_view line, std::int64_t num_nodes,
+                std::int64_t* ends) {
+  if (!parse_int_row(line, ends, 2)) parse_int_fields(reader, line, ends, 2);
+  for (int c = 0; c < 2; ++c) {
+    TESSERA_CHECK(ends[c] >= 0 && ends[c] < num_nodes, InvalidInput, reader.where(), ": ",
+                  c == 0 ? "source" : "destination", " node id ", ends[c], " is outside [0, ",
+                  num_nodes, ")");
   }
-  TESSERA_CHECK(static_cast<std::int64_t>(edges.size()) == expected, InvalidInput, reader.where(),
-                ": file ends after ", edges.size(), " edge lines, but ", edge_count_file.string(),
-                " says ", expected);
-  return edges;
 }
 
-// Fails with "<file>:<line>: column c: <what>" for the first non-finite value of a row.
-void check_finite_row(const GzipLineReader& reader, std::string_view line, const float* row,
-                      std::int64_t width) {
+// A feature line of `width` floats, all finite; "<file>:<line>: column c: <what>" otherwise.
+void parse_feature_row(const GzipLineReader& reader, std::string_view line, std::int64_t width,
+                       float* row) {
+  if (!parse_float_row(line, row, width)) {
+    bool ok = count_fields(line) == width;
+    for (std::int64_t c = 0; ok && c < width; ++c) ok = parse_float(field_at(line, c), row[c]);
+    TESSERA_CHECK(ok, InvalidInput, reader.where(), ": ", describe_bad_row(line, width, false));
+  }
   bool all_finite = true;
   for (std::int64_t c = 0; c < width; ++c) all_finite &= std::isfinite(row[c]);
   if (all_finite) return;
@@ -245,125 +239,180 @@ void check_finite_row(const GzipLineReader& reader, std::string_view line, const
   }
 }
 
-// node-feat.csv.gz: N lines of F floats (F from the first line), all finite.
-Tensor read_features(const fs::path& file, const fs::path& node_count_file, std::int64_t num_nodes,
-                     bool progress) {
-  GzipLineReader reader(file, progress);
-  Tensor features;
-  std::int64_t width = -1;
-  std::int64_t rows = 0;
-  std::string_view line;
-  while (reader.next_record(line)) {
-    TESSERA_CHECK(rows < num_nodes, InvalidInput, reader.where(), ": more feature rows than the ",
-                  num_nodes, " nodes that ", node_count_file.filename().string(), " announces");
-    if (width < 0) {
-      width = count_fields(line);
-      features = Tensor(num_nodes, width);
+// A multi-class label line: one class id in [0, C), or a missing-value token (-1).
+std::int64_t parse_class_label(const GzipLineReader& reader, std::string_view line,
+                               std::int64_t num_classes, const std::string& flags_source) {
+  std::int64_t label = 0;
+  if (!parse_int_row(line, &label, 1)) {
+    TESSERA_CHECK(count_fields(line) == 1, InvalidInput, reader.where(), ": ",
+                  describe_bad_row(line, 1, true), " (multiclass labels: one class id per line)");
+    if (is_na_token(line)) return -1;
+    float as_float = 0.0f;
+    if (!parse_int64(line, label)) {
+      // pandas writes labels as floats ("3.0") once a column holds a NaN.
+      TESSERA_CHECK(parse_float(line, as_float) && std::isfinite(as_float) &&
+                        as_float == std::floor(as_float) && std::fabs(as_float) < 1e15f,
+                    InvalidInput, reader.where(), ": '", line,
+                    "' is not a class id (expected an integer, or nan for no label)");
+      label = static_cast<std::int64_t>(as_float);
     }
-    float* row = features.row<float>(rows);
-    if (!parse_float_row(line, row, width)) {
-      bool ok = count_fields(line) == width;
-      for (std::int64_t c = 0; ok && c < width; ++c) ok = parse_float(field_at(line, c), row[c]);
-      TESSERA_CHECK(ok, InvalidInput, reader.where(), ": ", describe_bad_row(line, width, false));
-    }
-    check_finite_row(reader, line, row, width);
-    ++rows;
   }
-  TESSERA_CHECK(rows == num_nodes, InvalidInput, reader.where(), ": file ends after ", rows,
-                " feature rows, but ", node_count_file.string(), " says ", num_nodes, " nodes");
-  if (width < 0) features = Tensor(0, 0);
-  return features;
+  TESSERA_CHECK(label >= 0, InvalidInput, reader.where(), ": negative class id ", label,
+                " (use nan for a node without label)");
+  TESSERA_CHECK(label < num_classes, InvalidInput, reader.where(), ": class id ", label,
+                " is outside [0, ", num_classes, ") (num_classes from ", flags_source, ")");
+  return label;
 }
 
-// node-label.csv.gz, multiclass: N lines, one class id in [0, C) or a missing-value token (-1).
-std::vector<std::int64_t> read_class_labels(const fs::path& file, const fs::path& node_count_file,
-                                            std::int64_t num_nodes, std::int64_t num_classes,
-                                            const std::string& flags_source) {
-  GzipLineReader reader(file);
-  std::vector<std::int64_t> labels;
-  labels.reserve(static_cast<std::size_t>(std::min(num_nodes, kReserveCap)));
-  std::string_view line;
-  while (reader.next_record(line)) {
-    TESSERA_CHECK(static_cast<std::int64_t>(labels.size()) < num_nodes, InvalidInput,
-                  reader.where(), ": more label lines than the ", num_nodes, " nodes that ",
-                  node_count_file.filename().string(), " announces");
-    std::int64_t label = 0;
-    bool missing = false;
-    if (!parse_int_row(line, &label, 1)) {
-      TESSERA_CHECK(count_fields(line) == 1, InvalidInput, reader.where(), ": ",
-                    describe_bad_row(line, 1, true), " (multiclass labels: one class id per line)");
-      float as_float = 0.0f;
-      if (is_na_token(line)) {
-        missing = true;
-      } else if (!parse_int64(line, label)) {
-        // pandas writes labels as floats ("3.0") once a column holds a NaN.
-        TESSERA_CHECK(parse_float(line, as_float) && std::isfinite(as_float) &&
-                          as_float == std::floor(as_float) && std::fabs(as_float) < 1e15f,
-                      InvalidInput, reader.where(), ": '", line,
-                      "' is not a class id (expected an integer, or nan for no label)");
-        label = static_cast<std::int64_t>(as_float);
-      }
-    }
-    if (missing) {
-      labels.push_back(-1);
-      continue;
-    }
-    TESSERA_CHECK(label >= 0, InvalidInput, reader.where(), ": negative class id ", label,
-                  " (use nan for a node without label)");
-    TESSERA_CHECK(label < num_classes, InvalidInput, reader.where(), ": class id ", label,
-                  " is outside [0, ", num_classes, ") (num_classes from ", flags_source, ")");
-    labels.push_back(label);
-  }
-  TESSERA_CHECK(static_cast<std::int64_t>(labels.size()) == num_nodes, InvalidInput,
-                reader.where(), ": file ends after ", labels.size(), " label lines, but ",
-                node_count_file.string(), " says ", num_nodes, " nodes");
-  return labels;
-}
-
-// node-label.csv.gz, binary tasks: N lines of T values in {0, 1, missing (NaN)}.
-Tensor read_task_targets(const fs::path& file, const fs::path& node_count_file,
-                         std::int64_t num_nodes, std::int64_t num_tasks) {
-  GzipLineReader reader(file);
-  std::vector<float> values;
-  values.reserve(static_cast<std::size_t>(std::min(num_nodes * num_tasks, kReserveCap)));
-  std::vector<float> row(static_cast<std::size_t>(num_tasks));
-  std::int64_t rows = 0;
-  std::string_view line;
-  while (reader.next_record(line)) {
-    TESSERA_CHECK(rows < num_nodes, InvalidInput, reader.where(), ": more label lines than the ",
-                  num_nodes, " nodes that ", node_count_file.filename().string(), " announces");
-    if (!parse_float_row(line, row.data(), num_tasks)) {
-      TESSERA_CHECK(count_fields(line) == num_tasks, InvalidInput, reader.where(), ": ",
-                    describe_bad_row(line, num_tasks, false), " (one value per task)");
-      for (std::int64_t c = 0; c < num_tasks; ++c) {
-        std::string_view field = field_at(line, c);
-        if (is_na_token(field)) {
-          row[c] = std::numeric_limits<float>::quiet_NaN();
-          continue;
-        }
-        TESSERA_CHECK(parse_float(field, row[c]), InvalidInput, reader.where(), ": column ", c + 1,
-                      ": '", field, "' is not a number");
-      }
-    }
+// A binary-task label line: T values in {0, 1, missing (one NaN bit pattern)}.
+void parse_task_row(const GzipLineReader& reader, std::string_view line, std::int64_t num_tasks,
+                    float* row) {
+  if (!parse_float_row(line, row, num_tasks)) {
+    TESSERA_CHECK(count_fields(line) == num_tasks, InvalidInput, reader.where(), ": ",
+                  describe_bad_row(line, num_tasks, false), " (one value per task)");
     for (std::int64_t c = 0; c < num_tasks; ++c) {
-      float value = row[c];
-      if (std::isnan(value)) {
-        row[c] = std::numeric_limits<float>::quiet_NaN();  // one NaN bit pattern
+      std::string_view field = field_at(line, c);
+      if (is_na_token(field)) {
+        row[c] = std::numeric_limits<float>::quiet_NaN();
         continue;
       }
-      TESSERA_CHECK(value == 0.0f || value == 1.0f, InvalidInput, reader.where(), ": column ", c + 1,
-                    ": label '", field_at(line, c), "' is out of range (expected 0, 1 or nan)");
-      row[c] = value == 0.0f ? 0.0f : 1.0f;  // "-0" reads as +0
+      TESSERA_CHECK(parse_float(field, row[c]), InvalidInput, reader.where(), ": column ", c + 1,
+                    ": '", field, "' is not a number");
     }
-    values.insert(values.end(), row.begin(), row.end());
-    ++rows;
   }
-  TESSERA_CHECK(rows == num_nodes, InvalidInput, reader.where(), ": file ends after ", rows,
-                " label lines, but ", node_count_file.string(), " says ", num_nodes, " nodes");
-  Tensor targets(num_nodes, num_tasks);
-  if (!values.empty()) std::memcpy(targets.f32(), values.data(), values.size() * sizeof(float));
-  return targets;
+  for (std::int64_t c = 0; c < num_tasks; ++c) {
+    const float value = row[c];
+    if (std::isnan(value)) {
+      row[c] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    TESSERA_CHECK(value == 0.0f || value == 1.0f, InvalidInput, reader.where(), ": column ", c + 1,
+                  ": label '", field_at(line, c), "' is out of range (expected 0, 1 or nan)");
+    row[c] = value == 0.0f ? 0.0f : 1.0f;  // "-0" reads as +0
+  }
 }
+
+// raw/*.csv.gz as an ArraySource: the count files when it opens, then a pass over edge.csv.gz,
+// node-feat.csv.gz or node-label.csv.gz per call, each holding exactly the lines the counts say.
+class CsvSource final : public ogb::ArraySource {
+ public:
+  CsvSource(const fs::path& raw, const OgbFlags& flags, bool progress)
+      : raw_(raw), flags_(flags), progress_(progress) {
+    num_nodes_ = read_count_file(node_count_file(), "node count");
+    TESSERA_CHECK(num_nodes_ <= kMaxNodes, InvalidInput, node_count_file().string(), ": ",
+                  num_nodes_, " nodes; graphs past 2^31 - 1 nodes are not supported");
+    TESSERA_CHECK(!flags.num_nodes || *flags.num_nodes == num_nodes_, InvalidInput, flags.source,
+                  ": num_nodes = ", flags.num_nodes.value_or(0), ", but ",
+                  node_count_file().string(), " says ", num_nodes_);
+    num_edge_lines_ = read_count_file(edge_count_file(), "edge count");
+  }
+
+  void edges(const EdgeVisitor& visit) override {
+    GzipLineReader reader(raw_ / "edge.csv.gz", progress_);
+    std::vector<std::int64_t> sources, destinations;
+    std::int64_t lines = 0;
+    std::int64_t ends[2];
+    std::string_view line;
+    while (reader.next_record(line)) {
+      TESSERA_CHECK(lines < num_edge_lines_, InvalidInput, reader.where(),
+                    ": more edge lines than the ", num_edge_lines_, " that ",
+                    edge_count_file().filename().string(), " announces");
+      parse_edge(reader, line, num_nodes_, ends);
+      sources.push_back(ends[0]);
+      destinations.push_back(ends[1]);
+      if (++lines % kLineBlock == 0) visit_block(visit, sources, destinations);
+    }
+    visit_block(visit, sources, destinations);
+    TESSERA_CHECK(lines == num_edge_lines_, InvalidInput, reader.where(), ": file ends after ",
+                  lines, " edge lines, but ", edge_count_file().string(), " says ",
+                  num_edge_lines_);
+  }
+
+  // The first line's field count (0 for an empty file, which then holds too few rows).
+  std::int64_t feature_width() override {
+    if (width_ >= 0) return width_;
+    GzipLineReader reader(feature_file());
+    std::string_view line;
+    width_ = reader.next_record(line) ? count_fields(line) : 0;
+    TESSERA_CHECK(width_ <= kMaxFeatures, InvalidInput, reader.where(), ": ", width_,
+                  " columns is past the limit of ", kMaxFeatures, " features per node");
+    TESSERA_CHECK(!flags_.num_features || *flags_.num_features == width_, InvalidInput,
+                  flags_.source, ": num_features = ", flags_.num_features.value_or(0), ", but ",
+                  feature_file().string(), " has ", width_, " columns");
+    return width_;
+  }
+
+  void features(std::int64_t block_rows, const FeatureVisitor& visit) override {
+    const std::int64_t width = feature_width();
+    GzipLineReader reader(feature_file(), progress_);
+    std::vector<float> block(static_cast<std::size_t>(block_rows * width));
+    std::int64_t rows = 0, first = 0;
+    std::string_view line;
+    while (reader.next_record(line)) {
+      TESSERA_CHECK(rows < num_nodes_, InvalidInput, reader.where(),
+                    ": more feature rows than the ", num_nodes_, " nodes that ",
+                    node_count_file().filename().string(), " announces");
+      parse_feature_row(reader, line, width, block.data() + (rows - first) * width);
+      if (++rows - first == block_rows) {
+        visit(first, rows - first, block.data());
+        first = rows;
+      }
+    }
+    if (rows > first) visit(first, rows - first, block.data());
+    TESSERA_CHECK(rows == num_nodes_, InvalidInput, reader.where(), ": file ends after ", rows,
+                  " feature rows, but ", node_count_file().string(), " says ", num_nodes_,
+                  " nodes");
+  }
+
+  void labels(std::int64_t block_nodes, const LabelVisitor& visit) override {
+    GzipLineReader reader(raw_ / "node-label.csv.gz");
+    const bool multiclass = flags_.task == TaskType::MultiClass;
+    const std::int64_t width = multiclass ? 1 : flags_.num_tasks;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(multiclass ? block_nodes : 0));
+    std::vector<float> targets(static_cast<std::size_t>(multiclass ? 0 : block_nodes * width));
+    auto flush = [&](std::int64_t first, std::int64_t n) {
+      if (n > 0)
+        visit(first, n, multiclass ? ids.data() : nullptr, multiclass ? nullptr : targets.data());
+    };
+    std::int64_t rows = 0, first = 0;
+    std::string_view line;
+    while (reader.next_record(line)) {
+      TESSERA_CHECK(rows < num_nodes_, InvalidInput, reader.where(), ": more label lines than the ",
+                    num_nodes_, " nodes that ", node_count_file().filename().string(),
+                    " announces");
+      const std::int64_t at = rows - first;
+      if (multiclass) {
+        ids[static_cast<std::size_t>(at)] =
+            parse_class_label(reader, line, flags_.num_classes, flags_.source);
+      } else {
+        parse_task_row(reader, line, width, targets.data() + at * width);
+      }
+      if (++rows - first == block_nodes) {
+        flush(first, rows - first);
+        first = rows;
+      }
+    }
+    flush(first, rows - first);
+    TESSERA_CHECK(rows == num_nodes_, InvalidInput, reader.where(), ": file ends after ", rows,
+                  " label lines, but ", node_count_file().string(), " says ", num_nodes_, " nodes");
+  }
+
+ private:
+  static void visit_block(const EdgeVisitor& visit, std::vector<std::int64_t>& sources,
+                          std::vector<std::int64_t>& destinations) {
+    if (!sources.empty()) visit(sources, destinations);
+    sources.clear();
+    destinations.clear();
+  }
+  fs::path node_count_file() const { return raw_ / "num-node-list.csv.gz"; }
+  fs::path edge_count_file() const { return raw_ / "num-edge-list.csv.gz"; }
+  fs::path feature_file() const { return raw_ / "node-feat.csv.gz"; }
+
+  fs::path raw_;
+  OgbFlags flags_;
+  bool progress_;
+  std::int64_t width_ = -1;
+};
 
 // Error path of read_split_file: the line on which `id` first appears.
 std::int64_t first_line_with(const fs::path& file, std::int64_t id) {
@@ -427,51 +476,71 @@ void refuse_unsupported_layouts(const fs::path& dir) {
                 ": a heterogeneous OGB dataset (ogbn-mag style) is not supported");
 }
 
-// The CSV layout's arrays (raw/*.csv.gz) into `dataset`.
+// The CSV layout's arrays (raw/*.csv.gz) into `dataset`: labels first (they confirm the node
+// count before the large arrays are allocated), then the edges and the features.
 void read_csv_arrays(const fs::path& raw, const OgbFlags& flags, const LoadOptions& options,
                      Dataset& dataset) {
-  const fs::path node_count_file = raw / "num-node-list.csv.gz";
-  const fs::path edge_count_file = raw / "num-edge-list.csv.gz";
-  std::int64_t num_nodes = read_count_file(node_count_file, "node count");
-  TESSERA_CHECK(num_nodes <= kMaxNodes, InvalidInput, node_count_file.string(), ": ", num_nodes,
-                " nodes; graphs past 2^31 - 1 nodes are not supported");
-  TESSERA_CHECK(!flags.num_nodes || *flags.num_nodes == num_nodes, InvalidInput, flags.source,
-                ": num_nodes = ", flags.num_nodes.value_or(0), ", but ", node_count_file.string(),
-                " says ", num_nodes);
-  std::int64_t num_edge_lines = read_count_file(edge_count_file, "edge count");
-
-  // Labels first: they confirm the node count before the large arrays are allocated.
-  fs::path label_file = raw / "node-label.csv.gz";
-  if (flags.task == TaskType::MultiClass) {
-    dataset.labels =
-        read_class_labels(label_file, node_count_file, num_nodes, flags.num_classes, flags.source);
-  } else {
-    dataset.targets = read_task_targets(label_file, node_count_file, num_nodes, flags.num_tasks);
+  CsvSource source(raw, flags, options.progress);
+  const std::int64_t num_nodes = source.num_nodes();
+  std::vector<float> targets;
+  source.labels(kLineBlock, [&](std::int64_t, std::int64_t n, const std::int64_t* class_ids,
+                                const float* values) {
+    if (class_ids) {
+      dataset.labels.insert(dataset.labels.end(), class_ids, class_ids + n);
+    } else {
+      targets.insert(targets.end(), values, values + n * flags.num_tasks);
+    }
+  });
+  if (flags.task == TaskType::MultiLabel) {
+    dataset.targets = Tensor(num_nodes, flags.num_tasks);
+    if (!targets.empty()) std::memcpy(dataset.targets.f32(), targets.data(), targets.size() * 4);
   }
 
-  std::vector<Edge> edges =
-      read_edges(raw / "edge.csv.gz", edge_count_file, num_nodes, num_edge_lines, options.progress);
+  // Reserve what the count says unless the file is too small to hold it (a bogus count must
+  // not allocate memory): real edge lists compress to well over 1/4 byte per line.
+  std::vector<Edge> edges;
+  std::error_code ec;
+  const auto plausible = static_cast<std::int64_t>(4 * fs::file_size(raw / "edge.csv.gz", ec));
+  edges.reserve(static_cast<std::size_t>(
+      std::min(source.num_edge_lines(), std::max(plausible, kReserveCap))));
+  source.edges(
+      [&](std::span<const std::int64_t> sources, std::span<const std::int64_t> destinations) {
+        for (std::size_t i = 0; i < sources.size(); ++i) {
+          edges.push_back({static_cast<NodeId>(sources[i]), static_cast<NodeId>(destinations[i])});
+        }
+      });
   dataset.graph = csr_from_edges(num_nodes, std::move(edges), flags.add_inverse_edge);
-  dataset.num_edge_lines = num_edge_lines;
+  dataset.num_edge_lines = source.num_edge_lines();
 
-  fs::path feature_file = raw / "node-feat.csv.gz";
   if (flags.has_node_attr.value_or(true)) {
-    dataset.features = read_features(feature_file, node_count_file, num_nodes, options.progress);
+    const std::int64_t width = source.feature_width();
+    dataset.features = Tensor(num_nodes, width);
+    source.features(kLineBlock / 16,
+                    [&](std::int64_t first, std::int64_t rows, const float* values) {
+                      std::memcpy(dataset.features.f32() + first * width, values,
+                                  static_cast<std::size_t>(rows * width) * sizeof(float));
+                    });
+    if (width == 0) dataset.features = Tensor(0, 0);  // an empty file of no nodes
   } else {
     dataset.features = Tensor(num_nodes, 0);
   }
-  TESSERA_CHECK(!flags.num_features || *flags.num_features == dataset.features.cols(),
-                InvalidInput, flags.source, ": num_features = ", flags.num_features.value_or(0),
-                ", but ", feature_file.string(), " has ", dataset.features.cols(), " columns");
 }
 
 }  // namespace
 
 namespace ogb {
 
-OgbFlags read_flags(const fs::path& dir) { return flags_of_folder(dir); }
+OgbFlags read_flags(const fs::path& dir) {
+  refuse_unsupported_layouts(dir);
+  return flags_of_folder(dir);
+}
 
 std::string dataset_name(const fs::path& dir) { return folder_name(dir); }
+
+std::unique_ptr<ArraySource> open_csv_source(const fs::path& raw, const OgbFlags& flags,
+                                             bool progress) {
+  return std::make_unique<CsvSource>(raw, flags, progress);
+}
 
 void read_splits(const fs::path& dir, const OgbFlags& flags, std::int64_t num_nodes,
                  Dataset& dataset) {
@@ -488,8 +557,7 @@ void read_splits(const fs::path& dir, const OgbFlags& flags, std::int64_t num_no
 
 Dataset read_ogb_raw(const fs::path& dir, const LoadOptions& options) {
   TESSERA_CHECK(fs::is_directory(dir), Io, dir.string(), ": dataset directory not found");
-  refuse_unsupported_layouts(dir);
-  OgbFlags flags = flags_of_folder(dir);
+  const OgbFlags flags = ogb::read_flags(dir);
   const fs::path raw = dir / "raw";
 
   Dataset dataset;
@@ -500,7 +568,7 @@ Dataset read_ogb_raw(const fs::path& dir, const LoadOptions& options) {
   dataset.num_tasks = flags.num_tasks;
   dataset.add_inverse_edge = flags.add_inverse_edge;
   // OGB's binary variant when raw/data.npz is there without the CSV edges.
-  if (fs::exists(raw / "data.npz") && !fs::exists(raw / "edge.csv.gz")) {
+  if (ogb::is_binary_layout(raw)) {
     ogb::read_npz_arrays(raw, flags, dataset);
   } else {
     read_csv_arrays(raw, flags, options, dataset);

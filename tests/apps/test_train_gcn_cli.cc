@@ -172,9 +172,9 @@ TEST(TrainGcnCli, TruncatedDatasetFileIsReportedByName) {
 }
 
 // OGB's binary layout through tessera_data: a folder NumPy writes converts in bounded memory to
-// the file its in-memory load gives (one fingerprint), train_gcn trains on both, a slice of the
-// file reads by --rows, and bad input (a bad archive, --rows or --memory-mib) ends with the
-// message and status, leaving no file behind.
+// the file its in-memory load gives (one fingerprint), as does its twin in the CSV layout,
+// train_gcn trains on both, a slice of the file reads by --rows, and bad input (a bad archive,
+// --rows or --memory-mib) ends with the message and status, leaving no file behind.
 TEST(TrainGcnCli, TesseraDataConvertsTheBinaryLayoutAndReadsSlices) {
   const fs::path root = work_dir() / "npz";
   fs::remove_all(root);
@@ -189,7 +189,7 @@ TEST(TrainGcnCli, TesseraDataConvertsTheBinaryLayoutAndReadsSlices) {
   const Result convert = run_command(data + " convert --dataset " + folder.string() + " --out " +
                                      file.string() + " --memory-mib 16");
   ASSERT_EQ(convert.exit_code, 0) << convert.output;
-  EXPECT_NE(convert.output.find("streamed from OGB's binary layout"), std::string::npos);
+  EXPECT_NE(convert.output.find("(streamed, "), std::string::npos) << convert.output;
   auto fingerprint_of = [&](const std::string& dataset) {
     const Result info = run_command(data + " info --dataset " + dataset);
     EXPECT_EQ(info.exit_code, 0) << info.output;
@@ -197,6 +197,13 @@ TEST(TrainGcnCli, TesseraDataConvertsTheBinaryLayoutAndReadsSlices) {
     return at == std::string::npos ? info.output : info.output.substr(at, 29);
   };
   EXPECT_EQ(fingerprint_of(file.string()), fingerprint_of(folder.string()));
+  // Its twin in the CSV layout streams too, into the same arrays.
+  const fs::path csv_file = root / "csv.h5";
+  const Result csv = run_command(data + " convert --dataset " + (root / "good" / "csv").string() +
+                                 " --out " + csv_file.string() + " --memory-mib 16");
+  ASSERT_EQ(csv.exit_code, 0) << csv.output;
+  EXPECT_NE(csv.output.find("(streamed, "), std::string::npos) << csv.output;
+  EXPECT_EQ(fingerprint_of(csv_file.string()), fingerprint_of(folder.string()));
   for (const fs::path& dataset : {folder, file}) {
     const Result trained = run("--dataset " + dataset.string() + " --epochs 2 --quiet");
     EXPECT_EQ(trained.exit_code, 0) << trained.output;

@@ -3,8 +3,8 @@
 """Writes, with NumPy, a small dataset in OGB's binary layout — ogbn-papers100M's:
 OUT/ogbn_papers100M/raw/data.npz (edge_index (2, E) int64, node_feat (N, F) float32, node_year,
 num_nodes_list, num_edges_list), raw/node-label.npz (node_label (N, 1) float64, NaN for nodes
-without a label) and split/time/{train,valid,test}.csv.gz — and the same dataset in the CSV
-layout at OUT/csv (with a meta.json of papers100M's flags), for test_ogb_npz.
+without a label) and split/time/{train,valid,test}.csv.gz — and, unless a defect is asked for,
+the same dataset in the CSV layout at OUT/csv (with its flags in a meta.json), for test_ogb_npz.
 
 Usage: make_ogb_npz.py OUT [CASE]. CASE plants one defect in the binary copy (see DEFECTS) or
 writes a variant (see VARIANTS)."""
@@ -44,7 +44,11 @@ def write_split(root, split):
         write_gz(os.path.join(root, "split", "time", name + ".csv.gz"), [str(i) for i in ids])
 
 
-def write_csv(root, data, labels, split):
+def label_line(row):
+    return ",".join("nan" if np.isnan(v) else str(int(v)) for v in np.atleast_1d(row))
+
+
+def write_csv(root, data, labels, split, meta):
     raw = os.path.join(root, "raw")
     src, dst = data["edge_index"]
     write_gz(os.path.join(raw, "edge.csv.gz"), [f"{s},{d}" for s, d in zip(src, dst)])
@@ -54,11 +58,10 @@ def write_csv(root, data, labels, split):
              [",".join(np.format_float_positional(v, unique=True) for v in row)
               for row in data["node_feat"]])
     write_gz(os.path.join(raw, "node-label.csv.gz"),
-             ["nan" if np.isnan(v) else str(int(v)) for v in labels["node_label"][:, 0]])
+             [label_line(row) for row in labels["node_label"]])
     write_split(root, split)
     with open(os.path.join(root, "meta.json"), "w") as out:
-        json.dump({"add_inverse_edge": False, "split": "time", "num_classes": C,
-                   "task_type": "multiclass classification", "eval_metric": "acc"}, out)
+        json.dump(meta, out)
 
 
 def several_graphs(data, labels):
@@ -169,9 +172,12 @@ def main():
     data, labels, split = arrays()
     meta = None
     if case == "good":
-        write_csv(os.path.join(out, "csv"), data, labels, split)
+        write_csv(os.path.join(out, "csv"), data, labels, split,
+                  {"add_inverse_edge": False, "split": "time", "num_classes": C,
+                   "task_type": "multiclass classification", "eval_metric": "acc"})
     elif case in VARIANTS:
         meta = VARIANTS[case](data, labels)
+        write_csv(os.path.join(out, "csv"), data, labels, split, meta)
     elif case in DEFECTS:
         DEFECTS[case](data, labels)
     elif case not in ("truncated", "short_data", "not_a_zip", "corrupt_stored"):

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // One test per class of malformed OGB raw-layout input: each builds a small valid dataset as
 // gzip text files in a temp dir (zlib gzopen), breaks one thing, and checks that read_ogb_raw
-// throws the right tessera::Error category with the file name and line number in the message.
+// throws the right tessera::Error category with the file name and line number in the message,
+// and that the streaming converter (convert_ogb) refuses it alike.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -70,10 +71,18 @@ class BadInput : public ::testing::Test {
     }
   }
 
-  // Writes the files, reads them, and checks the error's category and message fragments.
+  // Writes the files, reads them, and checks the error's category and message fragments; the
+  // streaming converter refuses them alike and leaves nothing beside the folder (its budget of
+  // 4 KiB sorts in several buckets).
   void expect_refused(ErrorCategory category, const std::vector<std::string>& fragments) {
     write_all();
     expect_error([&] { read_ogb_raw(dir_); }, category, fragments);
+    SCOPED_TRACE("convert_ogb");
+    expect_error([&] { convert_ogb(dir_, root_ / "out.h5", ConvertOptions{.memory_bytes = 4096}); },
+                 category, fragments);
+    for (const fs::directory_entry& entry : fs::directory_iterator(root_)) {
+      EXPECT_EQ(entry.path().filename(), dir_.filename()) << "left behind: " << entry.path();
+    }
   }
 
   static void expect_error(const std::function<void()>& action, ErrorCategory category,
@@ -97,6 +106,8 @@ class BadInput : public ::testing::Test {
 
 TEST_F(BadInput, ValidBaselineReads) {
   write_all();
+  convert_ogb(dir_, root_ / "out.h5", ConvertOptions{.memory_bytes = 4096});
+  EXPECT_EQ(fingerprint(read_hdf5(root_ / "out.h5")), fingerprint(read_ogb_raw(dir_)));
   Dataset d = read_ogb_raw(dir_);
   EXPECT_EQ(d.num_nodes(), 6);
   EXPECT_EQ(d.graph.nnz(), 10);

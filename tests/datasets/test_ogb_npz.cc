@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // OGB's binary layout (ogbn-papers100M's raw/data.npz and raw/node-label.npz), on files NumPy
 // writes (make_ogb_npz.py): the dataset equals the same one in the CSV layout, arrays stream in
-// any block size, and each class of bad archive is refused naming the file, the array and the
-// problem.
+// any block size, each class of bad archive is refused naming the file, the array and the
+// problem, and convert_ogb streams either layout into the file write_hdf5 writes of the
+// in-memory read.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "datasets/dataset.h"
 #include "datasets/loaders.h"
 #include "datasets/npz.h"
+#include "tests/shared_datasets.h"
 
 namespace tessera {
 namespace {
@@ -118,9 +120,11 @@ TEST(OgbNpz, ArraysStreamInAnyBlockSize) {
 }
 
 // The converter's file against the in-memory read of the same folder, array for array.
-void expect_converted_equal(const fs::path& dir, std::int64_t memory_bytes) {
-  const fs::path file = dir.parent_path() / ("converted_" + std::to_string(memory_bytes) + ".h5");
-  convert_ogb_npz(dir, file, ConvertOptions{.memory_bytes = memory_bytes});
+// The file goes beside `dir` unless `out_dir` is given.
+void expect_converted_equal(const fs::path& dir, std::int64_t memory_bytes, fs::path out_dir = {}) {
+  if (out_dir.empty()) out_dir = dir.parent_path();
+  const fs::path file = out_dir / ("converted_" + std::to_string(memory_bytes) + ".h5");
+  convert_ogb(dir, file, ConvertOptions{.memory_bytes = memory_bytes});
   EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
   EXPECT_FALSE(fs::exists(file.string() + ".buckets")) << "sorting buckets left behind";
   const Dataset want = read_ogb_raw(dir);
@@ -150,14 +154,26 @@ void expect_converted_equal(const fs::path& dir, std::int64_t memory_bytes) {
 }
 
 // Budgets from one sorting bucket to about twenty (4 KiB: 2 KiB to sort, about 170 entries per
-// bucket), directed and with the inverse edges added, multi-class and multi-label.
+// bucket), directed and with the inverse edges added, multi-class and multi-label, in both
+// layouts.
 TEST(OgbNpz, ConvertedFileEqualsTheInMemoryRead) {
   for (const char* variant : {"good", "inverse", "multilabel"}) {
-    for (const std::int64_t memory : {std::int64_t{4096}, std::int64_t{1} << 30}) {
-      SCOPED_TRACE(std::string(variant) + ", " + std::to_string(memory) + " bytes");
-      expect_converted_equal(made(variant) / "ogbn_papers100M", memory);
+    for (const char* layout : {"ogbn_papers100M", "csv"}) {
+      for (const std::int64_t memory : {std::int64_t{4096}, std::int64_t{1} << 30}) {
+        SCOPED_TRACE(std::string(variant) + ", " + layout + ", " + std::to_string(memory) +
+                     " bytes");
+        expect_converted_equal(made(variant) / layout, memory);
+      }
     }
   }
+}
+
+// A real dataset in the CSV layout (Cora: inverse edges added, 1,433 features), converted in a
+// budget that sorts it in several buckets.
+TEST(OgbNpz, CoraConvertsAsItReads) {
+  const fs::path cora = fs::path(TESSERA_SHARED_DATASETS) / "cora";
+  TESSERA_NEED_SHARED_DATASET(cora);
+  expect_converted_equal(cora, 64 << 10, made("good").parent_path());
 }
 
 // A bad archive fails the conversion as it fails the read, and leaves no file behind.
@@ -166,12 +182,13 @@ TEST(OgbNpz, ConversionOfABadArchiveLeavesNothing) {
     SCOPED_TRACE(variant);
     const fs::path dir = made(variant) / "ogbn_papers100M";
     const fs::path file = made(variant) / "out.h5";
-    expect_invalid_input([&] { convert_ogb_npz(dir, file); });
+    expect_invalid_input([&] { convert_ogb(dir, file); });
     EXPECT_EQ(std::distance(fs::directory_iterator(made(variant)), fs::directory_iterator()), 1)
         << "the conversion left files beside " << dir;
   }
-  expect_invalid_input([&] { convert_ogb_npz(made("good") / "csv", made("good") / "x.h5"); },
-                       ErrorCategory::Io);  // no raw/data.npz
+  expect_invalid_input([&] { convert_ogb(made("good") / "nowhere", made("good") / "x.h5"); },
+                       ErrorCategory::Io);
+  EXPECT_FALSE(fs::exists(made("good") / "x.h5"));
 }
 
 // Reads `dir` and expects InvalidInput whose message holds every piece.

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Peak memory of OGB's binary layout into Tessera: a papers100M-shaped folder made with NumPy
-(raw/data.npz: edge_index (2, E) int64, node_feat (N, F) float32; raw/node-label.npz; a time
-split), then, each in its own process, `tessera_data convert` (streaming, --memory-mib) and
-`tessera_data info` (the whole dataset loaded into memory, as train_gcn loads it). Prints a table
-of wall time and peak resident memory (GNU time's %M; the first row is the program with nothing
-loaded: its libraries) and checks that both give one fingerprint; then the converted file loaded
-whole and one rank's slice of it (info --rows: a quarter of the rows).
+"""Peak memory of an OGB folder into Tessera, in either raw layout: a papers100M-shaped folder in
+OGB's binary layout made with NumPy (--layout npz: raw/data.npz with edge_index (2, E) int64 and
+node_feat (N, F) float32; raw/node-label.npz; a time split), or a synthetic preset written in the
+CSV layout by `tessera_data generate` (--layout csv). Then, each in its own process,
+`tessera_data convert` (streaming, --memory-mib) and `tessera_data info` (the whole dataset
+loaded into memory, as train_gcn loads it). Prints a table of wall time and peak resident memory
+(GNU time's %M; the first row is the program with nothing loaded: its libraries) and checks that
+both give one fingerprint; then the converted file loaded whole and one rank's slice of it
+(info --rows: a quarter of the rows).
 
-Usage: bench/convert_npz.py --build build [--nodes 2000000] [--edges 30000000] [--features 128]
-       [--memory-mib 64 256] [--work DIR]"""
+Usage: bench/convert_ogb.py --build build [--layout npz] [--nodes 2000000] [--edges 30000000]
+       [--features 128] [--memory-mib 64 256] [--work DIR]
+       bench/convert_ogb.py --build build --layout csv [--preset products-like] [--memory-mib 256]"""
 import argparse
 import gzip
 import os
@@ -61,6 +64,9 @@ def fingerprint(text):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default="build")
+    parser.add_argument("--layout", choices=["npz", "csv"], default="npz")
+    parser.add_argument("--preset", default="products-like",
+                        help="--layout csv: the synthetic preset to write")
     parser.add_argument("--nodes", type=int, default=2_000_000)
     parser.add_argument("--edges", type=int, default=30_000_000)
     parser.add_argument("--features", type=int, default=128)
@@ -68,20 +74,25 @@ def main():
     parser.add_argument("--work", default=None, help="folder for the data (default: a temp dir)")
     args = parser.parse_args()
     tool = os.path.join(args.build, "apps", "tessera_data")
-    work = args.work or tempfile.mkdtemp(prefix="tessera_npz_bench_")
-    folder = os.path.join(work, "ogbn_papers100M")
+    work = args.work or tempfile.mkdtemp(prefix="tessera_convert_bench_")
     try:
-        make_folder(folder, args.nodes, args.edges, args.features)
+        if args.layout == "npz":
+            folder = os.path.join(work, "ogbn_papers100M")
+            make_folder(folder, args.nodes, args.edges, args.features)
+        else:
+            folder = os.path.join(work, args.preset)
+            subprocess.run([tool, "generate", "--preset", args.preset, "--out", folder],
+                           check=True, stdout=subprocess.DEVNULL)
         size = sum(os.path.getsize(os.path.join(folder, "raw", f))
                    for f in os.listdir(os.path.join(folder, "raw"))) / 2**20
-        print(f"{args.nodes} nodes, {args.edges} edges, {args.features} features: raw/*.npz "
-              f"{size:.0f} MiB\n")
+        print(f"{folder}: raw/ {size:.0f} MiB\n")
         print("| step | wall s | peak RSS MiB |")
         print("|---|--:|--:|")
         seconds, rss, _ = measure([tool, "--version"])
         print(f"| the program alone (tessera_data --version: libraries) | {seconds:.1f} | {rss:.0f} |")
         seconds, rss, out = measure([tool, "info", "--dataset", folder])
         loaded = fingerprint(out)
+        nodes = int(re.search(r"nodes\s+(\d+)", out).group(1))
         print(f"| load into memory (tessera_data info) | {seconds:.1f} | {rss:.0f} |")
         for mib in args.memory_mib:
             target = os.path.join(work, f"converted_{mib}.h5")
@@ -93,7 +104,7 @@ def main():
                 sys.exit(f"{target}: fingerprint {fingerprint(out)}, the loaded folder {loaded}")
             if mib == args.memory_mib[0]:
                 print(f"| load the converted file whole | {seconds:.1f} | {rss:.0f} |")
-                quarter = args.nodes // 4
+                quarter = nodes // 4
                 seconds, rss, _ = measure([tool, "info", "--dataset", target, "--rows",
                                            f"{quarter}:{2 * quarter}"])
                 print(f"| read one rank's slice of 4 (info --rows) | {seconds:.1f} | {rss:.0f} |")
