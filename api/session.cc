@@ -337,7 +337,9 @@ void Session::Impl::load(PartSource source) {
                  info.name.c_str(), static_cast<long long>(info.num_nodes),
                  static_cast<long long>(info.num_edges), static_cast<long long>(info.num_features),
                  static_cast<long long>(info.num_outputs()), load_s,
-                 loaded.sliced ? ", each rank its own rows" : "");
+                 loaded.sliced              ? ", each rank its own rows"
+                 : loaded.features_by_owner ? ", each rank its own feature rows"
+                                            : "");
     const auto parts = stats ? static_cast<int>(stats->owned_nodes.size()) : 0;  // G in hybrid
     if (parts > 1) {
       std::fprintf(stderr,

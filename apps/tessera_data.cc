@@ -32,13 +32,9 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-bool is_hdf5_path(const std::string& path) {
-  return path.size() >= 3 && path.compare(path.size() - 3, 3, ".h5") == 0;
-}
-
 // Writes `dataset` as HDF5 when `out` ends in .h5, else as an OGB raw-layout directory.
 void write_any(const Dataset& dataset, const std::string& out) {
-  if (is_hdf5_path(out)) {
+  if (is_hdf5_spec(out)) {
     write_hdf5(dataset, out);
   } else {
     write_ogb_raw(dataset, out);
@@ -154,7 +150,7 @@ int run(int argc, char** argv) {
               << " features, " << dataset.num_classes << " classes (generate " << generate_s
               << " s, write " << seconds_since(start) - generate_s << " s)\n";
   } else if (convert->parsed()) {
-    TESSERA_CHECK(is_hdf5_path(f.out), InvalidArgument, "convert: --out must end in .h5, got '",
+    TESSERA_CHECK(is_hdf5_spec(f.out), InvalidArgument, "convert: --out must end in .h5, got '",
                   f.out, "'");
     if (std::filesystem::is_directory(f.dataset)) {  // an OGB folder: streamed
       convert_ogb(f.dataset, f.out,
@@ -171,8 +167,10 @@ int run(int argc, char** argv) {
     std::int64_t begin = -1, end = -1;
     TESSERA_CHECK(parse_range(f.rows, begin, end), InvalidArgument, "--rows '", f.rows,
                   "': expected BEGIN:END (two integers)");
-    TESSERA_CHECK(is_hdf5_path(f.dataset), InvalidArgument, "--rows reads slices of a Tessera "
-                  "HDF5 file (a path ending in .h5), got --dataset '", f.dataset, "'");
+    TESSERA_CHECK(is_hdf5_spec(f.dataset), InvalidArgument,
+                  "--rows reads slices of a Tessera HDF5 file (a path ending in .h5), got "
+                  "--dataset '",
+                  f.dataset, "'");
     print_slice(read_hdf5_rows(f.dataset, begin, end), std::cout);
   } else if (info->parsed()) {
     Dataset dataset = load_dataset(f.dataset, LoadOptions{.progress = f.progress});

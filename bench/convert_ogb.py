@@ -81,8 +81,9 @@ def main():
             make_folder(folder, args.nodes, args.edges, args.features)
         else:
             folder = os.path.join(work, args.preset)
-            subprocess.run([tool, "generate", "--preset", args.preset, "--out", folder],
-                           check=True, stdout=subprocess.DEVNULL)
+            if not os.path.isdir(folder):  # a --work folder keeps it for the next run
+                subprocess.run([tool, "generate", "--preset", args.preset, "--out", folder],
+                               check=True, stdout=subprocess.DEVNULL)
         size = sum(os.path.getsize(os.path.join(folder, "raw", f))
                    for f in os.listdir(os.path.join(folder, "raw"))) / 2**20
         print(f"{folder}: raw/ {size:.0f} MiB\n")

@@ -120,14 +120,23 @@ std::string fingerprint_hex(std::uint64_t fingerprint) {
 }
 
 std::uint64_t fingerprint(const Dataset& dataset) {
+  const Tensor& features = dataset.features;
+  return fingerprint(dataset, features.cols(), [&](Hasher& hasher) {
+    hasher.add_piece(std::span(features.f32(), static_cast<std::size_t>(features.numel())));
+  });
+}
+
+std::uint64_t fingerprint(const Dataset& dataset, std::int64_t num_features,
+                          const std::function<void(Hasher&)>& add_features) {
   Hasher hasher;
   hasher.add_word(static_cast<std::uint64_t>(dataset.num_nodes()));
   hasher.add_section(1, std::span(dataset.graph.indptr()));
   hasher.add_section(2, std::span(dataset.graph.indices()));
-  hasher.add_word(static_cast<std::uint64_t>(dataset.features.cols()));
-  if (dataset.features.numel() > 0) {
-    hasher.add_section(3, std::span(dataset.features.f32(),
-                                    static_cast<std::size_t>(dataset.features.numel())));
+  hasher.add_word(static_cast<std::uint64_t>(num_features));
+  if (dataset.num_nodes() * num_features > 0) {
+    hasher.begin_section(3, static_cast<std::uint64_t>(dataset.num_nodes() * num_features));
+    add_features(hasher);
+    hasher.end_section();
   }
   hasher.add_word(dataset.task == TaskType::MultiClass ? 0 : 1);
   hasher.add_word(static_cast<std::uint64_t>(dataset.num_outputs()));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "core/tensor.h"
 
 namespace tessera {
+
+class Hasher;
 
 enum class TaskType {
   MultiClass,  // one class id per node; metric "acc"
@@ -62,6 +65,11 @@ void validate(const Dataset& dataset, const std::string& source);
 // 64-bit fingerprint of the graph, features, labels and splits (stable across runs and
 // machines); partitions and checkpoints record it to refuse mismatched data.
 std::uint64_t fingerprint(const Dataset& dataset);
+// The same for a dataset whose features are not held: `dataset.features` is ignored, and
+// `add_features` hands the (N, num_features) values to the hasher in row order through
+// Hasher::add_piece (called only when there are any).
+std::uint64_t fingerprint(const Dataset& dataset, std::int64_t num_features,
+                          const std::function<void(Hasher&)>& add_features);
 
 // "multiclass" | "multilabel": how files name the task.
 const char* to_string(TaskType task);

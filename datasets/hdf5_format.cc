@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <numeric>
+#include <span>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -16,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/fuzzing.h"
+#include "core/hash.h"
 #include "datasets/hdf5_format.h"
 #include "datasets/hdf5_io.h"
 #include "datasets/loaders.h"
@@ -143,7 +147,42 @@ void write_hdf5(const Dataset& dataset, const std::filesystem::path& file) {
 
 namespace {
 
-Dataset read_contents(hdf5::Reader& in, const std::string& label, const LoadOptions& options) {
+constexpr std::int64_t kFeatureBlockBytes = std::int64_t{16} << 20;  // per read of rows
+
+// /features streamed a block of rows at a time: visit(first row, rows, values).
+void for_feature_blocks(
+    hdf5::Reader& in, std::int64_t rows, std::int64_t width,
+    const std::function<void(std::int64_t, std::int64_t, const float*)>& visit) {
+  if (rows * width == 0) return;
+  const std::int64_t block = std::max<std::int64_t>(1, kFeatureBlockBytes / (4 * width));
+  std::vector<float> values(static_cast<std::size_t>(std::min(block, rows) * width));
+  for (std::int64_t first = 0; first < rows; first += block) {
+    const std::int64_t n = std::min(block, rows - first);
+    in.read_rows("/features", kFloat32, values.data(), first, n, width);
+    visit(first, n, values.data());
+  }
+}
+
+// The fingerprint of `d` with its features in the file (d.features not read): streamed through
+// the hasher, each value checked finite.
+std::uint64_t fingerprint_streaming_features(hdf5::Reader& in, const Dataset& d,
+                                             std::int64_t width) {
+  return fingerprint(d, width, [&](Hasher& hasher) {
+    for_feature_blocks(
+        in, d.num_nodes(), width, [&](std::int64_t first, std::int64_t n, const float* values) {
+          for (std::int64_t i = 0; i < n * width; ++i) {
+            TESSERA_CHECK(std::isfinite(values[i]), InvalidInput, in.where("/features"), ": node ",
+                          first + i / width, " feature ", i % width, " is not finite");
+          }
+          hasher.add_piece(std::span<const float>(values, static_cast<std::size_t>(n * width)));
+        });
+  });
+}
+
+// With `features` false, /features is not read into d.features (left (N, 0)) but streamed
+// through the fingerprint check; `width` gets its column count.
+Dataset read_contents(hdf5::Reader& in, const std::string& label, const LoadOptions& options,
+                      bool features = true, std::int64_t* width = nullptr) {
   Dataset d;
   read_flags(in, label, d);
 
@@ -152,8 +191,11 @@ Dataset read_contents(hdf5::Reader& in, const std::string& label, const LoadOpti
   TESSERA_CHECK(n >= 0, InvalidInput, label, ": /graph/indptr: expected at least 1 entry");
   const std::int64_t nnz = in.shape("/graph/indices", kInt32, 1).first;
   const auto [feature_rows, feature_cols] = in.shape("/features", kFloat32, 2);
-  std::uint64_t total =
-      static_cast<std::uint64_t>(n + 1) * 8 + nnz * 4 + feature_rows * feature_cols * 4 + n * 8;
+  TESSERA_CHECK(feature_rows == n || (feature_rows == 0 && feature_cols == 0), InvalidInput,
+                in.where("/features"), ": expected ", n, " rows, found ", feature_rows);
+  if (width) *width = feature_cols;
+  std::uint64_t total = static_cast<std::uint64_t>(n + 1) * 8 + nnz * 4 +
+                        (features ? feature_rows * feature_cols * 4 : 0) + n * 8;
   in.start_progress(total, options.progress);
 
   std::vector<EdgeOffset> indptr = in.vector<EdgeOffset>("/graph/indptr", kInt64, n + 1);
@@ -163,7 +205,7 @@ Dataset read_contents(hdf5::Reader& in, const std::string& label, const LoadOpti
   } catch (const Error& error) {
     TESSERA_FAIL(InvalidInput, label, ": /graph: ", error.message());
   }
-  d.features = in.matrix("/features", n);
+  d.features = features ? in.matrix("/features", n) : Tensor(n, 0);
   if (d.task == TaskType::MultiClass) {
     d.labels = in.vector<std::int64_t>("/labels", kInt64, n);
   } else {
@@ -177,7 +219,8 @@ Dataset read_contents(hdf5::Reader& in, const std::string& label, const LoadOpti
   validate(d, label);
   if (in.has_attribute("fingerprint")) {
     const auto stored = in.uint64_attribute("fingerprint");
-    const std::uint64_t computed = fingerprint(d);
+    const std::uint64_t computed =
+        features ? fingerprint(d) : fingerprint_streaming_features(in, d, feature_cols);
     TESSERA_CHECK(stored == computed || !kVerifyChecksums, InvalidInput, label,
                   ": fingerprint mismatch (attribute ", fingerprint_hex(stored), ", contents give ",
                   fingerprint_hex(computed),
@@ -303,6 +346,67 @@ Dataset read_hdf5(const std::filesystem::path& file, const LoadOptions& options)
   hdf5::silence();
   hdf5::Reader in(file, file.string());
   return read_contents(in, file.string(), options);
+}
+
+DatasetWithoutFeatures read_hdf5_without_features(const std::filesystem::path& file,
+                                                  const LoadOptions& options) {
+  hdf5::silence();
+  hdf5::Reader in(file, file.string());
+  DatasetWithoutFeatures out;
+  out.dataset = read_contents(in, file.string(), options, false, &out.num_features);
+  out.fingerprint = in.has_attribute("fingerprint")
+                        ? in.uint64_attribute("fingerprint")
+                        : fingerprint_streaming_features(in, out.dataset, out.num_features);
+  return out;
+}
+
+Tensor read_hdf5_feature_rows(const std::filesystem::path& file, std::span<const GlobalId> ids,
+                              std::uint64_t expected_fingerprint) {
+  hdf5::silence();
+  const std::string label = file.string();
+  hdf5::Reader in(file, label);
+  Dataset flags;
+  read_flags(in, label, flags);
+  const std::int64_t n = in.shape("/graph/indptr", kInt64, 1).first - 1;
+  const auto [feature_rows, width] = in.shape("/features", kFloat32, 2);
+  TESSERA_CHECK(feature_rows == n || (feature_rows == 0 && width == 0), InvalidInput,
+                in.where("/features"), ": expected ", n, " rows, found ", feature_rows);
+  const bool stored = in.has_attribute("fingerprint");
+  TESSERA_CHECK(stored && in.uint64_attribute("fingerprint") == expected_fingerprint, InvalidInput,
+                label, ": fingerprint ",
+                stored ? fingerprint_hex(in.uint64_attribute("fingerprint")) : "(none)",
+                ", expected ", fingerprint_hex(expected_fingerprint),
+                " (the file was replaced while the job read it?)");
+  Tensor out(static_cast<std::int64_t>(ids.size()), width);
+  if (out.numel() == 0) return out;
+  // The ids by value: each read covers the wanted rows of at most one block's span.
+  std::vector<std::size_t> order(ids.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return ids[a] < ids[b]; });
+  for (const GlobalId id : ids) {
+    TESSERA_CHECK(id >= 0 && id < n, InvalidArgument, label, ": feature row ", id,
+                  " asked for, outside [0, ", n, ")");
+  }
+  const std::int64_t block = std::max<std::int64_t>(1, kFeatureBlockBytes / (4 * width));
+  std::vector<float> values;
+  for (std::size_t i = 0; i < order.size();) {
+    const GlobalId first = ids[order[i]];
+    std::size_t j = i;
+    while (j < order.size() && ids[order[j]] < first + block) ++j;
+    const std::int64_t span_rows = ids[order[j - 1]] - first + 1;
+    values.resize(static_cast<std::size_t>(span_rows * width));
+    in.read_rows("/features", kFloat32, values.data(), first, span_rows, width);
+    for (; i < j; ++i) {
+      const float* row = values.data() + (ids[order[i]] - first) * width;
+      for (std::int64_t c = 0; c < width; ++c) {
+        TESSERA_CHECK(std::isfinite(row[c]), InvalidInput, in.where("/features"), ": node ",
+                      ids[order[i]], " feature ", c, " is not finite");
+      }
+      std::copy(row, row + width, out.row<float>(static_cast<std::int64_t>(order[i])));
+    }
+  }
+  return out;
 }
 
 Dataset read_hdf5_image(std::span<const std::byte> image, const std::string& label) {

@@ -36,17 +36,14 @@ Dataset load_synthetic(const std::string& spec) {
   return generate_synthetic(config);
 }
 
-bool ends_with(const std::string& text, std::string_view suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
+
+bool is_hdf5_spec(std::string_view spec) { return spec.ends_with(".h5"); }
 
 Dataset load_dataset(const std::string& spec, const LoadOptions& options) {
   namespace fs = std::filesystem;
   if (spec.rfind("synth:", 0) == 0) return load_synthetic(spec);
-  if (ends_with(spec, ".h5")) return read_hdf5(spec, options);
+  if (is_hdf5_spec(spec)) return read_hdf5(spec, options);
   std::error_code ec;
   if (fs::is_directory(spec, ec)) return read_ogb_raw(spec, options);
   TESSERA_FAIL(InvalidArgument, "dataset '", spec, "': ",

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "datasets/dataset.h"
 
@@ -21,6 +22,9 @@ struct LoadOptions {
 // "synth:PRESET[:seed]" -> generate; a path ending in .h5 -> read_hdf5; a directory ->
 // read_ogb_raw. Throws InvalidArgument for an unknown form, InvalidInput/Io from the readers.
 Dataset load_dataset(const std::string& spec, const LoadOptions& options = {});
+// Whether a dataset spec names a Tessera HDF5 file (a path ending in .h5), as load_dataset
+// decides.
+bool is_hdf5_spec(std::string_view spec);
 
 // OGB raw layout (../shared/datasets/README.md): raw/*.csv.gz, split/<name>/*.csv.gz, with the
 // dataset's flags from meta.json or the built-in ogbn-* master table.
@@ -75,6 +79,22 @@ struct DatasetSlice {
 };
 DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_begin,
                             std::int64_t row_end);
+// A Tessera HDF5 dataset without its feature matrix, for the rank that partitions a file whose
+// ranks then read their own feature rows: everything else read and checked as read_hdf5 does,
+// the features streamed once through the fingerprint check a block of rows at a time (never
+// held); dataset.features is left (N, 0).
+struct DatasetWithoutFeatures {
+  Dataset dataset;
+  std::int64_t num_features = 0;  // F of the file
+  std::uint64_t fingerprint = 0;  // of the whole dataset, features included
+};
+DatasetWithoutFeatures read_hdf5_without_features(const std::filesystem::path& file,
+                                                  const LoadOptions& options = {});
+// Rows `ids` (dataset ids, any order) of a Tessera HDF5 file's features, in the order given,
+// checked finite; the file must carry `expected_fingerprint` (the file the partitioning rank
+// read). Reads only spans of rows that hold wanted ids, at most 16 MiB at a time.
+Tensor read_hdf5_feature_rows(const std::filesystem::path& file, std::span<const GlobalId> ids,
+                              std::uint64_t expected_fingerprint);
 // The same format from an in-memory file image (the bytes of a .h5 file); errors name `label`.
 Dataset read_hdf5_image(std::span<const std::byte> image, const std::string& label);
 

@@ -117,6 +117,47 @@ LoadedPart single_process(const PartSource& source) {
   return out;
 }
 
+// A Tessera HDF5 file is partitioned without its features: rank 0 reads the rest (the features
+// only streamed through the fingerprint check), the parts travel without features, and every
+// rank reads its own feature rows from the file (read_hdf5_feature_rows).
+bool owners_read_features(const PartSource& source) {
+  return !source.make_dataset && is_hdf5_spec(source.dataset);
+}
+
+// Rank 0's dataset for in_process, and its info (with the whole file's fingerprint when the
+// features stay in the file: num_features is then 0 until they are read, `num_features` F).
+Dataset load_for_partitioning(const PartSource& source, DatasetInfo& info,
+                              std::int64_t& num_features) {
+  if (!owners_read_features(source)) {
+    Dataset dataset = load_source(source);
+    info = dataset_info(dataset);
+    num_features = dataset.num_features();
+    return dataset;
+  }
+  DatasetWithoutFeatures loaded =
+      read_hdf5_without_features(source.dataset, LoadOptions{.progress = source.progress});
+  num_features = loaded.num_features;
+  info = dataset_info(loaded.dataset, loaded.fingerprint);  // the parts carry no features yet
+  return std::move(loaded.dataset);
+}
+
+// Every rank's own feature rows from the file, once its part (without them) has arrived;
+// `num_features` is rank 0's F.
+void read_own_features(const PartSource& source, Communicator& comm, GraphPart& part,
+                       std::int64_t num_features) {
+  std::int64_t width[1] = {num_features};
+  comm.all_reduce_max(width);
+  run_agreed(comm, "reading this rank's feature rows", [&] {
+    part.features =
+        read_hdf5_feature_rows(source.dataset, part.graph.dataset_ids(), part.dataset.fingerprint);
+    TESSERA_CHECK(part.features.cols() == width[0], InvalidInput, source.dataset,
+                  ": /features has ", part.features.cols(), " columns on this rank, ", width[0],
+                  " on rank 0");
+    part.dataset.num_features = width[0];
+    validate(part, "part " + std::to_string(part.graph.part) + " of " + source.dataset);
+  });
+}
+
 LoadedPart in_process(const PartSource& source, Communicator& comm) {
   LoadedPart out;
   const int k = comm.size();
@@ -127,9 +168,10 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
   Csr graph;
   PartitionPlan plan;
   DatasetInfo info;
+  std::int64_t num_features = 0;
   run_agreed(comm, "loading the dataset", [&] {
     if (!root) return;
-    dataset = load_source(source);
+    dataset = load_for_partitioning(source, info, num_features);
     TESSERA_CHECK(dataset.num_nodes() >= k, InvalidArgument, "--parts ", k, ": more parts than ",
                   "the ", dataset.num_nodes(), " nodes of ", source.dataset);
   });
@@ -137,7 +179,6 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
   run_agreed(comm, "partitioning", [&] {
     if (!root) return;
     graph = training_graph(dataset);
-    info = dataset_info(dataset);
     Stopwatch partition_watch;
     plan = make_partition(source.method, graph, dataset.train_idx, k, source.seed);
     PartitionStats stats = partition_stats(graph, plan, dataset.train_idx);
@@ -186,6 +227,8 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
   run_agreed(comm, "building part 0", [&] {
     if (root) out.part = builder->build(0);
   });
+  out.features_by_owner = owners_read_features(source);
+  if (out.features_by_owner) read_own_features(source, comm, out.part, num_features);
   check_part_set(comm, out.part, "part " + std::to_string(comm.rank()));
   return out;
 }
@@ -263,10 +306,6 @@ LoadedPart from_slices(const PartSource& source, Communicator& comm) {
   if (comm.rank() == 0) out.stats = std::move(stats);
   check_part_set(comm, out.part, label);
   return out;
-}
-
-bool is_hdf5_spec(const std::string& spec) {
-  return spec.size() > 3 && spec.compare(spec.size() - 3, 3, ".h5") == 0;
 }
 
 }  // namespace

@@ -42,6 +42,8 @@ struct LoadedPart {
   double load_s = 0.0;                   // reading the dataset or the part
   std::string dataset_spec;              // a store's: the dataset it was made from
   bool sliced = false;                   // each rank read only its rows (block parts of an .h5)
+  // Rank 0 partitioned an .h5 without its features, each rank read its own feature rows.
+  bool features_by_owner = false;
   NodeOrder node_order = NodeOrder::None;  // what the nodes were renumbered by
   double order_s = 0.0;                    // finding the order and renumbering (rank 0)
 };

@@ -285,19 +285,23 @@ void estimate_traffic(const PlanInputs& in, const ExchangedWidths& widths, PlanE
 // Rank r's load phase in graph mode (or on a first stage), given its part's bytes `own`.
 double load_bytes(const PlanInputs& in, int r, double own, double largest_part) {
   const double baseline = static_cast<double>(in.facts.baseline);
-  const double dataset = static_cast<double>(in.facts.dataset);
   const double graph =
       8.0 * static_cast<double>(in.data.num_nodes + 1) + 4.0 * static_cast<double>(in.entries);
+  const double all_features = 4.0 * static_cast<double>(in.data.num_nodes * in.data.num_features);
+  // Partitioning a Tessera HDF5 file in process, rank 0 holds no features (every rank reads
+  // its own rows: part_loader.cc); the facts were measured with them.
+  const bool held = in.source != PartSourceKind::InProcess || !is_hdf5_spec(in.config.dataset);
+  const double features = held ? all_features : 0.0;
+  const double dataset = static_cast<double>(in.facts.dataset) - all_features + features;
+  const double load_peak = static_cast<double>(in.facts.load_peak) - all_features + features;
   // Renumbering (--node-order): the dataset and a training graph, each array moved to a new
   // copy in turn (the features or a graph, the larger), and the order with its inverse.
-  const double features = 4.0 * static_cast<double>(in.data.num_nodes * in.data.num_features);
   const double renumber = in.config.node_order == "none"
                               ? 0.0
                               : dataset + graph + std::max(features, graph) +
                                     16.0 * static_cast<double>(in.data.num_nodes);
   switch (in.source) {
-    case PartSourceKind::Single:
-      return baseline + std::max(static_cast<double>(in.facts.load_peak), renumber);
+    case PartSourceKind::Single: return baseline + std::max(load_peak, renumber);
     case PartSourceKind::Store: return baseline + own;
     case PartSourceKind::InProcess: break;
   }
@@ -305,9 +309,8 @@ double load_bytes(const PlanInputs& in, int r, double own, double largest_part) 
   // The whole dataset, the training graph and the partitioner; the renumbering; then the
   // dataset, the graph and the largest part with its image while the parts are built and sent
   // (all handed back to the system before training: load_part).
-  return baseline + std::max({static_cast<double>(in.facts.load_peak),
-                              dataset + static_cast<double>(in.facts.partition_peak), renumber,
-                              dataset + graph + 2.0 * largest_part + own});
+  return baseline + std::max({load_peak, dataset + static_cast<double>(in.facts.partition_peak),
+                              renumber, dataset + graph + 2.0 * largest_part + own});
 }
 
 // What a graph-mode rank holds while training beside the process and its part.

@@ -53,7 +53,9 @@ void gather_owned_rows(Tensor& out, const Tensor& in, const std::vector<GlobalId
 
 }  // namespace
 
-DatasetInfo dataset_info(const Dataset& d) {
+DatasetInfo dataset_info(const Dataset& d) { return dataset_info(d, fingerprint(d)); }
+
+DatasetInfo dataset_info(const Dataset& d, std::uint64_t fingerprint) {
   DatasetInfo info;
   info.name = d.name;
   info.task = d.task;
@@ -63,7 +65,7 @@ DatasetInfo dataset_info(const Dataset& d) {
   info.num_nodes = d.num_nodes();
   info.num_edges = d.graph.nnz();
   info.num_features = d.num_features();
-  info.fingerprint = fingerprint(d);
+  info.fingerprint = fingerprint;
   return info;
 }
 

@@ -38,6 +38,9 @@ struct DatasetInfo {
   }
 };
 DatasetInfo dataset_info(const Dataset& dataset);  // computes the fingerprint (one pass)
+// The same with the fingerprint given (a dataset whose features are not held: num_features is
+// then that of dataset.features).
+DatasetInfo dataset_info(const Dataset& dataset, std::uint64_t fingerprint);
 
 struct LocalGraph {
   int part = 0;

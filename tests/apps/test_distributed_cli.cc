@@ -224,6 +224,32 @@ TEST(DistributedCli, BlockPartsFromSlicesOfAnHdf5FileTrainAsRankZerosCut) {
                        {"reading this rank's rows", missing.string(), "no such file"});
 }
 
+// METIS in process on an .h5 file: rank 0 partitions it without the features and each rank
+// reads its own feature rows, renumbered or not, normalised or not: the same numbers as rank 0
+// holding the whole dataset (synth:default is the file's dataset).
+TEST(DistributedCli, FeatureRowsReadByTheirRanksTrainAsRankZerosWhole) {
+  const fs::path file = work_dir() / "owners.h5";
+  const Result made =
+      run(std::string(TESSERA_DATA_PATH) + " generate --preset default --out " + file.string());
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  for (const int ranks : {2, 4}) {
+    for (const char* flags : {"", " --node-order none --normalize-features"}) {
+      SCOPED_TRACE(std::to_string(ranks) + " ranks," + flags);
+      const fs::path owners = work_dir() / "owners.jsonl", whole = work_dir() / "whole.jsonl";
+      const std::string args =
+          std::string(" --partition metis --epochs 4 --hidden-channels 16") + flags + " --metrics ";
+      const Result a = run(train_gcn(ranks, "--dataset " + file.string() + args + owners.string()));
+      ASSERT_EQ(a.exit_code, 0) << a.output;
+      const Result b = run(train_gcn(ranks, "--dataset synth:default" + args + whole.string()));
+      ASSERT_EQ(b.exit_code, 0) << b.output;
+      EXPECT_EQ(losses(owners).size(), 4u);
+      EXPECT_EQ(losses(owners), losses(whole));
+      EXPECT_NE(a.output.find("each rank its own feature rows"), std::string::npos) << a.output;
+      EXPECT_EQ(b.output.find("each rank its own feature rows"), std::string::npos) << b.output;
+    }
+  }
+}
+
 class StoreRuns : public ::testing::TestWithParam<int> {};
 
 TEST_P(StoreRuns, StoreTrainsOnOneRankPerPart) {

@@ -13,10 +13,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
 #include "tests/shared_datasets.h"
@@ -213,6 +215,63 @@ TEST_F(Hdf5Test, SlicesOfRowsPutTogetherAreTheWhole) {
       }
     }
   }
+}
+
+// What the partitioning rank reads of a file whose ranks read their own feature rows: the
+// dataset less its features, with the whole file's fingerprint checked by streaming them; then
+// any rows in any order, read back as they are in the file.
+TEST_F(Hdf5Test, FeaturesStayInTheFileUntilTheirRowsAreAsked) {
+  SyntheticConfig config = small_config();
+  config.num_features = 1000;  // 4 kB a row: the 16 MiB spans hold 4,194 rows, so several reads
+  config.num_nodes = 9000;
+  const Dataset d = generate_synthetic(config);
+  const fs::path file = dir_ / "owners.h5";
+  write_hdf5(d, file);
+  const DatasetWithoutFeatures without = read_hdf5_without_features(file);
+  EXPECT_EQ(without.num_features, 1000);
+  EXPECT_EQ(without.fingerprint, fingerprint(d));
+  EXPECT_EQ(without.dataset.features.rows(), d.num_nodes());
+  EXPECT_EQ(without.dataset.features.cols(), 0);
+  EXPECT_EQ(without.dataset.graph.indices(), d.graph.indices());
+  EXPECT_EQ(without.dataset.labels, d.labels);
+  EXPECT_EQ(without.dataset.train_idx, d.train_idx);
+  EXPECT_EQ(fingerprint(without.dataset, 1000,
+                        [&](Hasher& hasher) {
+                          hasher.add_piece(std::span<const float>(
+                              d.features.f32(), static_cast<std::size_t>(d.features.numel())));
+                        }),
+            fingerprint(d));
+
+  const std::vector<GlobalId> ids = {8999, 0, 17, 4500, 16, 8998, 4194, 3};
+  const Tensor rows = read_hdf5_feature_rows(file, ids, fingerprint(d));
+  ASSERT_EQ(rows.rows(), 8);
+  ASSERT_EQ(rows.cols(), 1000);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(std::memcmp(rows.row<float>(static_cast<std::int64_t>(i)),
+                          d.features.row<float>(ids[i]), 4000),
+              0)
+        << "row of node " << ids[i];
+  }
+  EXPECT_EQ(read_hdf5_feature_rows(file, {}, fingerprint(d)).rows(), 0);
+
+  auto expect_error = [](auto f, ErrorCategory category, const std::string& part) {
+    try {
+      f();
+      ADD_FAILURE() << "no error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), category) << error.what();
+      EXPECT_NE(error.message().find(part), std::string::npos) << error.message();
+    }
+  };
+  const std::vector<GlobalId> outside = {5, 9000};
+  expect_error([&] { read_hdf5_feature_rows(file, outside, fingerprint(d)); },
+               ErrorCategory::InvalidArgument, "feature row 9000");
+  expect_error([&] { read_hdf5_feature_rows(file, ids, fingerprint(d) ^ 1); },
+               ErrorCategory::InvalidInput, "was replaced");
+  // A feature changed in the file: the streamed fingerprint check sees it.
+  Hdf5Edit(file).set_first_float("/features", 123.5f);
+  expect_error([&] { read_hdf5_without_features(file); }, ErrorCategory::InvalidInput,
+               "fingerprint mismatch");
 }
 
 TEST_F(Hdf5Test, SyntheticRoundTripIsBitwise) {
