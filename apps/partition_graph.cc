@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <vector>
 
 #include "apps/cli_errors.h"
@@ -33,7 +34,20 @@ int run(const Flags& f) {
   const PartitionMethod method = parse_partition_method(f.method);
   const NodeOrder node_order = parse_node_order(f.node_order);
   Stopwatch load;
-  Dataset dataset = load_dataset(f.dataset, LoadOptions{.progress = !f.quiet});
+  // A Tessera HDF5 file's features stay in it: each part reads its rows when it is written.
+  const bool features_in_file = is_hdf5_spec(f.dataset);
+  DatasetInfo info;
+  Dataset dataset;
+  if (features_in_file) {
+    DatasetWithoutFeatures loaded =
+        read_hdf5_without_features(f.dataset, LoadOptions{.progress = !f.quiet});
+    dataset = std::move(loaded.dataset);
+    info = dataset_info(dataset, loaded.fingerprint);
+    info.num_features = loaded.num_features;
+  } else {
+    dataset = load_dataset(f.dataset, LoadOptions{.progress = !f.quiet});
+    info = dataset_info(dataset);
+  }
   std::fprintf(stderr, "Loaded %s: %lld nodes, %lld edges (%.2f s)\n", dataset.name.c_str(),
                static_cast<long long>(dataset.num_nodes()),
                static_cast<long long>(dataset.graph.nnz()), load.seconds());
@@ -47,7 +61,7 @@ int run(const Flags& f) {
   meta.stats.seconds = watch.seconds();
   check_parts_usable(meta.stats, f.method);
   meta.dataset_spec = f.dataset;
-  meta.dataset = dataset_info(dataset);
+  meta.dataset = info;
   meta.num_parts = f.parts;
   meta.method = method;
   meta.seed = f.seed;
@@ -69,8 +83,14 @@ int run(const Flags& f) {
   if (!order.empty())
     std::printf("Renumbered the nodes (%s, %.2f s)\n", f.node_order.c_str(), renumber.seconds());
   Stopwatch write;
+  std::function<void(GraphPart&)> read_features;
+  if (features_in_file) {
+    read_features = [&](GraphPart& part) {
+      part.features = read_hdf5_feature_rows(f.dataset, part.graph.dataset_ids(), info.fingerprint);
+    };
+  }
   write_partition_store(f.out, PartBuilder(dataset, graph, plan, meta.dataset, order), meta,
-                        !f.quiet);
+                        !f.quiet, read_features);
   std::printf("Wrote %s (%.2f s)\n", f.out.c_str(), write.seconds());
   return 0;
 }

@@ -230,7 +230,8 @@ std::string part_file_name(int part) {
 }
 
 void write_partition_store(const std::filesystem::path& dir, const PartBuilder& builder,
-                           const StoreMeta& meta, bool progress) {
+                           const StoreMeta& meta, bool progress,
+                           const std::function<void(GraphPart&)>& complete) {
   namespace fs = std::filesystem;
   std::error_code ec;
   TESSERA_CHECK(!fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)),
@@ -245,6 +246,7 @@ void write_partition_store(const std::filesystem::path& dir, const PartBuilder& 
                     progress);
     for (int p = 0; p < meta.num_parts; ++p) {
       GraphPart part = builder.build(p);
+      if (complete) complete(part);
       validate(part, "part " + std::to_string(p));
       const fs::path file = temporary / part_file_name(p);
       hdf5::Writer out(file, (dir / part_file_name(p)).string());

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,9 +34,11 @@ std::string part_file_name(int part);  // "part-00003.h5"
 
 // Writes the store into a temporary directory beside `dir` and renames it to `dir` at the end,
 // so an interrupted run leaves no partial store. Refuses (InvalidArgument) an existing `dir`
-// that is not empty. Parts are built one at a time.
+// that is not empty. Parts are built one at a time; `complete`, when given, finishes each one
+// before it is checked and written (partition_graph reads its feature rows from the file there).
 void write_partition_store(const std::filesystem::path& dir, const PartBuilder& builder,
-                           const StoreMeta& meta, bool progress);
+                           const StoreMeta& meta, bool progress,
+                           const std::function<void(GraphPart&)>& complete = {});
 
 // meta.json of a store; InvalidInput naming the file when it is missing keys or malformed.
 StoreMeta read_store_meta(const std::filesystem::path& dir);

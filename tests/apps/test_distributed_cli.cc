@@ -226,7 +226,7 @@ TEST(DistributedCli, BlockPartsFromSlicesOfAnHdf5FileTrainAsRankZerosCut) {
 
 // METIS in process on an .h5 file: rank 0 partitions it without the features and each rank
 // reads its own feature rows, renumbered or not, normalised or not: the same numbers as rank 0
-// holding the whole dataset (synth:default is the file's dataset).
+// holding the whole dataset (synth:default is the file's dataset). partition_graph alike.
 TEST(DistributedCli, FeatureRowsReadByTheirRanksTrainAsRankZerosWhole) {
   const fs::path file = work_dir() / "owners.h5";
   const Result made =
@@ -248,6 +248,24 @@ TEST(DistributedCli, FeatureRowsReadByTheirRanksTrainAsRankZerosWhole) {
       EXPECT_EQ(b.output.find("each rank its own feature rows"), std::string::npos) << b.output;
     }
   }
+  // partition_graph reads each part's feature rows from the file as it writes the part: the
+  // store trains as the store of the dataset held whole.
+  std::map<std::string, std::vector<double>> loss;
+  for (const std::string& dataset : {file.string(), std::string("synth:default")}) {
+    const fs::path dir = work_dir() / (dataset == "synth:default" ? "store_whole" : "store_file");
+    fs::remove_all(dir);
+    const Result made_store =
+        run(partition_graph("--dataset " + dataset + " --parts 2 --out " + dir.string()));
+    ASSERT_EQ(made_store.exit_code, 0) << made_store.output;
+    const fs::path metrics = work_dir() / "store_losses.jsonl";
+    const Result trained =
+        run(train_gcn(2, "--partitions " + dir.string() +
+                             " --epochs 4 --hidden-channels 16 --metrics " + metrics.string()));
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    loss[dataset] = losses(metrics);
+  }
+  EXPECT_EQ(loss[file.string()].size(), 4u);
+  EXPECT_EQ(loss[file.string()], loss["synth:default"]);
 }
 
 class StoreRuns : public ::testing::TestWithParam<int> {};
