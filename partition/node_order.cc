@@ -127,12 +127,12 @@ std::vector<GlobalId> inverse_order(std::span<const GlobalId> order) {
   return position;
 }
 
-Csr permute_symmetric(const Csr& a, std::span<const GlobalId> order) {
+namespace {
+
+// permute_symmetric with the inverse of `order` given.
+Csr permute_symmetric(const Csr& a, std::span<const GlobalId> order,
+                      std::span<const GlobalId> position) {
   const std::int64_t n = a.num_rows();
-  TESSERA_CHECK(a.num_cols() == n && static_cast<std::int64_t>(order.size()) == n, InvalidArgument,
-                "permute_symmetric: needs a square matrix and an order of its ", n, " rows, got ",
-                a.num_rows(), " x ", a.num_cols(), " and ", order.size());
-  const std::vector<GlobalId> position = inverse_order(order);
   std::vector<EdgeOffset> indptr(static_cast<std::size_t>(n) + 1, 0);
   for (std::int64_t i = 0; i < n; ++i) {
     indptr[static_cast<std::size_t>(i) + 1] =
@@ -144,21 +144,42 @@ Csr permute_symmetric(const Csr& a, std::span<const GlobalId> order) {
 #pragma omp parallel for schedule(dynamic, 1024) private(row)
   for (std::int64_t i = 0; i < n; ++i) {
     const GlobalId old = order[static_cast<std::size_t>(i)];
+    const EdgeOffset begin = indptr[static_cast<std::size_t>(i)];
+    const EdgeOffset end = indptr[static_cast<std::size_t>(i) + 1];
+    if (!a.has_values()) {  // the columns alone, sorted where they land
+      EdgeOffset out = begin;
+      for (EdgeOffset e = a.indptr()[old]; e < a.indptr()[old + 1]; ++e) {
+        indices[static_cast<std::size_t>(out++)] =
+            static_cast<NodeId>(position[static_cast<std::size_t>(a.indices()[e])]);
+      }
+      std::sort(indices.begin() + begin, indices.begin() + end);
+      continue;
+    }
     row.clear();
     for (EdgeOffset e = a.indptr()[old]; e < a.indptr()[old + 1]; ++e) {
       row.emplace_back(static_cast<NodeId>(position[static_cast<std::size_t>(a.indices()[e])]),
-                       a.has_values() ? a.values()[e] : 0.0f);
+                       a.values()[e]);
     }
     std::sort(row.begin(), row.end(),
               [](const auto& x, const auto& y) { return x.first < y.first; });
-    EdgeOffset out = indptr[static_cast<std::size_t>(i)];
+    EdgeOffset out = begin;
     for (const auto& [col, value] : row) {
       indices[static_cast<std::size_t>(out)] = col;
-      if (!values.empty()) values[static_cast<std::size_t>(out)] = value;
+      values[static_cast<std::size_t>(out)] = value;
       ++out;
     }
   }
   return Csr(n, n, std::move(indptr), std::move(indices), std::move(values));
+}
+
+}  // namespace
+
+Csr permute_symmetric(const Csr& a, std::span<const GlobalId> order) {
+  const std::int64_t n = a.num_rows();
+  TESSERA_CHECK(a.num_cols() == n && static_cast<std::int64_t>(order.size()) == n, InvalidArgument,
+                "permute_symmetric: needs a square matrix and an order of its ", n, " rows, got ",
+                a.num_rows(), " x ", a.num_cols(), " and ", order.size());
+  return permute_symmetric(a, order, inverse_order(order));
 }
 
 std::int64_t ordered_bandwidth(const Csr& a, std::span<const GlobalId> order) {
@@ -214,12 +235,13 @@ std::string to_string(NodeOrder order) {
   TESSERA_FAIL(Internal, "node order ", static_cast<int>(order), " has no name");
 }
 
-void renumber_dataset(Dataset& dataset, std::span<const GlobalId> order) {
+namespace {
+
+// Every per-node array of `dataset` but its graph moved to the new ids (`position`: the inverse
+// of `order`).
+void renumber_node_arrays(Dataset& dataset, std::span<const GlobalId> order,
+                          std::span<const GlobalId> position) {
   const std::int64_t n = dataset.num_nodes();
-  TESSERA_CHECK(static_cast<std::int64_t>(order.size()) == n, InvalidArgument,
-                "renumber_dataset: an order of ", order.size(), " nodes for ", n);
-  const std::vector<GlobalId> position = inverse_order(order);
-  dataset.graph = permute_symmetric(dataset.graph, order);
   const std::vector<NodeId> rows(order.begin(), order.end());
   dataset.features = reorder_rows(dataset.features, rows);
   dataset.targets = reorder_rows(dataset.targets, rows);
@@ -238,10 +260,8 @@ void renumber_dataset(Dataset& dataset, std::span<const GlobalId> order) {
   }
 }
 
-PartitionPlan renumber_plan(const PartitionPlan& plan, std::span<const GlobalId> order) {
-  TESSERA_CHECK(order.size() == plan.owner.size(), InvalidArgument, "renumber_plan: an order of ",
-                order.size(), " nodes for a plan of ", plan.owner.size());
-  inverse_order(order);  // a permutation, or InvalidArgument
+// `plan` moved to the new ids.
+PartitionPlan renumbered_plan(const PartitionPlan& plan, std::span<const GlobalId> order) {
   PartitionPlan out;
   out.num_parts = plan.num_parts;
   out.owner.resize(plan.owner.size());
@@ -250,13 +270,37 @@ PartitionPlan renumber_plan(const PartitionPlan& plan, std::span<const GlobalId>
   return out;
 }
 
+}  // namespace
+
+void renumber_dataset(Dataset& dataset, std::span<const GlobalId> order) {
+  const std::int64_t n = dataset.num_nodes();
+  TESSERA_CHECK(static_cast<std::int64_t>(order.size()) == n, InvalidArgument,
+                "renumber_dataset: an order of ", order.size(), " nodes for ", n);
+  const std::vector<GlobalId> position = inverse_order(order);
+  renumber_node_arrays(dataset, order, position);
+  dataset.graph = permute_symmetric(dataset.graph, order, position);
+}
+
+PartitionPlan renumber_plan(const PartitionPlan& plan, std::span<const GlobalId> order) {
+  TESSERA_CHECK(order.size() == plan.owner.size(), InvalidArgument, "renumber_plan: an order of ",
+                order.size(), " nodes for a plan of ", plan.owner.size());
+  inverse_order(order);  // a permutation, or InvalidArgument
+  return renumbered_plan(plan, order);
+}
+
 std::vector<GlobalId> renumber_partitioned(NodeOrder kind, Dataset& dataset, Csr& graph,
                                            PartitionPlan& plan) {
   if (kind == NodeOrder::None) return {};
   std::vector<GlobalId> order = reverse_cuthill_mckee_symmetric(graph);
-  renumber_dataset(dataset, order);
-  graph = permute_symmetric(graph, order);
-  plan = renumber_plan(plan, order);
+  const std::vector<GlobalId> position = inverse_order(order);
+  renumber_node_arrays(dataset, order, position);
+  // The parts are cut from the training graph: the dataset's own graph is not moved but dropped,
+  // its N nodes kept.
+  dataset.graph =
+      Csr(dataset.num_nodes(), dataset.num_nodes(),
+          std::vector<EdgeOffset>(static_cast<std::size_t>(dataset.num_nodes()) + 1, 0), {});
+  graph = permute_symmetric(graph, order, position);
+  plan = renumbered_plan(plan, order);
   return order;
 }
 

@@ -65,9 +65,10 @@ PartitionPlan renumber_plan(const PartitionPlan& plan, std::span<const GlobalId>
 
 // Renumbers a partitioned dataset by the order `kind` finds on `graph` (its training graph,
 // symmetric without self loops):
-// the dataset, the graph and the plan all move to the new ids. Returns the order (empty for
-// none, when nothing changes). Renumbering after partitioning keeps the parts those of the
-// dataset's ids.
+// the dataset's per-node arrays, the graph and the plan all move to the new ids; the dataset's
+// own graph is dropped (its N nodes kept, no entries), since the parts are cut from `graph`.
+// Returns the order (empty for none, when nothing changes). Renumbering after partitioning keeps
+// the parts those of the dataset's ids.
 std::vector<GlobalId> renumber_partitioned(NodeOrder kind, Dataset& dataset, Csr& graph,
                                            PartitionPlan& plan);
 

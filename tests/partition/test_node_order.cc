@@ -290,6 +290,8 @@ TEST(NodeOrder, RenumberedPartitionKeepsPartsAndMapsBack) {
   EXPECT_EQ(plan.owner, given_plan.owner);
   const std::vector<GlobalId> order = renumber_partitioned(NodeOrder::Rcm, dataset, graph, plan);
   ASSERT_EQ(order, reverse_cuthill_mckee(given_graph));
+  EXPECT_EQ(dataset.num_nodes(), given.num_nodes());
+  EXPECT_EQ(dataset.graph.nnz(), 0) << "the dataset's own graph is dropped, not moved";
   EXPECT_LT(ordered_bandwidth(graph), ordered_bandwidth(given_graph));
   EXPECT_EQ(entries(graph), entries(permute_symmetric(given_graph, order)));
   for (std::size_t i = 0; i < order.size(); ++i)
