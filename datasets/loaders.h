@@ -37,7 +37,8 @@ void write_ogb_raw(const Dataset& dataset, const std::filesystem::path& dir);
 // An OGB folder, in the CSV layout or in the binary one (raw/data.npz, raw/node-label.npz, as
 // ogbn-papers100M ships), converted to Tessera HDF5 without holding the graph or the features:
 // three passes over the edges (count the entries per block of rows, scatter them to bucket files
-// beside `file`, sort each bucket into its rows), then the features, labels and splits copied a
+// beside `file`, sort each bucket into its rows; a CSV edge file is parsed once, its ids kept in
+// a scratch file there), then the features, labels and splits copied a
 // block at a time. The converter's buffers stay within about memory_bytes plus about 50 MiB of
 // fixed blocks and bucket buffers, whatever the graph's size; what grows with it is O(N) bytes of
 // split bookkeeping. The file holds the arrays and fingerprint of write_hdf5(read_ogb_raw(dir)),

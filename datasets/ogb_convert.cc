@@ -316,6 +316,7 @@ void convert_into(const fs::path& dir, const OgbFlags& flags, hdf5::Writer& out,
   out.group("/graph");
   out.create_array("/graph/indptr", hdf5::kInt64, nodes + 1, 1, 1, false);
   out.create_array("/graph/indices", hdf5::kInt32, 0, 1, 1, true);
+  source->cache_edges(scratch / "edges.bin");  // the second pass reads ids, not text
   const EdgePlan plan =
       plan_edges(*source, dir, flags.add_inverse_edge, options.memory_bytes / 2, scratch);
   scatter_entries(*source, flags.add_inverse_edge, plan);

@@ -70,6 +70,9 @@ class ArraySource {
   std::int64_t num_nodes() const { return num_nodes_; }
   std::int64_t num_edge_lines() const { return num_edge_lines_; }
   virtual void edges(const EdgeVisitor& visit) = 0;
+  // A source that parses text may keep the ids of its first edges() pass in `file` (8 bytes an
+  // edge line) and read the later passes from it; the caller removes the file. Others ignore it.
+  virtual void cache_edges(const std::filesystem::path& file) { (void)file; }
   // F, checked against the flags' num_features; only when the flags do not say has_node_attr
   // false.
   virtual std::int64_t feature_width() = 0;

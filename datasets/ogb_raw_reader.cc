@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -292,6 +294,38 @@ void parse_task_row(const GzipLineReader& reader, std::string_view line, std::in
   }
 }
 
+// The edge ids of one pass, two NodeIds a line, appended to a file (nothing without a path).
+class EdgeCache {
+ public:
+  explicit EdgeCache(const fs::path& file)
+      : file_(file.empty() ? nullptr : std::fopen(file.c_str(), "wb"), &std::fclose), path_(file) {
+    TESSERA_CHECK(file.empty() || file_, Io, file.string(), ": cannot create the edge cache");
+  }
+  void write(std::span<const std::int64_t> sources, std::span<const std::int64_t> destinations) {
+    if (!file_) return;
+    pairs_.clear();
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      pairs_.push_back(static_cast<NodeId>(sources[i]));  // ids are checked in [0, N < 2^31)
+      pairs_.push_back(static_cast<NodeId>(destinations[i]));
+    }
+    TESSERA_CHECK(
+        std::fwrite(pairs_.data(), sizeof(NodeId), pairs_.size(), file_.get()) == pairs_.size(), Io,
+        path_.string(), ": cannot write the edge cache (disk full?)");
+  }
+  // True when a cache was written whole.
+  bool close() {
+    if (!file_) return false;
+    TESSERA_CHECK(std::fclose(file_.release()) == 0, Io, path_.string(),
+                  ": cannot write the edge cache (disk full?)");
+    return true;
+  }
+
+ private:
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  fs::path path_;
+  std::vector<NodeId> pairs_;
+};
+
 // raw/*.csv.gz as an ArraySource: the count files when it opens, then a pass over edge.csv.gz,
 // node-feat.csv.gz or node-label.csv.gz per call, each holding exactly the lines the counts say.
 class CsvSource final : public ogb::ArraySource {
@@ -307,12 +341,21 @@ class CsvSource final : public ogb::ArraySource {
     num_edge_lines_ = read_count_file(edge_count_file(), "edge count");
   }
 
+  void cache_edges(const fs::path& file) override { cache_ = file; }
+
+  // The text parsed (and, with a cache, kept), or the cache read back once it is complete.
   void edges(const EdgeVisitor& visit) override {
+    if (cache_complete_) return replay_cache(visit);
+    EdgeCache cache(cache_);
     GzipLineReader reader(raw_ / "edge.csv.gz", progress_);
     std::vector<std::int64_t> sources, destinations;
     std::int64_t lines = 0;
     std::int64_t ends[2];
     std::string_view line;
+    auto flush = [&] {
+      cache.write(sources, destinations);
+      visit_block(visit, sources, destinations);
+    };
     while (reader.next_record(line)) {
       TESSERA_CHECK(lines < num_edge_lines_, InvalidInput, reader.where(),
                     ": more edge lines than the ", num_edge_lines_, " that ",
@@ -320,12 +363,13 @@ class CsvSource final : public ogb::ArraySource {
       parse_edge(reader, line, num_nodes_, ends);
       sources.push_back(ends[0]);
       destinations.push_back(ends[1]);
-      if (++lines % kLineBlock == 0) visit_block(visit, sources, destinations);
+      if (++lines % kLineBlock == 0) flush();
     }
-    visit_block(visit, sources, destinations);
+    flush();
     TESSERA_CHECK(lines == num_edge_lines_, InvalidInput, reader.where(), ": file ends after ",
                   lines, " edge lines, but ", edge_count_file().string(), " says ",
                   num_edge_lines_);
+    cache_complete_ = cache.close();
   }
 
   // The first line's field count (0 for an empty file, which then holds too few rows).
@@ -408,10 +452,33 @@ class CsvSource final : public ogb::ArraySource {
   fs::path edge_count_file() const { return raw_ / "num-edge-list.csv.gz"; }
   fs::path feature_file() const { return raw_ / "node-feat.csv.gz"; }
 
+  // The edges of a pass read back from the cache, kLineBlock lines at a time.
+  void replay_cache(const EdgeVisitor& visit) const {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(std::fopen(cache_.c_str(), "rb"),
+                                                       &std::fclose);
+    TESSERA_CHECK(in, Io, cache_.string(), ": cannot open the edge cache");
+    std::vector<NodeId> pairs;
+    std::vector<std::int64_t> sources, destinations;
+    for (std::int64_t first = 0; first < num_edge_lines_; first += kLineBlock) {
+      const std::int64_t n = std::min(kLineBlock, num_edge_lines_ - first);
+      pairs.resize(static_cast<std::size_t>(2 * n));
+      TESSERA_CHECK(
+          std::fread(pairs.data(), sizeof(NodeId), pairs.size(), in.get()) == pairs.size(), Io,
+          cache_.string(), ": cannot read back the edge cache");
+      for (std::int64_t i = 0; i < n; ++i) {
+        sources.push_back(pairs[static_cast<std::size_t>(2 * i)]);
+        destinations.push_back(pairs[static_cast<std::size_t>(2 * i + 1)]);
+      }
+      visit_block(visit, sources, destinations);
+    }
+  }
+
   fs::path raw_;
   OgbFlags flags_;
   bool progress_;
   std::int64_t width_ = -1;
+  fs::path cache_;               // empty: no cache
+  bool cache_complete_ = false;  // a whole pass is in cache_
 };
 
 // Error path of read_split_file: the line on which `id` first appears.
