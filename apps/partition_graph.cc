@@ -35,19 +35,8 @@ int run(const Flags& f) {
   const NodeOrder node_order = parse_node_order(f.node_order);
   Stopwatch load;
   // A Tessera HDF5 file's features stay in it: each part reads its rows when it is written.
-  const bool features_in_file = is_hdf5_spec(f.dataset);
   DatasetInfo info;
-  Dataset dataset;
-  if (features_in_file) {
-    DatasetWithoutFeatures loaded =
-        read_hdf5_without_features(f.dataset, LoadOptions{.progress = !f.quiet});
-    dataset = std::move(loaded.dataset);
-    info = dataset_info(dataset, loaded.fingerprint);
-    info.num_features = loaded.num_features;
-  } else {
-    dataset = load_dataset(f.dataset, LoadOptions{.progress = !f.quiet});
-    info = dataset_info(dataset);
-  }
+  Dataset dataset = load_for_partitioning(f.dataset, LoadOptions{.progress = !f.quiet}, info);
   std::fprintf(stderr, "Loaded %s: %lld nodes, %lld edges (%.2f s)\n", dataset.name.c_str(),
                static_cast<long long>(dataset.num_nodes()),
                static_cast<long long>(dataset.graph.nnz()), load.seconds());
@@ -84,7 +73,7 @@ int run(const Flags& f) {
     std::printf("Renumbered the nodes (%s, %.2f s)\n", f.node_order.c_str(), renumber.seconds());
   Stopwatch write;
   std::function<void(GraphPart&)> read_features;
-  if (features_in_file) {
+  if (is_hdf5_spec(f.dataset)) {
     read_features = [&](GraphPart& part) {
       part.features = read_hdf5_feature_rows(f.dataset, part.graph.dataset_ids(), info.fingerprint);
     };

@@ -149,6 +149,14 @@ namespace {
 
 constexpr std::int64_t kFeatureBlockBytes = std::int64_t{16} << 20;  // per read of rows
 
+// The column count of /features, whose rows are checked: n, or none at all (0, 0).
+std::int64_t feature_width(hdf5::Reader& in, std::int64_t n) {
+  const auto [rows, width] = in.shape("/features", kFloat32, 2);
+  TESSERA_CHECK(rows == n || (rows == 0 && width == 0), InvalidInput, in.where("/features"),
+                ": expected ", n, " rows, found ", rows);
+  return width;
+}
+
 // /features streamed a block of rows at a time: visit(first row, rows, values).
 void for_feature_blocks(
     hdf5::Reader& in, std::int64_t rows, std::int64_t width,
@@ -190,12 +198,10 @@ Dataset read_contents(hdf5::Reader& in, const std::string& label, const LoadOpti
   const std::int64_t n = in.shape("/graph/indptr", kInt64, 1).first - 1;
   TESSERA_CHECK(n >= 0, InvalidInput, label, ": /graph/indptr: expected at least 1 entry");
   const std::int64_t nnz = in.shape("/graph/indices", kInt32, 1).first;
-  const auto [feature_rows, feature_cols] = in.shape("/features", kFloat32, 2);
-  TESSERA_CHECK(feature_rows == n || (feature_rows == 0 && feature_cols == 0), InvalidInput,
-                in.where("/features"), ": expected ", n, " rows, found ", feature_rows);
+  const std::int64_t feature_cols = feature_width(in, n);
   if (width) *width = feature_cols;
   std::uint64_t total = static_cast<std::uint64_t>(n + 1) * 8 + nnz * 4 +
-                        (features ? feature_rows * feature_cols * 4 : 0) + n * 8;
+                        (features ? n * feature_cols * 4 : 0) + n * 8;
   in.start_progress(total, options.progress);
 
   std::vector<EdgeOffset> indptr = in.vector<EdgeOffset>("/graph/indptr", kInt64, n + 1);
@@ -297,9 +303,7 @@ DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_
   if (in.has_attribute("fingerprint")) s.fingerprint = in.uint64_attribute("fingerprint");
   const std::int64_t rows = row_end - row_begin;
   s.rows = read_csr_rows(in, label, s.num_nodes, row_begin, row_end);
-  const auto [feature_rows, width] = in.shape("/features", kFloat32, 2);
-  TESSERA_CHECK(feature_rows == s.num_nodes || (feature_rows == 0 && width == 0), InvalidInput,
-                in.where("/features"), ": expected ", s.num_nodes, " rows, found ", feature_rows);
+  const std::int64_t width = feature_width(in, s.num_nodes);
   s.features = Tensor(rows, width);
   if (s.features.numel() > 0) {
     in.read_rows("/features", kFloat32, s.features.raw(), row_begin, rows, width);
@@ -368,9 +372,7 @@ Tensor read_hdf5_feature_rows(const std::filesystem::path& file, std::span<const
   Dataset flags;
   read_flags(in, label, flags);
   const std::int64_t n = in.shape("/graph/indptr", kInt64, 1).first - 1;
-  const auto [feature_rows, width] = in.shape("/features", kFloat32, 2);
-  TESSERA_CHECK(feature_rows == n || (feature_rows == 0 && width == 0), InvalidInput,
-                in.where("/features"), ": expected ", n, " rows, found ", feature_rows);
+  const std::int64_t width = feature_width(in, n);
   const bool stored = in.has_attribute("fingerprint");
   TESSERA_CHECK(stored && in.uint64_attribute("fingerprint") == expected_fingerprint, InvalidInput,
                 label, ": fingerprint ",

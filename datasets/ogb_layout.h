@@ -84,6 +84,9 @@ class ArraySource {
   std::int64_t num_edge_lines_ = 0;
 };
 
+// ogb_raw_reader.cc: the source's labels into dataset.labels or dataset.targets.
+void read_labels(ArraySource& source, const OgbFlags& flags, Dataset& dataset);
+
 // ogb_raw_reader.cc / ogb_npz.cc: the sources of the two layouts (raw = dir / "raw").
 std::unique_ptr<ArraySource> open_csv_source(const std::filesystem::path& raw,
                                              const OgbFlags& flags, bool progress);

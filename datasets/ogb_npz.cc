@@ -176,22 +176,6 @@ void to_targets(const npz::ArrayReader& r, const double* values, std::int64_t fi
   }
 }
 
-void read_npz_labels(const fs::path& file, const OgbFlags& flags, std::int64_t num_nodes,
-                     Dataset& dataset) {
-  npz::Archive archive(file);
-  npz::ArrayReader r = open_labels(archive, flags, num_nodes);
-  const std::int64_t total = r.info().count();
-  std::vector<double> values(static_cast<std::size_t>(total));
-  r.read_f64(values.data(), total);
-  if (flags.task == TaskType::MultiClass) {
-    dataset.labels.resize(static_cast<std::size_t>(num_nodes));
-    to_class_ids(r, values.data(), 0, total, flags, dataset.labels.data());
-  } else {
-    dataset.targets = Tensor(num_nodes, flags.num_tasks);
-    to_targets(r, values.data(), 0, total, flags.num_tasks, dataset.targets.f32());
-  }
-}
-
 // raw/data.npz and raw/node-label.npz as an ArraySource.
 class NpzSource final : public ogb::ArraySource {
  public:
@@ -268,16 +252,17 @@ class NpzSource final : public ogb::ArraySource {
 
 namespace ogb {
 
-// Labels first (they confirm the node count before the large arrays are allocated), then the
-// edges and the features.
 std::unique_ptr<ArraySource> open_npz_source(const fs::path& raw, const OgbFlags& flags) {
   return std::make_unique<NpzSource>(raw, flags);
 }
 
+// Labels first (they confirm the node count before the large arrays are allocated), then the
+// edges and the features.
 void read_npz_arrays(const fs::path& raw, const OgbFlags& flags, Dataset& dataset) {
+  NpzSource source(raw, flags);
+  read_labels(source, flags, dataset);
   const npz::Archive data(raw / "data.npz");
-  const Counts counts = read_counts(data, flags);
-  read_npz_labels(raw / "node-label.npz", flags, counts.nodes, dataset);
+  const Counts counts{source.num_nodes(), source.num_edge_lines()};
   dataset.graph =
       csr_from_edges(counts.nodes, read_npz_edges(data, counts), flags.add_inverse_edge);
   dataset.num_edge_lines = counts.edges;

@@ -549,19 +549,7 @@ void read_csv_arrays(const fs::path& raw, const OgbFlags& flags, const LoadOptio
                      Dataset& dataset) {
   CsvSource source(raw, flags, options.progress);
   const std::int64_t num_nodes = source.num_nodes();
-  std::vector<float> targets;
-  source.labels(kLineBlock, [&](std::int64_t, std::int64_t n, const std::int64_t* class_ids,
-                                const float* values) {
-    if (class_ids) {
-      dataset.labels.insert(dataset.labels.end(), class_ids, class_ids + n);
-    } else {
-      targets.insert(targets.end(), values, values + n * flags.num_tasks);
-    }
-  });
-  if (flags.task == TaskType::MultiLabel) {
-    dataset.targets = Tensor(num_nodes, flags.num_tasks);
-    if (!targets.empty()) std::memcpy(dataset.targets.f32(), targets.data(), targets.size() * 4);
-  }
+  ogb::read_labels(source, flags, dataset);
 
   // Reserve what the count says unless the file is too small to hold it (a bogus count must
   // not allocate memory): real edge lists compress to well over 1/4 byte per line.
@@ -603,6 +591,22 @@ OgbFlags read_flags(const fs::path& dir) {
 }
 
 std::string dataset_name(const fs::path& dir) { return folder_name(dir); }
+
+void read_labels(ArraySource& source, const OgbFlags& flags, Dataset& dataset) {
+  std::vector<float> targets;  // grows with the file, whatever the counts say
+  source.labels(kLineBlock, [&](std::int64_t, std::int64_t n, const std::int64_t* class_ids,
+                                const float* values) {
+    if (class_ids) {
+      dataset.labels.insert(dataset.labels.end(), class_ids, class_ids + n);
+    } else {
+      targets.insert(targets.end(), values, values + n * flags.num_tasks);
+    }
+  });
+  if (flags.task == TaskType::MultiLabel) {
+    dataset.targets = Tensor(source.num_nodes(), flags.num_tasks);
+    if (!targets.empty()) std::memcpy(dataset.targets.f32(), targets.data(), targets.size() * 4);
+  }
+}
 
 std::unique_ptr<ArraySource> open_csv_source(const fs::path& raw, const OgbFlags& flags,
                                              bool progress) {

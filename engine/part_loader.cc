@@ -124,36 +124,13 @@ bool owners_read_features(const PartSource& source) {
   return !source.make_dataset && is_hdf5_spec(source.dataset);
 }
 
-// Rank 0's dataset for in_process, and its info (with the whole file's fingerprint when the
-// features stay in the file: num_features is then 0 until they are read, `num_features` F).
-Dataset load_for_partitioning(const PartSource& source, DatasetInfo& info,
-                              std::int64_t& num_features) {
-  if (!owners_read_features(source)) {
-    Dataset dataset = load_source(source);
-    info = dataset_info(dataset);
-    num_features = dataset.num_features();
-    return dataset;
-  }
-  DatasetWithoutFeatures loaded =
-      read_hdf5_without_features(source.dataset, LoadOptions{.progress = source.progress});
-  num_features = loaded.num_features;
-  info = dataset_info(loaded.dataset, loaded.fingerprint);  // the parts carry no features yet
-  return std::move(loaded.dataset);
-}
-
-// Every rank's own feature rows from the file, once its part (without them) has arrived;
-// `num_features` is rank 0's F.
-void read_own_features(const PartSource& source, Communicator& comm, GraphPart& part,
-                       std::int64_t num_features) {
-  std::int64_t width[1] = {num_features};
-  comm.all_reduce_max(width);
+// Every rank's own feature rows from the file, once its part (without them) has arrived. The
+// file's fingerprint, checked against rank 0's, fixes their width too.
+void read_own_features(const PartSource& source, Communicator& comm, GraphPart& part) {
   run_agreed(comm, "reading this rank's feature rows", [&] {
     part.features =
         read_hdf5_feature_rows(source.dataset, part.graph.dataset_ids(), part.dataset.fingerprint);
-    TESSERA_CHECK(part.features.cols() == width[0], InvalidInput, source.dataset,
-                  ": /features has ", part.features.cols(), " columns on this rank, ", width[0],
-                  " on rank 0");
-    part.dataset.num_features = width[0];
+    part.dataset.num_features = part.features.cols();
     validate(part, "part " + std::to_string(part.graph.part) + " of " + source.dataset);
   });
 }
@@ -168,10 +145,16 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
   Csr graph;
   PartitionPlan plan;
   DatasetInfo info;
-  std::int64_t num_features = 0;
   run_agreed(comm, "loading the dataset", [&] {
     if (!root) return;
-    dataset = load_for_partitioning(source, info, num_features);
+    if (owners_read_features(source)) {
+      dataset =
+          load_for_partitioning(source.dataset, LoadOptions{.progress = source.progress}, info);
+      info.num_features = 0;  // the parts travel without features
+    } else {
+      dataset = load_source(source);
+      info = dataset_info(dataset);
+    }
     TESSERA_CHECK(dataset.num_nodes() >= k, InvalidArgument, "--parts ", k, ": more parts than ",
                   "the ", dataset.num_nodes(), " nodes of ", source.dataset);
   });
@@ -228,7 +211,7 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
     if (root) out.part = builder->build(0);
   });
   out.features_by_owner = owners_read_features(source);
-  if (out.features_by_owner) read_own_features(source, comm, out.part, num_features);
+  if (out.features_by_owner) read_own_features(source, comm, out.part);
   check_part_set(comm, out.part, "part " + std::to_string(comm.rank()));
   return out;
 }

@@ -69,6 +69,19 @@ DatasetInfo dataset_info(const Dataset& d, std::uint64_t fingerprint) {
   return info;
 }
 
+Dataset load_for_partitioning(const std::string& spec, const LoadOptions& options,
+                              DatasetInfo& info) {
+  if (!is_hdf5_spec(spec)) {
+    Dataset dataset = load_dataset(spec, options);
+    info = dataset_info(dataset);
+    return dataset;
+  }
+  DatasetWithoutFeatures loaded = read_hdf5_without_features(spec, options);
+  info = dataset_info(loaded.dataset, loaded.fingerprint);
+  info.num_features = loaded.num_features;
+  return std::move(loaded.dataset);
+}
+
 Csr training_graph(const Dataset& dataset) {
   return dataset.graph.without_self_loops().symmetrize();
 }

@@ -14,10 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "datasets/dataset.h"
 #include "core/csr.h"
 #include "core/halo_plan.h"
 #include "core/tensor.h"
+#include "datasets/dataset.h"
+#include "datasets/loaders.h"
 #include "partition/partition_plan.h"
 
 namespace tessera {
@@ -41,6 +42,11 @@ DatasetInfo dataset_info(const Dataset& dataset);  // computes the fingerprint (
 // The same with the fingerprint given (a dataset whose features are not held: num_features is
 // then that of dataset.features).
 DatasetInfo dataset_info(const Dataset& dataset, std::uint64_t fingerprint);
+// What a partitioner needs of dataset `spec`: load_dataset(spec), except that a Tessera HDF5
+// file's features stay in the file (dataset.features is left (N, 0); read_hdf5_feature_rows
+// reads a part's rows). `info` describes the whole dataset, features included.
+Dataset load_for_partitioning(const std::string& spec, const LoadOptions& options,
+                              DatasetInfo& info);
 
 struct LocalGraph {
   int part = 0;
