@@ -14,7 +14,8 @@ import subprocess
 import sys
 import tempfile
 
-# name, ranks, flags (after --dataset), partition store (made by partition_graph first)
+# name, ranks, flags (after --dataset), partition store (made by partition_graph first); a
+# dataset "h5:PRESET" is the preset written as a Tessera HDF5 file first (tessera_data generate)
 CONFIGS = [
     ("default, 1 rank, gcn", 1, ["--dataset", "synth:default"], False),
     ("default, 4 ranks, gcn", 4, ["--dataset", "synth:default"], False),
@@ -33,6 +34,8 @@ CONFIGS = [
      ["--dataset", "synth:arxiv-like", "--num-layers", "4", "--parallel", "pipeline"], False),
     ("arxiv-like, 4 ranks, gcn, hybrid 2 x 2", 4,
      ["--dataset", "synth:arxiv-like", "--parallel", "hybrid", "--stages", "2"], False),
+    ("arxiv-like, 4 ranks, gcn, block parts read from HDF5", 4,
+     ["--dataset", "h5:arxiv-like", "--partition", "block"], False),
     ("products-like, 4 ranks, gcn, hidden 128, store", 4,
      ["--dataset", "synth:products-like", "--hidden-channels", "128"], True),
 ]
@@ -54,6 +57,7 @@ def main():
     args = parser.parse_args()
     train = os.path.join(args.build, "apps", "train_gcn")
     partition = os.path.join(args.build, "apps", "partition_graph")
+    data_tool = os.path.join(args.build, "apps", "tessera_data")
     work = args.work or tempfile.mkdtemp(prefix="plan-validation-")
     os.makedirs(work, exist_ok=True)
     rows = []
@@ -64,6 +68,11 @@ def main():
         if args.only and not any(o in name for o in args.only):
             continue
         flags = list(flags)
+        if flags[1].startswith("h5:"):
+            preset = flags[1][3:]
+            flags[1] = os.path.join(work, f"{preset}.h5")
+            if not os.path.exists(flags[1]):
+                run([data_tool, "generate", "--preset", preset, "--out", flags[1]])
         if store:
             directory = os.path.join(work, f"store{i}")
             if not os.path.isdir(directory):

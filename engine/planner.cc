@@ -232,7 +232,8 @@ double operator_bytes(const PartShape& p, const TrainConfig& config) {
 // The exchange's tensors (received rows, boundary sums, halo gradients, gathered send rows) are
 // made once at the widest exchange (HaloPropagator::reserve) and reused by every layer; the
 // decoded blocks of a codec grow to the widest too; the encoded messages (vectors) keep the
-// widest. (The owned rows' bf16 workspace is in the measured step.)
+// widest; without a codec the rows go out of the gathered rows and come in in place. (The owned
+// rows' bf16 workspace is in the measured step.)
 double exchange_bytes(const PartShape& p, const TrainConfig& config, const ExchangedWidths& w) {
   if (p.halo == 0 && p.send == 0) return 0.0;
   const double width = static_cast<double>(widest_exchange(w));
@@ -243,8 +244,12 @@ double exchange_bytes(const PartShape& p, const TrainConfig& config, const Excha
   if (fwd != CodecKind::None || bwd != CodecKind::None) bytes += mapped_bytes(h * width);
   // bf16 aggregation: the halo or boundary rows the SpMMs read, rounded (2 bytes a value).
   if (config.aggregation_dtype() == DType::BF16) bytes += mapped_bytes(std::max(h, b) * width / 2);
+  // Raw rows (no codec) are sent from the gathered rows and received in place: only a codec's
+  // direction has encoded messages.
   const std::int64_t wi = widest_exchange(w);
-  bytes += std::max(codec_row_bytes(fwd, wi), codec_row_bytes(bwd, wi)) * (h + s);
+  const double fwd_row = fwd == CodecKind::None ? 0.0 : codec_row_bytes(fwd, wi);
+  const double bwd_row = bwd == CodecKind::None ? 0.0 : codec_row_bytes(bwd, wi);
+  bytes += std::max(fwd_row, bwd_row) * (h + s);
   return bytes;
 }
 
@@ -303,6 +308,7 @@ double load_bytes(const PlanInputs& in, int r, double own, double largest_part) 
   switch (in.source) {
     case PartSourceKind::Single: return baseline + std::max(load_peak, renumber);
     case PartSourceKind::Store: return baseline + own;
+    case PartSourceKind::Sliced: return baseline + 2.0 * own;  // its rows as read, and the part
     case PartSourceKind::InProcess: break;
   }
   if (r != 0) return baseline + 2.0 * own;  // the received image and the part read from it
@@ -454,6 +460,9 @@ class Planner {
   }
   PlanReport& report() { return report_; }
 
+  // --partition block on a Tessera HDF5 file: every rank reads its own rows (part_loader.cc).
+  bool sliced() const { return config_.partition == "block" && is_hdf5_spec(config_.dataset); }
+
   // A store: its parts one at a time, each as its rank would read it. Returns its part count.
   int read_store() {
     const StoreMeta meta = read_store_meta(config_.partitions);
@@ -523,6 +532,7 @@ class Planner {
     in.parts = it->second;
     in.source = report_.from_store ? PartSourceKind::Store
                 : parts == 1       ? PartSourceKind::Single
+                : sliced()         ? PartSourceKind::Sliced
                                    : PartSourceKind::InProcess;
     in.facts = report_.facts;
     in.step = report_.step;

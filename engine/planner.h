@@ -66,6 +66,8 @@ enum class PartSourceKind {
   Single,     // one process: the whole graph is the part
   InProcess,  // rank 0 loads and partitions, then sends each rank its part
   Store,      // every rank reads its part file
+  Sliced,     // every rank reads its rows of a Tessera HDF5 file (--partition block) and builds
+              // its part with the others
 };
 
 struct RankMemory {

@@ -153,6 +153,54 @@ TEST(Planner, BytesPerEpochAreThoseOfTraining) {
   }
 }
 
+// Where a rank's rows come from decides its load phase: read in slices of an HDF5 file, each
+// rank holds its rows as read and the part built from them, and rank 0 no whole dataset. Without
+// a codec the halo rows travel raw (no encoded messages); a codec adds its messages at the
+// widest exchange and the decoded rows.
+TEST(Planner, LoadAndExchangeFollowTheSourceAndTheCodec) {
+  if (ranks() > 1) GTEST_SKIP() << "one process plans";
+  const Data& d = data();
+  const int k = 4;
+  const PartitionPlan plan = partition_block(d.info.num_nodes, k);
+  PlanInputs in;
+  in.config = small_config("gcn", "none");
+  in.config.dataset = "data.h5";
+  in.data = d.info;
+  in.entries = d.graph.nnz();
+  in.parts = part_shapes(d.graph, plan, d.dataset.train_idx);
+  in.facts.baseline = 100u << 20;
+  in.facts.load_peak = in.facts.dataset = 50u << 20;  // a whole dataset far above a part
+  in.step = {.per_row = 1000.0, .fixed = 4096.0, .parameters = 2000};
+  in.ranks = k;
+  in.source = PartSourceKind::Sliced;
+  const PlanEstimate sliced = estimate_plan(in);
+  in.source = PartSourceKind::InProcess;
+  const PlanEstimate in_process = estimate_plan(in);
+  ASSERT_EQ(sliced.memory.size(), static_cast<std::size_t>(k));
+  for (int r = 0; r < k; ++r) {
+    const double own = part_data_bytes(in.parts[static_cast<std::size_t>(r)], d.info);
+    EXPECT_NEAR(static_cast<double>(sliced.memory[static_cast<std::size_t>(r)].load),
+                static_cast<double>(in.facts.baseline) + 2.0 * own, 1.0)
+        << "rank " << r;
+    EXPECT_EQ(sliced.memory[static_cast<std::size_t>(r)].train,
+              in_process.memory[static_cast<std::size_t>(r)].train);
+  }
+  EXPECT_GT(in_process.memory[0].load, sliced.memory[0].load + (40u << 20));
+
+  in.config.codec = "bf16";  // both directions
+  const PlanEstimate coded = estimate_plan(in);
+  const double width = 32.0;  // the widest exchange: the hidden layers
+  for (int r = 0; r < k; ++r) {
+    const PartShape& p = in.parts[static_cast<std::size_t>(r)];
+    const double h = static_cast<double>(p.halo), s = static_cast<double>(p.send);
+    const double extra = static_cast<double>(coded.memory[static_cast<std::size_t>(r)].train) -
+                         static_cast<double>(in_process.memory[static_cast<std::size_t>(r)].train);
+    // bf16 messages (2 bytes a value, both ways), and the decoded halo rows (4 bytes a value).
+    EXPECT_GE(extra, 2.0 * width * (h + s) + 4.0 * width * h) << "rank " << r;
+    EXPECT_LE(extra, 2.0 * width * (h + s) + 4.0 * width * h + 8192.0) << "rank " << r;
+  }
+}
+
 TEST(Planner, TheConfigurationIsTheFirstRow) {
   if (ranks() > 1) GTEST_SKIP() << "one process plans";
   struct Case {
