@@ -135,6 +135,29 @@ void read_own_features(const PartSource& source, Communicator& comm, GraphPart& 
   });
 }
 
+// What the partitioner and the renumbering freed (blocks the block cache keeps for reuse, glibc's
+// free heap) goes back to the system, so that rank 0's next phase starts from what it holds.
+void hand_back_free_memory() {
+  host_block_cache().trim();
+  release_free_heap();
+}
+
+// Rank 0's dataset to partition into k parts, and `info` of the whole: from a Tessera HDF5 file
+// whose ranks read their own feature rows, without its features.
+Dataset load_to_partition(const PartSource& source, int k, DatasetInfo& info) {
+  Dataset dataset;
+  if (owners_read_features(source)) {
+    dataset = load_for_partitioning(source.dataset, LoadOptions{.progress = source.progress}, info);
+    info.num_features = 0;  // the parts travel without features
+  } else {
+    dataset = load_source(source);
+    info = dataset_info(dataset);
+  }
+  TESSERA_CHECK(dataset.num_nodes() >= k, InvalidArgument, "--parts ", k, ": more parts than ",
+                "the ", dataset.num_nodes(), " nodes of ", source.dataset);
+  return dataset;
+}
+
 LoadedPart in_process(const PartSource& source, Communicator& comm) {
   LoadedPart out;
   const int k = comm.size();
@@ -146,17 +169,7 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
   PartitionPlan plan;
   DatasetInfo info;
   run_agreed(comm, "loading the dataset", [&] {
-    if (!root) return;
-    if (owners_read_features(source)) {
-      dataset =
-          load_for_partitioning(source.dataset, LoadOptions{.progress = source.progress}, info);
-      info.num_features = 0;  // the parts travel without features
-    } else {
-      dataset = load_source(source);
-      info = dataset_info(dataset);
-    }
-    TESSERA_CHECK(dataset.num_nodes() >= k, InvalidArgument, "--parts ", k, ": more parts than ",
-                  "the ", dataset.num_nodes(), " nodes of ", source.dataset);
+    if (root) dataset = load_to_partition(source, k, info);
   });
   out.load_s = watch.seconds();
   run_agreed(comm, "partitioning", [&] {
@@ -168,6 +181,7 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
     stats.seconds = partition_watch.seconds();
     check_parts_usable(stats, to_string(source.method));
     out.stats = std::move(stats);
+    hand_back_free_memory();
   });
   out.method = to_string(source.method);
   // Renumbered after partitioning, so that the parts (and their statistics) are those of the
@@ -178,6 +192,7 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
     Stopwatch order_watch;
     order = renumber_partitioned(source.node_order, dataset, graph, plan);
     out.order_s = order.empty() ? 0.0 : order_watch.seconds();
+    hand_back_free_memory();
   });
   out.node_order = source.node_order;
   std::optional<PartBuilder> builder;
@@ -307,8 +322,7 @@ LoadedPart load_part(const PartSource& source, Communicator& comm) {
   // Rank 0 held the whole dataset, its training graph and the partitioner's arrays: hand their
   // memory back (the features' block would stay in the block cache, the rest in the heap) so
   // that training starts from the part alone (docs/planner.md).
-  host_block_cache().trim();
-  release_free_heap();
+  hand_back_free_memory();
   return loaded;
 }
 
