@@ -364,6 +364,56 @@ DatasetWithoutFeatures read_hdf5_without_features(const std::filesystem::path& f
   return out;
 }
 
+Hdf5GraphReader::Hdf5GraphReader(const std::filesystem::path& file)
+    : in_((hdf5::silence(), std::make_unique<hdf5::Reader>(file, file.string()))),
+      label_(file.string()) {
+  read_flags(*in_, label_, flags_);
+  num_nodes_ = in_->shape("/graph/indptr", kInt64, 1).first - 1;
+  TESSERA_CHECK(num_nodes_ >= 0, InvalidInput, in_->where("/graph/indptr"), ": empty");
+  num_entries_ = in_->shape("/graph/indices", kInt32, 1).first;
+  num_features_ = feature_width(*in_, num_nodes_);
+  if (in_->has_attribute("fingerprint")) fingerprint_ = in_->uint64_attribute("fingerprint");
+}
+
+Hdf5GraphReader::~Hdf5GraphReader() = default;
+
+std::vector<GlobalId> Hdf5GraphReader::train_ids() {
+  return split_ids_in(*in_, "/split/train", num_nodes_, 0, num_nodes_);
+}
+
+Csr Hdf5GraphReader::rows(std::int64_t begin, std::int64_t end) {
+  TESSERA_CHECK(0 <= begin && begin <= end && end <= num_nodes_, InvalidArgument, label_, ": rows ",
+                begin, "..", end, " are not a range of its ", num_nodes_, " nodes");
+  return read_csr_rows(*in_, label_, num_nodes_, begin, end);
+}
+
+std::vector<EdgeOffset> Hdf5GraphReader::row_starts(std::int64_t begin, std::int64_t end) {
+  TESSERA_CHECK(0 <= begin && begin <= end && end <= num_nodes_, InvalidArgument, label_, ": rows ",
+                begin, "..", end, " are not a range of its ", num_nodes_, " nodes");
+  std::vector<EdgeOffset> starts(static_cast<std::size_t>(end - begin + 1));
+  in_->read_rows("/graph/indptr", kInt64, starts.data(), begin, end - begin + 1, 1);
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    const std::int64_t row = begin + static_cast<std::int64_t>(i);
+    TESSERA_CHECK(starts[i] >= 0 && starts[i] <= num_entries_, InvalidInput,
+                  in_->where("/graph/indptr"), ": row ", row, " starts at entry ", starts[i],
+                  " of ", num_entries_);
+    TESSERA_CHECK(i == 0 || starts[i - 1] <= starts[i], InvalidInput, in_->where("/graph/indptr"),
+                  ": row ", row, " starts at entry ", starts[i], ", before row ", row - 1, " (at ",
+                  starts[i - 1], ")");
+  }
+  return starts;
+}
+
+NodeId Hdf5GraphReader::column(EdgeOffset entry) {
+  TESSERA_CHECK(0 <= entry && entry < num_entries_, InvalidArgument, label_, ": entry ", entry,
+                " outside [0, ", num_entries_, ")");
+  NodeId column = 0;
+  in_->read_rows("/graph/indices", kInt32, &column, entry, 1, 1);
+  TESSERA_CHECK(column >= 0 && column < num_nodes_, InvalidInput, in_->where("/graph/indices"),
+                ": entry ", entry, " is node ", column, ", outside [0, ", num_nodes_, ")");
+  return column;
+}
+
 Tensor read_hdf5_feature_rows(const std::filesystem::path& file, std::span<const GlobalId> ids,
                               std::uint64_t expected_fingerprint) {
   hdf5::silence();

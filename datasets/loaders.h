@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +15,9 @@
 #include "datasets/dataset.h"
 
 namespace tessera {
+namespace hdf5 {
+class Reader;
+}
 
 struct LoadOptions {
   bool progress = false;  // progress bar on stderr for long loads
@@ -96,6 +100,37 @@ DatasetWithoutFeatures read_hdf5_without_features(const std::filesystem::path& f
 // read). Reads only spans of rows that hold wanted ids, at most 16 MiB at a time.
 Tensor read_hdf5_feature_rows(const std::filesystem::path& file, std::span<const GlobalId> ids,
                               std::uint64_t expected_fingerprint);
+// A Tessera HDF5 dataset read without its arrays: its flags and sizes, its training ids, and
+// its graph a stretch of rows at a time (checked as read_hdf5 checks them: sorted columns without
+// repeats). What a planner reads of a file it does not load. The file stays open.
+class Hdf5GraphReader {
+ public:
+  explicit Hdf5GraphReader(const std::filesystem::path& file);
+  ~Hdf5GraphReader();
+  Hdf5GraphReader(const Hdf5GraphReader&) = delete;
+  Hdf5GraphReader& operator=(const Hdf5GraphReader&) = delete;
+
+  const Dataset& flags() const { return flags_; }  // name, task, metric, classes; no arrays
+  std::int64_t num_nodes() const { return num_nodes_; }
+  std::int64_t num_entries() const { return num_entries_; }  // stored adjacency entries
+  std::int64_t num_features() const { return num_features_; }
+  std::uint64_t fingerprint() const { return fingerprint_; }  // the file's (0: none stored)
+  std::vector<GlobalId> train_ids();
+  // Rows [begin, end) of the graph: (end - begin, N), global columns.
+  Csr rows(std::int64_t begin, std::int64_t end);
+  // Where rows [begin, end] start in the stored entries (end - begin + 1 offsets; row N starts
+  // at their count), and entry `entry`'s column.
+  std::vector<EdgeOffset> row_starts(std::int64_t begin, std::int64_t end);
+  NodeId column(EdgeOffset entry);
+
+ private:
+  std::unique_ptr<hdf5::Reader> in_;
+  std::string label_;
+  Dataset flags_;
+  std::int64_t num_nodes_ = 0, num_entries_ = 0, num_features_ = 0;
+  std::uint64_t fingerprint_ = 0;
+};
+
 // The same format from an in-memory file image (the bytes of a .h5 file); errors name `label`.
 Dataset read_hdf5_image(std::span<const std::byte> image, const std::string& label);
 

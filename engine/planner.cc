@@ -429,6 +429,9 @@ PartShape part_shape(const GraphPart& part) {
 
 namespace {
 
+// Entries of each part looked up for their reverse when a plan streams a file's block parts.
+constexpr std::int64_t kPlanSample = 4096;
+
 void say(bool progress, const std::string& line) {
   if (progress) std::fprintf(stderr, "Plan: %s\n", line.c_str());
 }
@@ -479,6 +482,48 @@ class Planner {
         "read the " + std::to_string(meta.num_parts) + " parts of " + config_.partitions);
     shapes_[meta.num_parts] = std::move(parts);
     return meta.num_parts;
+  }
+
+  // Whether the configuration's parts are planned from the file without loading it: block parts
+  // of a Tessera HDF5 file in graph mode, which every rank reads in slices.
+  bool streams(int ranks) const {
+    return sliced() && config_.mode() == ParallelMode::Graph && ranks >= 2;
+  }
+
+  // The shapes of the block parts for each count of `needed` from 2 up (counts past the file's
+  // nodes left out) streamed from the file (block_shapes_from_file), which is never loaded.
+  void stream_shapes(const std::vector<int>& needed, int config_parts) {
+    Hdf5GraphReader file(config_.dataset);
+    report_.streamed = true;
+    DatasetInfo& d = report_.data;
+    d.name = file.flags().name;
+    d.task = file.flags().task;
+    d.eval_metric = file.flags().eval_metric;
+    d.num_classes = file.flags().num_classes;
+    d.num_tasks = file.flags().num_tasks;
+    d.num_nodes = file.num_nodes();
+    d.num_edges = file.num_entries();
+    d.num_features = file.num_features();
+    d.fingerprint = file.fingerprint();
+    check_num_parts(d.num_nodes, config_parts);
+    for (const int k : needed) {
+      if (k < 2 || k > d.num_nodes || shapes_.count(k)) continue;
+      Stopwatch watch;
+      StreamedShapes streamed = block_shapes_from_file(file, k, kPlanSample, config_.seed);
+      if (k == config_parts) {
+        report_.sampled = streamed.sampled;
+        report_.entries_exact = streamed.exact;
+        report_.entries = 0;
+        for (const PartShape& part : streamed.parts) report_.entries += part.entries;
+      }
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "streamed the %d block parts of %s in %.2f s (%lld entries looked up%s)", k,
+                    config_.dataset.c_str(), watch.seconds(),
+                    static_cast<long long>(streamed.sampled), streamed.exact ? ", all" : "");
+      say(progress_, line);
+      shapes_[k] = std::move(streamed.parts);
+    }
   }
 
   // Loads the dataset and partitions it into each part count of `needed` (counts past its nodes
@@ -623,11 +668,16 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
   }
   TESSERA_CHECK(requested >= 1, InvalidArgument, "--plan: no rank count to plan for");
   const int config_parts = configuration_parts(config, requested);
+  const bool streamed = !store && planner.streams(requested);
   if (!store) {
     std::vector<int> needed = {config_parts, 1};
     needed.insert(needed.end(), ranks.begin(), ranks.end());
     if (requested >= 4 && requested % 2 == 0) needed.push_back(requested / 2);  // hybrid 2 stages
-    planner.load_and_partition(needed, config_parts);
+    if (streamed) {
+      planner.stream_shapes(needed, config_parts);
+    } else {
+      planner.load_and_partition(needed, config_parts);
+    }
   }
   planner.measure_step();
   TESSERA_CHECK(planner.add(config, requested, config_parts), InvalidArgument,
@@ -640,7 +690,7 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
       if (!same) planner.add(variant(config, "graph", 0, codec, ""), requested, requested);
     }
     // The pipelined modes, which run on the CPU only and refuse GCNII and GAT.
-    const bool pipelined = !gpu && !store && pipelines(config);
+    const bool pipelined = !gpu && !store && !streamed && pipelines(config);
     if (pipelined && mode != ParallelMode::Pipeline && config.num_layers >= requested) {
       planner.add(variant(config, "pipeline", requested, config.codec, config.codec_backward),
                   requested, 1);
@@ -652,7 +702,7 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
     }
   }
   for (std::size_t i = 1; i < ranks.size(); ++i) {
-    if (ranks[i] != requested && !store)
+    if (ranks[i] != requested && !store && (!streamed || ranks[i] >= 2))
       planner.add(variant(config, "graph", 0, config.codec, config.codec_backward), ranks[i],
                   ranks[i]);
   }
@@ -689,12 +739,18 @@ std::string plan_table(const PlanReport& r) {
   std::ostringstream out;
   const DatasetInfo& d = r.data;
   out << "Plan for " << r.dataset << ": " << d.num_nodes << " nodes, " << r.entries
-      << " adjacency entries, " << d.num_features << " features, " << d.num_outputs()
-      << " outputs; parts from "
-      << (r.from_store ? "the partition store" : r.partition_method + " (run here)") << "\n";
+      << (r.streamed && !r.entries_exact ? " adjacency entries (estimated), "
+                                         : " adjacency entries, ")
+      << d.num_features << " features, " << d.num_outputs() << " outputs; parts from "
+      << (r.from_store ? "the partition store"
+          : r.streamed ? r.partition_method + ", streamed from the file (never loaded; " +
+                             std::to_string(r.sampled) + " entries looked up" +
+                             (r.entries_exact ? ", all)" : ")")
+                       : r.partition_method + " (run here)")
+      << "\n";
   out << "Measured here: process " << gib(static_cast<double>(r.facts.baseline))
       << " GiB before loading";
-  if (!r.from_store)
+  if (!r.from_store && !r.streamed)
     out << ", loading " << gib(static_cast<double>(r.facts.load_peak)) << " GiB at its peak ("
         << gib(static_cast<double>(r.facts.dataset)) << " GiB held), partitioning "
         << gib(static_cast<double>(r.facts.partition_peak)) << " GiB";
@@ -735,6 +791,9 @@ std::string plan_json(const PlanReport& r) {
   j["outputs"] = r.data.num_outputs();
   j["partition"] = r.partition_method;
   j["from_store"] = r.from_store;
+  j["streamed"] = r.streamed;
+  j["entries_looked_up"] = r.sampled;
+  j["entries_exact"] = r.entries_exact;
   j["baseline_bytes"] = r.facts.baseline;
   j["load_peak_bytes"] = r.facts.load_peak;
   j["dataset_bytes"] = r.facts.dataset;

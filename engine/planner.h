@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/csr.h"
+#include "datasets/loaders.h"
 #include "engine/pipeline.h"
 #include "engine/train_config.h"
 #include "partition/graph_part.h"
@@ -31,6 +32,21 @@ struct PartShape {
 // The parts of `plan` on `graph` (symmetric, rows = destinations). O(E).
 std::vector<PartShape> part_shapes(const Csr& graph, const PartitionPlan& plan,
                                    std::span<const GlobalId> train_idx);
+
+// The shapes of the `parts` block parts (partition_block) of a Tessera HDF5 file, without
+// loading it: one pass over its graph a stretch of rows at a time. Owned, halo, boundary, sent and
+// training rows are exact. The adjacency entries of the training graph (symmetrised, no self
+// loops) count an entry whose reverse is stored too once: exact where a part stores at most
+// `sample` entries (each looked up in the file), else estimated from `sample` entries of the part
+// drawn at random (seeded by `seed`) and looked up. Memory: one bit a node for every part and for
+// the boundary, and one stretch of rows.
+struct StreamedShapes {
+  std::vector<PartShape> parts;
+  std::int64_t sampled = 0;  // entries looked up, over the parts
+  bool exact = true;         // every part's entries were all looked up
+};
+StreamedShapes block_shapes_from_file(Hdf5GraphReader& file, int parts, std::int64_t sample,
+                                      std::uint64_t seed);
 
 // The tensor memory of training and evaluating on one process: `per_row` bytes for every owned
 // row plus `fixed` bytes (parameters, their gradients, the optimizer's moments).
@@ -115,6 +131,9 @@ struct PlanReport {
   std::int64_t entries = 0;
   std::string partition_method;
   bool from_store = false;
+  bool streamed = false;      // block parts streamed from the file (block_shapes_from_file)
+  std::int64_t sampled = 0;   // then: the entries looked up for the configuration's parts
+  bool entries_exact = true;  // and whether they were all of them
   MachineFacts facts;
   StepMemory step;
   std::vector<PlanEstimate> rows;  // the configuration first, then the alternatives
@@ -129,7 +148,9 @@ struct PlanReport {
 // mode on the other rank counts. `progress`: a line on stderr per phase. Single process.
 // `gpu`: the configuration runs on GPUs (planned with the CPU's step; the pipelined modes, which
 // run on the CPU only, are left out). With a partition store `ranks` may be empty (the store's
-// part count) and the plan is of graph mode.
+// part count) and the plan is of graph mode. Graph mode with --partition block on a Tessera HDF5
+// file on 2 ranks or more, which every rank reads in slices, is planned without loading the
+// file (block_shapes_from_file): graph-mode rows on 2 ranks or more only.
 PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool progress,
                      bool gpu = false);
 std::string plan_table(const PlanReport& report);  // the table train_gcn --plan prints

@@ -8,10 +8,15 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "comm/mpi_communicator.h"
 #include "core/error.h"
+#include "datasets/loaders.h"
 #include "datasets/synthetic.h"
 #include "engine/planner.h"
 #include "engine/trainer.h"
@@ -199,6 +204,113 @@ TEST(Planner, LoadAndExchangeFollowTheSourceAndTheCodec) {
     EXPECT_GE(extra, 2.0 * width * (h + s) + 4.0 * width * h) << "rank " << r;
     EXPECT_LE(extra, 2.0 * width * (h + s) + 4.0 * width * h + 8192.0) << "rank " << r;
   }
+}
+
+// A directed version of data()'s graph with self loops: u -> v for u < v, the reverse for every
+// third pair, and a loop on every seventh node.
+Dataset directed_dataset() {
+  Dataset d = generate_synthetic([] {
+    SyntheticConfig c = synthetic_preset("default");
+    c.num_nodes = 900;
+    c.num_edges = 5000;
+    c.num_features = 5;
+    return c;
+  }());
+  std::vector<EdgeOffset> indptr = {0};
+  std::vector<NodeId> indices;
+  for (std::int64_t v = 0; v < d.num_nodes(); ++v) {
+    std::vector<NodeId> row;
+    for (EdgeOffset e = d.graph.indptr()[v]; e < d.graph.indptr()[v + 1]; ++e) {
+      const NodeId u = d.graph.indices()[e];
+      if (u != v && (u < v || (u + v) % 3 == 0)) row.push_back(u);
+    }
+    if (v % 7 == 0) row.push_back(static_cast<NodeId>(v));
+    std::sort(row.begin(), row.end());
+    indices.insert(indices.end(), row.begin(), row.end());
+    indptr.push_back(static_cast<EdgeOffset>(indices.size()));
+  }
+  d.graph = Csr(d.num_nodes(), d.num_nodes(), std::move(indptr), std::move(indices));
+  return d;
+}
+
+void expect_same_shapes(const std::vector<PartShape>& got, const std::vector<PartShape>& want,
+                        bool entries, const std::string& at) {
+  ASSERT_EQ(got.size(), want.size()) << at;
+  for (std::size_t p = 0; p < got.size(); ++p) {
+    EXPECT_EQ(got[p].owned, want[p].owned) << at << ", part " << p;
+    EXPECT_EQ(got[p].halo, want[p].halo) << at << ", part " << p;
+    EXPECT_EQ(got[p].send, want[p].send) << at << ", part " << p;
+    EXPECT_EQ(got[p].boundary, want[p].boundary) << at << ", part " << p;
+    EXPECT_EQ(got[p].train, want[p].train) << at << ", part " << p;
+    if (!entries) continue;
+    EXPECT_EQ(got[p].entries, want[p].entries) << at << ", part " << p;
+    EXPECT_EQ(got[p].halo_entries, want[p].halo_entries) << at << ", part " << p;
+  }
+}
+
+// Streamed from the file, the block parts' shapes are those of the loaded training graph: all
+// of them exactly when every entry is looked up (symmetric and directed graphs, self loops),
+// and everything but the entries exactly when a sample is drawn, the entries within a few
+// percent. A plan of block parts on an HDF5 file streams them, and its rows are those of graph
+// mode on 2 ranks or more.
+TEST(Planner, BlockPartsStreamedFromTheFileAreThoseOfTheLoadedGraph) {
+  if (ranks() > 1) GTEST_SKIP() << "one process plans";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tessera_plan_stream_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const Data& symmetric = data();
+  const Dataset directed = directed_dataset();
+  for (const Dataset* d : {&symmetric.dataset, &directed}) {
+    const bool is_directed = d == &directed;
+    const std::filesystem::path file = dir / (is_directed ? "directed.h5" : "symmetric.h5");
+    write_hdf5(*d, file);
+    Hdf5GraphReader reader(file);
+    const Csr graph = training_graph(*d);
+    for (const int k : {2, 3, 5}) {
+      const std::string at =
+          std::string(is_directed ? "directed" : "symmetric") + ", " + std::to_string(k) + " parts";
+      const std::vector<PartShape> want =
+          part_shapes(graph, partition_block(d->num_nodes(), k), d->train_idx);
+      const StreamedShapes all = block_shapes_from_file(reader, k, d->graph.nnz(), 7);
+      EXPECT_TRUE(all.exact) << at;
+      expect_same_shapes(all.parts, want, true, at);
+      const StreamedShapes drawn = block_shapes_from_file(reader, k, 300, 7);
+      EXPECT_FALSE(drawn.exact) << at;
+      EXPECT_LE(drawn.sampled, k * 300) << at;  // the draws that were not self loops
+      EXPECT_GT(drawn.sampled, k * 250) << at;
+      expect_same_shapes(drawn.parts, want, !is_directed, at);
+      for (std::size_t p = 0; p < want.size(); ++p) {
+        EXPECT_NEAR(static_cast<double>(drawn.parts[p].entries),
+                    static_cast<double>(want[p].entries),
+                    0.08 * static_cast<double>(want[p].entries))
+            << at << ", part " << p;
+        EXPECT_NEAR(static_cast<double>(drawn.parts[p].halo_entries),
+                    static_cast<double>(want[p].halo_entries),
+                    0.08 * static_cast<double>(want[p].halo_entries))
+            << at << ", part " << p;
+      }
+    }
+  }
+  // The plan: streamed, no row below 2 ranks, the configuration's parts as above.
+  TrainConfig config = small_config("gcn", "none");
+  config.dataset = (dir / "directed.h5").string();
+  config.partition = "block";
+  const std::vector<int> plan_ranks = {3, 1, 2};
+  const PlanReport r = make_plan(config, plan_ranks, /*progress=*/false);
+  EXPECT_TRUE(r.streamed);
+  EXPECT_EQ(r.data.num_nodes, directed.num_nodes());
+  EXPECT_EQ(r.data.num_features, 5);
+  ASSERT_FALSE(r.rows.empty());
+  for (const PlanEstimate& e : r.rows) {
+    EXPECT_EQ(e.mode, "graph");
+    EXPECT_GE(e.ranks, 2);
+  }
+  EXPECT_EQ(r.rows.front().ranks, 3);
+  expect_same_shapes(r.parts,
+                     part_shapes(training_graph(directed), partition_block(directed.num_nodes(), 3),
+                                 directed.train_idx),
+                     true, "the plan's");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Planner, TheConfigurationIsTheFirstRow) {
