@@ -130,9 +130,8 @@ void HaloPropagator::reserve(std::int64_t width, Device device) {
     halo_operand_ =
         Tensor(std::max(halo_.num_rows(), halo_.num_cols()), width, operand_dtype(), device);
   }
-  halo_x_ = Tensor(halo_.num_cols(), width, DType::F32, device);
+  halo_rows_ = Tensor(halo_.num_cols(), width, DType::F32, device);
   boundary_ = Tensor(halo_.num_rows(), width, DType::F32, device);
-  d_halo_ = Tensor(halo_.num_cols(), width, DType::F32, device);
   exchange_.reserve(width, device);
 }
 
@@ -161,13 +160,13 @@ void HaloPropagator::forward(Tensor& out, const Tensor& x, int layer) {
   check_shape(x, owned_.num_rows(), x.cols(), "HaloPropagator::forward x");
   out.resize(owned_.num_rows(), x.cols(), x.device());  // (N, F)
   const bool exchanging = exchange_.has_traffic();
-  if (exchanging) exchange_.start_forward(x, halo_x_, layer);
+  if (exchanging) exchange_.start_forward(x, halo_rows_, layer);
   overlapped_spmm(out, owned_, operand(x, owned_operand_));
   if (!exchanging) return;
-  exchange_.finish_forward(halo_x_);
+  exchange_.finish_forward(halo_rows_);
   if (boundary_rows_.empty()) return;
   boundary_.resize_within(halo_.num_rows(), x.cols(), x.device());  // (B, F)
-  spmm(boundary_, halo_.view(), operand(halo_x_, halo_operand_));
+  spmm(boundary_, halo_.view(), operand(halo_rows_, halo_operand_));
   scatter_add_rows(out, boundary_, boundary_list_.on(out.device()));
 }
 
@@ -179,9 +178,9 @@ void HaloPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
   if (exchanging) {
     boundary_.resize_within(halo_.num_rows(), f, d_out.device());  // (B, F)
     gather_rows(boundary_, d_out, boundary_list_.on(d_out.device()));
-    d_halo_.resize_within(halo_.num_cols(), f, d_out.device());  // (H, F)
-    spmm(d_halo_, halo_t_.view(), operand(boundary_, halo_operand_));
-    exchange_.start_backward(d_halo_, layer);
+    halo_rows_.resize_within(halo_.num_cols(), f, d_out.device());  // (H, F)
+    spmm(halo_rows_, halo_t_.view(), operand(boundary_, halo_operand_));
+    exchange_.start_backward(halo_rows_, layer);
   }
   overlapped_spmm(d_x, symmetric_ ? owned_ : owned_t_, operand(d_out, owned_operand_));
   if (exchanging) exchange_.finish_backward(d_x);

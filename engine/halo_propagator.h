@@ -38,7 +38,7 @@ class HaloPropagator final : public Propagator, private HaloAccess {
   // Puts the operator on `device` (once): a GPU run aggregates there, while its exchange moves
   // the halo rows between the GPUs (an NCCL communicator).
   void upload(Device device);
-  // Sizes the halo buffers (received rows, boundary sums, halo gradients, gathered send rows) on
+  // Sizes the halo buffers (received rows or halo gradients, boundary sums, gathered send rows) on
   // `device` for the widest exchange of the model, which every narrower layer then reuses; with
   // a bf16 operand dtype (set it first) also the bf16 rows the SpMMs read.
   void reserve(std::int64_t width, Device device);
@@ -75,9 +75,11 @@ class HaloPropagator final : public Propagator, private HaloAccess {
   DeviceIndexList boundary_list_;      // boundary_rows_ where a tensor's device reads them
   std::vector<NodeId> all_rows_;       // (N) 0..N-1, sliced into chunks
   HaloExchange& exchange_;
-  Tensor halo_x_;     // (H, F) received halo rows
-  Tensor boundary_;   // (B, F) A_halo·halo (forward) / d_out of boundary rows (backward)
-  Tensor d_halo_;     // (H, F) gradients for the owners of halo rows
+  // (H, F) the received halo rows (forward), or the gradients for their owners (backward): one
+  // tensor for both, since the exchange has one message set in flight at a time and the
+  // forward is done with its rows when it returns.
+  Tensor halo_rows_;
+  Tensor boundary_;  // (B, F) A_halo·halo (forward) / d_out of boundary rows (backward)
   // The bf16 rows the SpMMs read under set_operand_dtype(BF16): the owned rows of x or d_out
   // (N, F), the received halo rows or the boundary rows' gradients (H or B, F).
   Tensor owned_operand_, halo_operand_;
