@@ -231,10 +231,9 @@ double operator_bytes(const PartShape& p, const TrainConfig& config) {
 
 // The exchange's tensors (received rows, which the halo gradients reuse; boundary sums; gathered
 // send rows) are made once at the widest exchange (HaloPropagator::reserve) and reused by every
-// layer; the
-// decoded blocks of a codec grow to the widest too; the encoded messages (vectors) keep the
-// widest; without a codec the rows go out of the gathered rows and come in in place. (The owned
-// rows' bf16 workspace is in the measured step.)
+// layer; the decoded blocks of a codec grow to the widest too; the encoded messages (vectors)
+// keep the widest; without a codec the rows go out of the gathered rows and come in in place.
+// (The owned rows' bf16 workspace is in the measured step.)
 double exchange_bytes(const PartShape& p, const TrainConfig& config, const ExchangedWidths& w) {
   if (p.halo == 0 && p.send == 0) return 0.0;
   const double width = static_cast<double>(widest_exchange(w));
@@ -673,7 +672,8 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
   if (!store) {
     std::vector<int> needed = {config_parts, 1};
     needed.insert(needed.end(), ranks.begin(), ranks.end());
-    if (requested >= 4 && requested % 2 == 0) needed.push_back(requested / 2);  // hybrid 2 stages
+    const bool hybrid_row = !streamed && requested >= 4 && requested % 2 == 0;
+    if (hybrid_row) needed.push_back(requested / 2);  // hybrid over 2 stages
     if (streamed) {
       planner.stream_shapes(needed, config_parts);
     } else {
