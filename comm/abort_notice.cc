@@ -139,14 +139,23 @@ void AbortNotices::announce_and_wait(double seconds) {
 }
 
 void AbortNotices::acknowledge_and_wait(double seconds) {
-  MPI_Request send = MPI_REQUEST_NULL;
-  MPI_Isend(&rank_, 1, MPI_INT, failed_rank_, kAcknowledgeTag, comm_, &send);
+  // Every other rank gets the acknowledgement, not only the one whose notice came first: when two
+  // ranks fail at once, the others may each have heard a different one first, and each failing
+  // rank waits for every rank's acknowledgement (a rank that did not fail never reads one).
+  std::vector<MPI_Request> sends(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_)
+      MPI_Isend(&rank_, 1, MPI_INT, peer, kAcknowledgeTag, comm_,
+                &sends[static_cast<std::size_t>(peer)]);
+  }
   // The failing rank's MPI_Abort ends this process; this one aborts by itself only when that
   // does not come (the failing rank died, or waits on a rank that never acknowledges).
   const auto deadline = seconds_from_now(seconds);
   while (Clock::now() < deadline) {
-    int done = 0;
-    if (send != MPI_REQUEST_NULL) MPI_Test(&send, &done, MPI_STATUS_IGNORE);
+    for (MPI_Request& send : sends) {
+      int done = 0;
+      if (send != MPI_REQUEST_NULL) MPI_Test(&send, &done, MPI_STATUS_IGNORE);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

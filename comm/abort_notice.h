@@ -30,7 +30,8 @@ class AbortNotices {
   void check(std::string_view waiting_in);
 
   // Ends the job with MPI_Abort(code), after telling the other ranks: a rank that stopped for a
-  // notice acknowledges it and waits for the failing rank's MPI_Abort (its own after
+  // notice acknowledges it to every other rank (two ranks failing at once may each have been
+  // heard first by different ranks) and waits for a failing rank's MPI_Abort (its own after
   // acknowledge_seconds() + kFollowerExtraSeconds); a rank that fails first sends its notices
   // and waits up to acknowledge_seconds(timeout_s) for every other rank's acknowledgement (or
   // its own notice: two ranks failing at once).
