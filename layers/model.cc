@@ -118,24 +118,45 @@ struct Model::State {
 // keeps one (N, F) tensor for all layers instead of one per layer; the gradient before bias and
 // activation is made in place in the layer's output gradient where that is the model's own.
 
-// Workspaces shared by all slots (one forward or backward runs at a time): rotating activation
-// gradients, the convs' gradient before bias + activation, the layers' dropped-out inputs.
+// Workspaces shared by all slots (one forward or backward runs at a time): the convs' gradient
+// before bias + activation, and one pool of (N, F_hidden) buffers for the rotating activation
+// gradients of a backward and the layers' shared dropped-out input (State::shares_dropped).
+// A backward takes the buffer holding a dropped-out input for a gradient once no conv reads it
+// (it is drawn again from the same mask when one does): a GCN whose later layers aggregate
+// first then keeps two such buffers instead of three.
 struct Model::Workspace {
-  Tensor grads[3];  // (N, F_hidden)
-  Tensor d_pre;     // (N, F_out)
+  Tensor pool[4];    // (N, F_hidden) at most: a gradient, its successor, a skip, the dropped input
+  Tensor d_pre;      // (N, F_out)
   Tensor d_initial;  // (N, F_hidden) initial residual: the gradient of layer 0's output from the
                      // layers after it (Conv::set_initial)
-  Tensor dropped;    // (N, F) a layer's input after dropout (State::shares_dropped), at the
-                     // widest width it held; the forward and the backward write it
+  // The pool buffer holding a layer's input after dropout (written by the forward, and by the
+  // backward when it draws it again), at the widest width it held; null when none does.
+  Tensor* dropped = nullptr;
   // Whose dropped-out input `dropped` holds now: a layer of a slot's state, in one epoch.
   const State* dropped_state = nullptr;
   std::size_t dropped_layer = 0;
   std::int64_t dropped_epoch = -1;
-  // A gradient buffer that is none of the given ones.
-  Tensor& free_grad(const Tensor* a, const Tensor* b = nullptr) {
-    for (Tensor& g : grads)
-      if (&g != a && &g != b) return g;
-    return grads[0];  // unreachable: three buffers, two taken at most
+  bool dropped_pinned = false;  // a conv's backward reads `dropped` now
+
+  // A pool buffer that is none of the given ones: one already allocated if there is one, else
+  // the dropped input's (unless pinned; it is drawn again when next read), else a new one.
+  Tensor& take(const Tensor* a, const Tensor* b = nullptr) {
+    Tensor* fresh = nullptr;
+    for (Tensor& t : pool) {
+      if (&t == a || &t == b || &t == dropped) continue;
+      if (!t.empty()) return t;
+      if (fresh == nullptr) fresh = &t;
+    }
+    if (dropped != nullptr && dropped != a && dropped != b && !dropped_pinned) {
+      Tensor& t = *dropped;
+      forget_dropped();
+      return t;
+    }
+    return *fresh;  // four buffers, three taken at most
+  }
+  void forget_dropped() {
+    dropped = nullptr;
+    dropped_state = nullptr;
   }
 };
 
@@ -401,14 +422,16 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
   return h;
 }
 
-void Model::drop_input(State& s, std::size_t i, const GraphContext& graph) {
+void Model::drop_input(State& s, std::size_t i, const GraphContext& graph, const Tensor* busy_a,
+                       const Tensor* busy_b) {
   State::Layer& layer = s.layers[i];
   const int l = layer.at.shape.layer;
   const float rate = l == 0 ? config_.input_dropout : config_.dropout;
   const Tensor& in = *layer.in;
   Workspace& ws = *workspace_;
   const bool shared = s.shares_dropped(i);
-  Tensor& dropped = shared ? ws.dropped : layer.dropped;
+  if (shared && ws.dropped == nullptr) ws.dropped = &ws.take(busy_a, busy_b);
+  Tensor& dropped = shared ? *ws.dropped : layer.dropped;
   dropped.resize_within(in.rows(), in.cols(), in.device());
   dropout_forward(dropped, in, rate, dropout_rng(config_.seed, s.epoch, l), graph.global_ids);
   if (shared) {
@@ -418,15 +441,16 @@ void Model::drop_input(State& s, std::size_t i, const GraphContext& graph) {
   }
 }
 
-const Tensor& Model::conv_input(State& s, std::size_t i, const GraphContext& graph) {
+const Tensor& Model::conv_input(State& s, std::size_t i, const GraphContext& graph,
+                                const Tensor* busy_a, const Tensor* busy_b) {
   const State::Layer& layer = s.layers[i];
   if (layer.stand_in != nullptr) return *layer.stand_in;
   if (!layer.dropout) return *layer.in;
   if (!s.shares_dropped(i)) return layer.dropped;
   const Workspace& ws = *workspace_;
   if (ws.dropped_state != &s || ws.dropped_layer != i || ws.dropped_epoch != s.epoch)
-    drop_input(s, i, graph);
-  return ws.dropped;
+    drop_input(s, i, graph, busy_a, busy_b);
+  return *ws.dropped;
 }
 
 void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_input, int slot,
@@ -440,6 +464,7 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
   propagator_of(graph);  // checked before any work
   check_shape(d_logits, s.features->rows(), s.layers.back().f_out(), "Model::backward d_logits");
   s.backward_ready = false;
+  workspace_->dropped_pinned = false;  // in case a backward before this one threw
   // Initial residual: the layers after the first accumulate the gradient of its output.
   // (In a pipeline, the later stages' share arrives as d_initial_later.)
   const bool initial = c.kind->initial_residual;
@@ -459,7 +484,7 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
     if (initial && i == 0 && c.first_layer == 0) {
       // Layer 0: its output's gradient gains d_initial (on a copy when it is the caller's).
       if (d_h == &d_logits) {
-        Tensor& copy = workspace_->free_grad(nullptr);
+        Tensor& copy = workspace_->take(nullptr);
         copy.resize(d_logits.rows(), d_logits.cols(), d_logits.device());
         copy.copy_from(d_logits);
         d_h = &copy;
@@ -511,7 +536,7 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
   if (layer.at.residual) {
     // out = kResidualBranch * branch + kResidualSkip * in: the branch gets a scaled copy.
     d_skip = d_h;
-    Tensor& d_branch = ws.free_grad(d_h);
+    Tensor& d_branch = ws.take(d_h);
     d_branch.resize(n, layer.f_out(), d_h->device());
     d_branch.zero();
     axpy(d_branch, kResidualBranch, *d_h);
@@ -521,7 +546,7 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
     // Back through ReLU (in place, on a copy when the tensor is the caller's) and BN.
     Tensor* d = const_cast<Tensor*>(d_h);
     if (d_h == &d_logits) {
-      d = &ws.free_grad(d_skip);
+      d = &ws.take(d_skip);
       d->resize(n, layer.f_out(), d_logits.device());
       d->copy_from(d_logits);
     }
@@ -530,14 +555,18 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
     std::span<float> d_beta = g.subspan(static_cast<std::size_t>(layer.at.beta_at), f);
     std::span<const float> gamma = p.subspan(static_cast<std::size_t>(layer.at.gamma_at), f);
     bias_act_backward(*d, {}, *d, layer.bn_out, c.kind->activation);
-    Tensor& d_bn_in = ws.free_grad(d, d_skip);  // (N, F_hidden)
+    Tensor& d_bn_in = ws.take(d, d_skip);  // (N, F_hidden)
     batch_norm1d_backward(d_bn_in, d_gamma, d_beta, layer.bn, *d, gamma, graph.global_num_nodes,
                           graph.all_reduce);
     d_h = &d_bn_in;
   }
   // The conv, then back through the input's dropout and the skip: the gradient of the layer's
   // input, into d_input for the slice's first layer.
-  Tensor* d_x = i > 0 ? &ws.free_grad(d_h, d_skip) : d_input;
+  // The conv's input first (drawn again into the pool when another layer's took its place),
+  // kept from the gradients while the conv's backward reads it.
+  const Tensor& x = conv_input(s, i, graph, d_h, d_skip);
+  ws.dropped_pinned = &x == ws.dropped;
+  Tensor* d_x = i > 0 ? &ws.take(d_h, d_skip) : d_input;
   // The conv's gradient before bias and activation goes into d_h's own memory when d_h is the
   // model's workspace (read by nothing after the conv; a residual's d_skip is another buffer),
   // else into the shared d_pre.
@@ -546,9 +575,9 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
     Tensor& own = const_cast<Tensor&>(*d_h);
     d_h_memory = Tensor::borrow(own.raw(), own.rows(), own.cols(), own.dtype(), own.device());
   }
-  const Tensor& x = conv_input(s, i, graph);
   layer.conv->backward(d_x, g, *d_h, x, layer.conv_out, p, act, propagator_of(graph),
                        d_h_memory.empty() ? ws.d_pre : d_h_memory);
+  ws.dropped_pinned = false;
   if (d_x == nullptr) return nullptr;
   if (layer.dropout)
     dropout_backward(*d_x, *d_x, l == 0 ? c.input_dropout : c.dropout,

@@ -156,11 +156,14 @@ class Model {
   const Tensor* backward_layer(State& s, std::size_t i, const Tensor* d_h, const Tensor& d_logits,
                                GraphContext& graph, Tensor* d_input);
   // Layer i's input after dropout from the layer's input and its mask of the state's epoch:
-  // into the layer's own tensor or the shared workspace (State::shares_dropped).
-  void drop_input(State& s, std::size_t i, const GraphContext& graph);
+  // into the layer's own tensor or the shared workspace (State::shares_dropped), a pool buffer
+  // other than busy_a and busy_b (the gradients a backward holds).
+  void drop_input(State& s, std::size_t i, const GraphContext& graph,
+                  const Tensor* busy_a = nullptr, const Tensor* busy_b = nullptr);
   // What layer i's conv read in its last forward: its input, after dropout when there was one
   // (drawn again when the shared workspace holds another layer's), or the conv's stand-in.
-  const Tensor& conv_input(State& s, std::size_t i, const GraphContext& graph);
+  const Tensor& conv_input(State& s, std::size_t i, const GraphContext& graph,
+                           const Tensor* busy_a = nullptr, const Tensor* busy_b = nullptr);
   ModelConfig config_;
   Tensor params_;  // (1, num_params)
   Tensor grads_;   // (1, num_params)
