@@ -316,8 +316,14 @@ void HaloExchange::start(const Route& route, const Tensor& source, Tensor& recei
   post_encoded(route, source);
 }
 
-void HaloExchange::reserve(std::int64_t width, Device device) {
-  send_buffer_ = Tensor(plan_.num_send(), width, DType::F32, device);
+void HaloExchange::reserve(std::int64_t width, Device device, std::int64_t spare_rows) {
+  send_buffer_ = Tensor(std::max(plan_.num_send(), spare_rows), width, DType::F32, device);
+}
+
+Tensor HaloExchange::idle_rows(std::int64_t rows, std::int64_t cols, Device device) {
+  TESSERA_CHECK(!active_, Internal, "HaloExchange::idle_rows while an exchange is in flight");
+  send_buffer_.resize_within(rows, cols, device);
+  return Tensor::borrow(send_buffer_.raw(), rows, cols, DType::F32, device);
 }
 
 void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {

@@ -98,8 +98,14 @@ class HaloExchange {
   void start_forward(const Tensor& x, Tensor& halo, int layer);
   void finish_forward(Tensor& halo);
   // Sizes the gathered send rows on `device` for the widest exchange of the run, so that the
-  // narrower layers reuse them (Tensor::resize_within) instead of each keeping a block.
-  void reserve(std::int64_t width, Device device);
+  // narrower layers reuse them (Tensor::resize_within) instead of each keeping a block; and for
+  // `spare_rows` rows of the caller's scratch at that width (idle_rows).
+  void reserve(std::int64_t width, Device device, std::int64_t spare_rows = 0);
+  // (rows, cols) f32 rows on `device` over the memory of the send rows, which no exchange uses
+  // between its finish and the next start: the caller's scratch in that time (the propagator's
+  // boundary sums), valid until the next start_forward or start_backward. Internal while an
+  // exchange is in flight.
+  Tensor idle_rows(std::int64_t rows, std::int64_t cols, Device device);
   // Backward: d_halo (H, F) goes to the owners (keep it alive until finish_backward);
   // finish_backward adds what the peers sent into d_x (N, F) rows, in peer order.
   void start_backward(const Tensor& d_halo, int layer);
@@ -170,7 +176,9 @@ class HaloExchange {
   std::uint64_t epoch_ = 0;
   int forward_layer_ = 0;   // layer of the exchange in flight
   int backward_layer_ = 0;
-  Tensor send_buffer_;  // (num_send, F) gathered owned rows (forward) / received grads (backward)
+  // (num_send, F) gathered owned rows (forward) / received grads (backward); between exchanges
+  // the caller's scratch (idle_rows)
+  Tensor send_buffer_;
   DeviceIndexList send_rows_;  // plan_.send_rows where a tensor's device reads them
   std::vector<std::byte> out_bytes_, in_bytes_;  // encoded messages, all peers back to back
   Tensor device_bytes_[2];                       // the same on a GPU (u8: out, in)

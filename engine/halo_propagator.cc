@@ -131,8 +131,7 @@ void HaloPropagator::reserve(std::int64_t width, Device device) {
         Tensor(std::max(halo_.num_rows(), halo_.num_cols()), width, operand_dtype(), device);
   }
   halo_rows_ = Tensor(halo_.num_cols(), width, DType::F32, device);
-  boundary_ = Tensor(halo_.num_rows(), width, DType::F32, device);
-  exchange_.reserve(width, device);
+  exchange_.reserve(width, device, halo_.num_rows());
 }
 
 void HaloPropagator::overlapped_spmm(Tensor& out, const Csr& a, const Tensor& x) {
@@ -165,9 +164,9 @@ void HaloPropagator::forward(Tensor& out, const Tensor& x, int layer) {
   if (!exchanging) return;
   exchange_.finish_forward(halo_rows_);
   if (boundary_rows_.empty()) return;
-  boundary_.resize_within(halo_.num_rows(), x.cols(), x.device());  // (B, F)
-  spmm(boundary_, halo_.view(), operand(halo_rows_, halo_operand_));
-  scatter_add_rows(out, boundary_, boundary_list_.on(out.device()));
+  Tensor boundary = exchange_.idle_rows(halo_.num_rows(), x.cols(), x.device());  // (B, F)
+  spmm(boundary, halo_.view(), operand(halo_rows_, halo_operand_));
+  scatter_add_rows(out, boundary, boundary_list_.on(out.device()));
 }
 
 void HaloPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
@@ -176,10 +175,10 @@ void HaloPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
   d_x.resize(owned_.num_rows(), f, d_out.device());  // (N, F)
   const bool exchanging = exchange_.has_traffic();
   if (exchanging) {
-    boundary_.resize_within(halo_.num_rows(), f, d_out.device());  // (B, F)
-    gather_rows(boundary_, d_out, boundary_list_.on(d_out.device()));
+    Tensor boundary = exchange_.idle_rows(halo_.num_rows(), f, d_out.device());  // (B, F)
+    gather_rows(boundary, d_out, boundary_list_.on(d_out.device()));
     halo_rows_.resize_within(halo_.num_cols(), f, d_out.device());  // (H, F)
-    spmm(halo_rows_, halo_t_.view(), operand(boundary_, halo_operand_));
+    spmm(halo_rows_, halo_t_.view(), operand(boundary, halo_operand_));
     exchange_.start_backward(halo_rows_, layer);
   }
   overlapped_spmm(d_x, symmetric_ ? owned_ : owned_t_, operand(d_out, owned_operand_));

@@ -38,9 +38,11 @@ class HaloPropagator final : public Propagator, private HaloAccess {
   // Puts the operator on `device` (once): a GPU run aggregates there, while its exchange moves
   // the halo rows between the GPUs (an NCCL communicator).
   void upload(Device device);
-  // Sizes the halo buffers (received rows or halo gradients, boundary sums, gathered send rows) on
-  // `device` for the widest exchange of the model, which every narrower layer then reuses; with
-  // a bf16 operand dtype (set it first) also the bf16 rows the SpMMs read.
+  // Sizes the halo buffers (received rows or halo gradients, gathered send rows) on `device` for
+  // the widest exchange of the model, which every narrower layer then reuses; with a bf16
+  // operand dtype (set it first) also the bf16 rows the SpMMs read. The boundary rows' sums
+  // (B, F) (A_halo·halo forward, d_out of the boundary rows backward) live in the exchange's
+  // send rows between its exchanges (HaloExchange::idle_rows): the two are never needed at once.
   void reserve(std::int64_t width, Device device);
   // Sends each halo row's weight in this rank's aggregation (Σ of its column's squared
   // entries) to the row's owner and receives those of its own rows: the adaptive codec plans
@@ -79,7 +81,6 @@ class HaloPropagator final : public Propagator, private HaloAccess {
   // tensor for both, since the exchange has one message set in flight at a time and the
   // forward is done with its rows when it returns.
   Tensor halo_rows_;
-  Tensor boundary_;  // (B, F) A_halo·halo (forward) / d_out of boundary rows (backward)
   // The bf16 rows the SpMMs read under set_operand_dtype(BF16): the owned rows of x or d_out
   // (N, F), the received halo rows or the boundary rows' gradients (H or B, F).
   Tensor owned_operand_, halo_operand_;

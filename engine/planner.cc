@@ -229,18 +229,18 @@ double operator_bytes(const PartShape& p, const TrainConfig& config) {
   return bytes;
 }
 
-// The exchange's tensors (received rows, which the halo gradients reuse; boundary sums; gathered
-// send rows) are made once at the widest exchange (HaloPropagator::reserve) and reused by every
-// layer; the decoded blocks of a codec grow to the widest too; the encoded messages (vectors)
-// keep the widest; without a codec the rows go out of the gathered rows and come in in place.
-// (The owned rows' bf16 workspace is in the measured step.)
+// The exchange's tensors (received rows, which the halo gradients reuse; gathered send rows, which
+// hold the boundary sums between exchanges) are made once at the widest exchange
+// (HaloPropagator::reserve) and reused by every layer; the decoded blocks of a codec grow to the
+// widest too; the encoded messages (vectors) keep the widest; without a codec the rows go out of
+// the gathered rows and come in in place. (The owned rows' bf16 workspace is in the measured step.)
 double exchange_bytes(const PartShape& p, const TrainConfig& config, const ExchangedWidths& w) {
   if (p.halo == 0 && p.send == 0) return 0.0;
   const double width = static_cast<double>(widest_exchange(w));
   const double h = static_cast<double>(p.halo), s = static_cast<double>(p.send);
   const double b = static_cast<double>(p.boundary);
   const CodecKind fwd = config.forward_codec(), bwd = config.backward_codec();
-  double bytes = mapped_bytes(h * width) + mapped_bytes(b * width) + mapped_bytes(s * width);
+  double bytes = mapped_bytes(h * width) + mapped_bytes(std::max(b, s) * width);
   if (fwd != CodecKind::None || bwd != CodecKind::None) bytes += mapped_bytes(h * width);
   // bf16 aggregation: the halo or boundary rows the SpMMs read, rounded (2 bytes a value).
   if (config.aggregation_dtype() == DType::BF16) bytes += mapped_bytes(std::max(h, b) * width / 2);

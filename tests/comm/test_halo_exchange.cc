@@ -12,8 +12,9 @@
 
 #include "comm/halo_exchange.h"
 #include "comm/mpi_communicator.h"
-#include "datasets/synthetic.h"
+#include "core/error.h"
 #include "core/kernels.h"
+#include "datasets/synthetic.h"
 #include "partition/graph_part.h"
 
 namespace tessera {
@@ -102,6 +103,24 @@ TEST_F(HaloExchangeTest, BackwardAddsEveryPeersGradientIntoTheOwner) {
   EXPECT_EQ(wrong, 0) << "rank " << comm.rank();
   EXPECT_EQ(comm.traffic().sent(TrafficCategory::HaloBackward),
             static_cast<std::uint64_t>(g.num_halo() * kWidth * 4));
+}
+
+// Between exchanges the send rows are the caller's scratch: idle_rows lends their memory, which
+// reserve sized for the spare rows too, and refuses while an exchange is in flight.
+TEST_F(HaloExchangeTest, IdleRowsLendTheSendRowsBetweenExchanges) {
+  const LocalGraph& g = mine().graph;
+  HaloExchange exchange(comm, g.halo, g.owned_ids, g.halo_ids);
+  const std::int64_t spare = g.halo.num_send() + 3;
+  exchange.reserve(kWidth, Device::cpu(), spare);
+  Tensor idle = exchange.idle_rows(spare, kWidth, Device::cpu());
+  ASSERT_EQ(idle.rows(), spare);
+  const void* memory = idle.raw();
+  Tensor x(g.num_owned(), kWidth), halo;
+  x.zero();
+  exchange.start_forward(x, halo, 0);
+  EXPECT_THROW(exchange.idle_rows(1, kWidth, Device::cpu()), Error) << "in flight";
+  exchange.finish_forward(halo);
+  EXPECT_EQ(exchange.idle_rows(spare, kWidth, Device::cpu()).raw(), memory) << "no new block";
 }
 
 TEST_F(HaloExchangeTest, RepeatedExchangesOfSeveralLayersStayExact) {
