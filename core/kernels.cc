@@ -199,6 +199,28 @@ void to_bf16(Tensor& y, const Tensor& x) {
   cpu::kernels().to_bf16(static_cast<std::uint16_t*>(y.raw()), x.f32(), x.numel());
 }
 
+void positive_bits(Tensor& bits, const Tensor& y) {
+  check_f32(y, "positive_bits", "y");
+  TESSERA_CHECK(bits.dtype() == DType::U8, InvalidArgument,
+                "positive_bits: bits must be u8, found ", to_string(bits.dtype()));
+  check_dims(bits, y.rows(), (y.cols() + 7) / 8, "positive_bits", "bits");
+  TESSERA_CHECK(bits.device() == y.device(), InvalidArgument, "positive_bits: bits are on ",
+                to_string(bits.device()), ", y on ", to_string(y.device()));
+  if (y.device().kind != DeviceKind::Cpu) no_kernel("positive_bits", y.device());
+  cpu::kernels().positive_bits(bits.data<std::uint8_t>(), y.f32(), y.rows(), y.cols());
+}
+
+void mask_by_bits(Tensor& d, const Tensor& bits) {
+  check_f32(d, "mask_by_bits", "d");
+  TESSERA_CHECK(bits.dtype() == DType::U8, InvalidArgument, "mask_by_bits: bits must be u8, found ",
+                to_string(bits.dtype()));
+  check_dims(bits, d.rows(), (d.cols() + 7) / 8, "mask_by_bits", "bits");
+  TESSERA_CHECK(bits.device() == d.device(), InvalidArgument, "mask_by_bits: bits are on ",
+                to_string(bits.device()), ", d on ", to_string(d.device()));
+  if (d.device().kind != DeviceKind::Cpu) no_kernel("mask_by_bits", d.device());
+  cpu::kernels().mask_by_bits(d.f32(), bits.data<std::uint8_t>(), d.rows(), d.cols());
+}
+
 // ---- dense ----
 
 void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha,

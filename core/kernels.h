@@ -48,6 +48,13 @@ void bias_act_forward(Tensor& y, const Tensor& x, std::span<const float> bias, A
 void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, const Tensor& y,
                        Activation act);
 
+// A ReLU's gradient from the signs of its output alone, for a layer that frees the output once
+// the next layer has read it (layers/model.cc): bits (R, ceil(F / 8)) u8, bit k % 8 of byte
+// k / 8 of row r set when y[r, k] > 0. CPU.
+void positive_bits(Tensor& bits, const Tensor& y);
+// d (R, F) in place: d[r, k] kept where its bit is set, else 0 (ReLU's backward). CPU.
+void mask_by_bits(Tensor& d, const Tensor& bits);
+
 // Inverted dropout: y[r, f] = keep ? x[r, f] / (1 - p) : 0, keep = rng.uniform(global_ids[r], f)
 // >= p. The mask is a pure function of (rng key, global id, f): nothing is stored, backward
 // recomputes it. p in [0, 1); y may alias x. global_ids has x.rows() entries.

@@ -76,6 +76,7 @@ class GraphRunner final : public ModeRunner {
     const double loss = loss_and_gradient(d_logits_, logp_, logits_, multiclass, labels_, *targets_,
                                           loss_rows_, loss_scale_);
     model.backward(d_logits_, context_);
+    model.release_gradients();  // their blocks serve the evaluation and the next forward
     return loss;
   }
   const Tensor* evaluate(Model& model, int epoch) override {

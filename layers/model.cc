@@ -73,6 +73,10 @@ struct Model::State {
     BatchNormCache bn;
     Tensor bn_out;   // (N, F_out) ReLU(BN(conv_out)), ReLU in place (hidden layers with BN)
     Tensor res_out;  // (N, F_out) the above mixed with the layer's input (residual layers)
+    // (N, ceil(F_out / 8)) u8: the signs of conv_out, kept instead of it once the next layer has
+    // read it (Model::keep_signs_only), when `signs_only`
+    Tensor positive;
+    bool signs_only = false;
     Tensor dropped;  // (N, F_in) the conv's input after dropout (when `dropout`) for a slice's
                      // first layer; the later layers use Workspace::dropped (see conv_input)
     const Tensor* stand_in = nullptr;  // the conv's stand-in for a freed `dropped`
@@ -84,7 +88,7 @@ struct Model::State {
     bool hidden() const { return at.shape.hidden(); }
     // Frees the activations and workspaces except `keep` (inference-only slots).
     void release(const Tensor* keep = nullptr) {
-      for (Tensor* t : {&conv_out, &bn_out, &res_out, &dropped, &bn.x_hat})
+      for (Tensor* t : {&conv_out, &bn_out, &res_out, &dropped, &bn.x_hat, &positive})
         if (t != keep) *t = Tensor();
       conv->release();
     }
@@ -358,6 +362,7 @@ void Model::forward(Tensor& logits, const Tensor& features, GraphContext& graph,
   const Tensor* h = &features;  // (N, F_in of layer l): the input of the next layer
   for (std::size_t i = 0; i < s.layers.size(); ++i) {
     h = forward_layer(s, i, h, graph, training, epoch);
+    if (training && i > 0) keep_signs_only(s, i - 1);
     if (s.inference_only) {  // keep only this layer's output for the next one (and h0)
       if (i > 1 || (i == 1 && !keeps_initial)) s.layers[i - 1].release();
       s.layers[i].release(h);
@@ -388,6 +393,7 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
   layer.in = h;
   layer.dropout = training && rate > 0.0f;
   layer.stand_in = nullptr;
+  layer.signs_only = false;
   if (layer.dropout) drop_input(s, i, graph);
   if (c.kind->initial_residual && l > 0)
     layer.conv->set_initial(c.first_layer == 0 ? &s.output(0, c.batch_norm) : s.initial,
@@ -396,8 +402,8 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
       training, CounterRng(c.seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(l),
                            RngPurpose::AttentionDropout));
   layer.conv->forward(layer.conv_out, conv_input(s, i, graph), params(), act, propagator_of(graph));
-  if (layer.dropout && (layer.stand_in = layer.conv->input_stand_in()) != nullptr)
-    layer.dropped = Tensor();  // the backward reads only its shape
+  layer.stand_in = layer.conv->input_stand_in();
+  if (layer.dropout && layer.stand_in != nullptr) layer.dropped = Tensor();  // read for its shape
   h = &layer.conv_out;
   if (bn) {
     const auto f = static_cast<std::size_t>(layer.f_out());
@@ -420,6 +426,27 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
     h = &layer.res_out;
   }
   return h;
+}
+
+// A hidden ReLU layer's output, once the next layer's forward has read it, is needed again only
+// for ReLU's backward when that layer's backward reads its input for the shape alone (a GCN
+// that aggregates first keeps P x): its signs then replace it, a bit instead of a float. Host
+// tensors; not with batch norm, residuals or an initial residual, whose outputs are read again.
+void Model::keep_signs_only(State& s, std::size_t j) {
+  const ModelConfig& c = config_;
+  State::Layer& layer = s.layers[j];
+  const State::Layer& next = s.layers[j + 1];
+  if (!layer.hidden() || c.batch_norm || layer.at.residual || c.kind->initial_residual ||
+      c.kind->activation != Activation::Relu || next.stand_in == nullptr ||
+      next.in != &layer.conv_out || layer.conv_out.device().kind != DeviceKind::Cpu)
+    return;
+  const std::int64_t n = layer.conv_out.rows(), bytes = (layer.f_out() + 7) / 8;
+  if (layer.positive.dtype() != DType::U8 || layer.positive.rows() != n ||
+      layer.positive.cols() != bytes)
+    layer.positive = Tensor(n, bytes, DType::U8);
+  positive_bits(layer.positive, layer.conv_out);
+  layer.conv_out = Tensor();
+  layer.signs_only = true;
 }
 
 void Model::drop_input(State& s, std::size_t i, const GraphContext& graph, const Tensor* busy_a,
@@ -499,6 +526,12 @@ void Model::backward(const Tensor& d_logits, GraphContext& graph, Tensor* d_inpu
   }
 }
 
+void Model::release_gradients() {
+  Workspace& ws = *workspace_;
+  for (Tensor& t : ws.pool) t = Tensor();
+  ws.forget_dropped();
+}
+
 void Model::set_initial(int slot, const Tensor* h0) {
   TESSERA_CHECK(slot >= 0 && slot < config_.slots, InvalidArgument, "Model::set_initial: slot ",
                 slot, " of ", config_.slots);
@@ -575,7 +608,13 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
     Tensor& own = const_cast<Tensor&>(*d_h);
     d_h_memory = Tensor::borrow(own.raw(), own.rows(), own.cols(), own.dtype(), own.device());
   }
-  layer.conv->backward(d_x, g, *d_h, x, layer.conv_out, p, act, propagator_of(graph),
+  if (layer.signs_only) {
+    // ReLU's backward from the kept signs, in d_h's own memory (the next layer's d_x, the
+    // model's), then the conv's without an activation (which reads no output).
+    mask_by_bits(const_cast<Tensor&>(*d_h), layer.positive);
+  }
+  layer.conv->backward(d_x, g, *d_h, x, layer.conv_out, p,
+                       layer.signs_only ? Activation::None : act, propagator_of(graph),
                        d_h_memory.empty() ? ws.d_pre : d_h_memory);
   ws.dropped_pinned = false;
   if (d_x == nullptr) return nullptr;
@@ -586,11 +625,37 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
   return d_x;
 }
 
+std::vector<bool> Model::relu_on(int layer) const {
+  TESSERA_CHECK(layer >= 0 && layer < config_.num_layers, InvalidArgument,
+                "relu_on: layer must be in [0, ", config_.num_layers, "), got ", layer);
+  const State& s = *states_.front();
+  const State::Layer& l = s.layers[static_cast<std::size_t>(layer)];
+  TESSERA_CHECK(s.has_forward && l.hidden() && config_.kind->activation == Activation::Relu,
+                InvalidArgument, "relu_on: layer ", layer,
+                " has no ReLU in the last forward (a hidden layer of a ReLU kind after a forward)");
+  std::vector<bool> on;
+  if (l.signs_only) {
+    const Tensor& bits = l.positive;
+    for (std::int64_t r = 0; r < bits.rows(); ++r)
+      for (std::int64_t k = 0; k < l.f_out(); ++k)
+        on.push_back((bits.row<std::uint8_t>(r)[k / 8] >> (k % 8)) & 1u);
+    return on;
+  }
+  // With batch norm the ReLU follows it (in place in bn_out); else it is the conv's (a residual
+  // layer's branch, before the skip is added).
+  const std::vector<float> values = host_f32(config_.batch_norm ? l.bn_out : l.conv_out);
+  for (const float v : values) on.push_back(v > 0.0f);
+  return on;
+}
+
 const Tensor& Model::embeddings(int layer) const {
   TESSERA_CHECK(layer >= 0 && layer < config_.num_layers, InvalidArgument,
                 "embeddings: layer must be in [0, ", config_.num_layers, "), got ", layer);
   const State& s = *states_.front();
   TESSERA_CHECK(s.has_forward, InvalidArgument, "embeddings: no forward has run yet");
+  TESSERA_CHECK(!s.layers[static_cast<std::size_t>(layer)].signs_only, InvalidArgument,
+                "embeddings: the training forward kept only the signs of layer ", layer,
+                "'s output; an evaluation forward keeps every layer's");
   return s.output(static_cast<std::size_t>(layer), config_.batch_norm);
 }
 

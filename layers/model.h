@@ -132,9 +132,21 @@ class Model {
   // memory instead of all of them. Such a slot cannot run a training forward.
   void set_inference_slot(int slot);
 
+  // Hands the backward's pool of (N, F) gradient buffers (and the dropped-out input among them)
+  // back to the allocator, whose cache gives their blocks to the next tensors of their size: the
+  // evaluation's layer outputs and the next forward's. A layer output that a training forward
+  // reduced to its signs then costs no block from one backward to the next. Graph mode calls it
+  // after every step; a pipeline, whose chunks differ in rows, keeps the pool.
+  void release_gradients();
+
   // Output of layer `layer` (after its activation and residual) from the last forward of
-  // slot 0: node embeddings for users of the library. layer in [0, num_layers).
+  // slot 0: node embeddings for users of the library. layer in [0, num_layers). An evaluation
+  // forward keeps every layer's; a training forward may keep only the signs of a hidden GCN
+  // layer's (then this throws InvalidArgument).
   const Tensor& embeddings(int layer) const;
+  // Which values of hidden layer `layer`'s ReLU were on (> 0) in the last forward of slot 0, row
+  // by row: what its backward passes (tests of the gradient, which must not cross a kink).
+  std::vector<bool> relu_on(int layer) const;
 
   // Batch-norm running statistics (not trained; part of a checkpoint). Empty without BN.
   std::span<float> buffers() { return buffers_; }
@@ -155,6 +167,9 @@ class Model {
   // for the slice's first layer without d_input).
   const Tensor* backward_layer(State& s, std::size_t i, const Tensor* d_h, const Tensor& d_logits,
                                GraphContext& graph, Tensor* d_input);
+  // After layer j + 1's training forward: layer j's output replaced by its signs when nothing
+  // but ReLU's backward reads it again.
+  void keep_signs_only(State& s, std::size_t j);
   // Layer i's input after dropout from the layer's input and its mask of the state's epoch:
   // into the layer's own tensor or the shared workspace (State::shares_dropped), a pool buffer
   // other than busy_a and busy_b (the gradients a backward holds).

@@ -248,6 +248,33 @@ void dropout_backward(float* d_x, const float* d_y, float p, const CounterRng& r
   apply_dropout_mask(d_x, d_y, p, rng, global_ids, r, f);
 }
 
+void positive_bits(std::uint8_t* bits, const float* y, std::int64_t r, std::int64_t f) {
+  const std::int64_t row_bytes = (f + 7) / 8;
+#pragma omp parallel for schedule(static) if (r * f >= detail::kParallelMinWork)
+  for (std::int64_t row = 0; row < r; ++row) {
+    const float* y_row = y + row * f;
+    std::uint8_t* b_row = bits + row * row_bytes;
+    for (std::int64_t byte = 0; byte < row_bytes; ++byte) {
+      const std::int64_t end = std::min<std::int64_t>(8, f - 8 * byte);
+      unsigned word = 0;
+      for (std::int64_t k = 0; k < end; ++k)
+        word |= static_cast<unsigned>(y_row[8 * byte + k] > 0.0f) << k;
+      b_row[byte] = static_cast<std::uint8_t>(word);
+    }
+  }
+}
+
+void mask_by_bits(float* d, const std::uint8_t* bits, std::int64_t r, std::int64_t f) {
+  const std::int64_t row_bytes = (f + 7) / 8;
+#pragma omp parallel for schedule(static) if (r * f >= detail::kParallelMinWork)
+  for (std::int64_t row = 0; row < r; ++row) {
+    float* d_row = d + row * f;
+    const std::uint8_t* b_row = bits + row * row_bytes;
+    for (std::int64_t k = 0; k < f; ++k)
+      d_row[k] = (b_row[k >> 3] >> (k & 7)) & 1u ? d_row[k] : 0.0f;
+  }
+}
+
 void to_bf16(std::uint16_t* y, const float* x, std::int64_t n) {
   // Integer operations only, which the compiler vectorises at every level.
 #pragma omp parallel for schedule(static) if (n >= detail::kParallelMinWork)

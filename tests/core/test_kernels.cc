@@ -260,6 +260,36 @@ TEST(ToBf16, ChecksDtypesAndShapes) {
                            "y must be (3, 4), found (4, 3)"));
 }
 
+// positive_bits then mask_by_bits is ReLU's backward from the output (bias_act_backward) at
+// every width around the byte boundaries, with zeros, negative zeros and NaN (not > 0) in y.
+TEST(PositiveBits, MaskIsTheReluBackwardOfTheOutput) {
+  for (const std::int64_t f : {1, 7, 8, 9, 16, 17, 64, 255}) {
+    std::vector<float> values =
+        test::random_floats(static_cast<std::size_t>(37 * f), 5, -1.0f, 1.0f);
+    values[0] = 0.0f;
+    if (values.size() > 2) values[1] = -0.0f;
+    if (values.size() > 3) values[2] = std::numeric_limits<float>::quiet_NaN();
+    const Tensor y = test::tensor_from(values, 37, f);
+    Tensor bits(37, (f + 7) / 8, DType::U8);
+    positive_bits(bits, y);
+    for (std::int64_t r = 0; r < 37; ++r)
+      for (std::int64_t k = 0; k < f; ++k)
+        ASSERT_EQ((bits.row<std::uint8_t>(r)[k / 8] >> (k % 8)) & 1, y.row<float>(r)[k] > 0.0f)
+            << "width " << f << " row " << r << " column " << k;
+    const Tensor d = test::random_tensor(37, f, 6);
+    Tensor expected(37, f), masked = d.clone();
+    bias_act_backward(expected, {}, d, y, Activation::Relu);
+    mask_by_bits(masked, bits);
+    EXPECT_EQ(0, std::memcmp(masked.raw(), expected.raw(), masked.bytes())) << "width " << f;
+  }
+  Tensor f32_bits(2, 1), short_bits(2, 1, DType::U8), d(2, 9);
+  const Tensor y = test::random_tensor(2, 9, 1);
+  EXPECT_TRUE(throws_error([&] { positive_bits(f32_bits, y); }, ErrorCategory::InvalidArgument,
+                           "positive_bits: bits must be u8, found f32"));
+  EXPECT_TRUE(throws_error([&] { mask_by_bits(d, short_bits); }, ErrorCategory::InvalidArgument,
+                           "bits must be (2, 2), found (2, 1)"));
+}
+
 TEST(SpmmBf16, EqualsTheF32SumOfTheRoundedRowsBitwise) {
   std::vector<NodeId> rows(203);
   std::iota(rows.begin(), rows.end(), 0);

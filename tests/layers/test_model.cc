@@ -62,19 +62,14 @@ struct Graph {
 };
 
 // On/off state of every ReLU in the hidden layers of `model`'s last forward (slot 0), for
-// expect_gradient. A residual layer's embedding is its clean input (the previous layer's
-// embedding, or the slice's input) plus 0.1 ReLU(...): its ReLU is on where the embedding
-// exceeds that input.
-std::vector<bool> relu_pattern(const Model& model, const Tensor& input) {
+// expect_gradient.
+std::vector<bool> relu_pattern(const Model& model) {
   const ModelConfig& c = model.config();  // total_layers filled in by the constructor
   std::vector<bool> on;
   for (int i = 0; i < c.num_layers && c.first_layer + i + 1 < c.total_layers; ++i) {
-    const int l = c.first_layer + i;
-    const Tensor& h = model.embeddings(i);
-    const Tensor* in = nullptr;
-    if (is_residual_layer(c, l)) in = i > 0 ? &model.embeddings(i - 1) : &input;
-    for (std::int64_t j = 0; j < h.numel(); ++j)
-      on.push_back(h.f32()[j] > (in ? in->f32()[j] : 0.0f));
+    if (c.kind->activation != Activation::Relu) break;
+    const std::vector<bool> layer = model.relu_on(i);
+    on.insert(on.end(), layer.begin(), layer.end());
   }
   return on;
 }
@@ -187,7 +182,7 @@ TEST_P(ModelGradient, MatchesFiniteDifferences) {
   const std::vector<float> analytic(model.grads().begin(), model.grads().end());
 
   auto loss = [&] { return training_loss(model, g, x, kEpoch); };
-  auto pattern = [&] { return relu_pattern(model, x); };
+  auto pattern = [&] { return relu_pattern(model); };
   // float32 forward through up to 5 layers, BN and log_softmax (smooth between ReLU kinks):
   // step 5e-3 leaves truncation ~1e-5 and loss rounding ~1e-6 / 1e-2; measured <= 5.1e-4
   // (resgcn_bn_dropout), 2e-3 gives 4x.
@@ -480,8 +475,6 @@ TEST(Model, BackwardLeavesTheCallersGradientAlone) {
   }
 }
 
-// Dropout costs a training step one (N, F) tensor, whatever the depth: the layers after the first
-// share one workspace for their dropped-out input, which the backward draws again when needed.
 // Dropout keeps one (N, F) tensor for all layers: the shared dropped-out input, in the pool of the
 // backward's gradients. A GCN (whose second layer aggregates first and needs only P x) hands it to
 // a gradient once the last layer's backward has read it, so dropout costs it no tensor at all;
@@ -509,6 +502,38 @@ TEST(Model, DropoutKeepsOneSharedTensor) {
     }
     const std::int64_t tensors = kind == ModelKind::Gcn ? 0 : 1;
     EXPECT_EQ(kept[1] - kept[0], tensors * kNodes * kHidden * 4) << to_string(kind);
+  }
+}
+
+// A 3-layer GCN whose second layer aggregates first (F_out >= F_in) keeps only the signs of the
+// first layer's output after a training forward: (N, F) floats become (N, F / 8) bytes. Its
+// embedding is then refused, its ReLU pattern is that of the output, and an evaluation forward
+// keeps the output again. SAGE, whose backward reads every input, keeps them all.
+TEST(Model, TrainingKeepsOnlyTheSignsOfAnOutputReadForItsShape) {
+  constexpr std::int64_t kHidden = 16;
+  for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage}) {
+    Graph g(3, 39);
+    const Tensor x = random_tensor(kNodes, 7, 1);
+    Model model(make_config(kind, 7, kHidden, 3, 3, false));  // no dropout: the same tensors
+    Tensor logits;
+    model.forward(logits, x, g.context, /*training=*/false, 0);
+    const std::vector<float> h0 = host_f32(model.embeddings(0));
+    const auto evaluated = static_cast<std::int64_t>(host_tensor_bytes().current);
+    model.forward(logits, x, g.context, /*training=*/true, 0);
+    const auto trained = static_cast<std::int64_t>(host_tensor_bytes().current);
+    if (kind == ModelKind::Sage) {
+      EXPECT_EQ(trained, evaluated);
+      EXPECT_EQ(host_f32(model.embeddings(0)), h0);
+      continue;
+    }
+    // 12 x 16 floats freed, 12 x 2 bytes kept (one 64-byte block).
+    EXPECT_EQ(evaluated - trained, kNodes * kHidden * 4 - 64);
+    EXPECT_THROW(model.embeddings(0), Error);
+    std::vector<bool> on;
+    for (const float v : h0) on.push_back(v > 0.0f);
+    EXPECT_EQ(model.relu_on(0), on);
+    model.forward(logits, x, g.context, /*training=*/false, 1);
+    EXPECT_EQ(host_f32(model.embeddings(0)), h0);
   }
 }
 
@@ -784,7 +809,7 @@ TEST(Model, SliceInputGradientMatchesFiniteDifferences) {
       slice.forward(out, x, g.context, true, kEpoch);
       return test::dot(out, r);
     };
-    auto pattern = [&] { return relu_pattern(slice, x); };
+    auto pattern = [&] { return relu_pattern(slice); };
     // As in ModelGradient: float32 through up to 3 layers and BN, smooth between kinks;
     // measured <= 2.7e-4.
     expect_gradient("d_input", span_of(x), analytic, loss, 5e-3f, 2e-3, pattern);
