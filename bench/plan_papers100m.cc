@@ -12,6 +12,7 @@
 //        [--layers 3] [--codecs none bf16 int8]
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -108,7 +109,9 @@ int main(int argc, char** argv) {
         in.ranks = k;
         const PlanEstimate e = estimate_plan(in);
         const double host = static_cast<double>(e.max_peak());
-        const double device = host - static_cast<double>(facts.baseline);
+        double device = 0.0;
+        for (const RankMemory& m : e.memory)
+          device = std::max(device, static_cast<double>(m.device));
         std::printf("| %d | %.1f | %s | %.1f | %s | %.1f | %s | %.1f |\n", k, r, codec.c_str(),
                     device / 1e9, device <= 80e9 ? "yes" : "no", host / 1e9,
                     host <= 256e9 ? "yes" : "no", e.bytes_per_epoch() / 1e9);

@@ -210,17 +210,6 @@ void positive_bits(Tensor& bits, const Tensor& y) {
   cpu::kernels().positive_bits(bits.data<std::uint8_t>(), y.f32(), y.rows(), y.cols());
 }
 
-void mask_by_bits(Tensor& d, const Tensor& bits) {
-  check_f32(d, "mask_by_bits", "d");
-  TESSERA_CHECK(bits.dtype() == DType::U8, InvalidArgument, "mask_by_bits: bits must be u8, found ",
-                to_string(bits.dtype()));
-  check_dims(bits, d.rows(), (d.cols() + 7) / 8, "mask_by_bits", "bits");
-  TESSERA_CHECK(bits.device() == d.device(), InvalidArgument, "mask_by_bits: bits are on ",
-                to_string(bits.device()), ", d on ", to_string(d.device()));
-  if (d.device().kind != DeviceKind::Cpu) no_kernel("mask_by_bits", d.device());
-  cpu::kernels().mask_by_bits(d.f32(), bits.data<std::uint8_t>(), d.rows(), d.cols());
-}
-
 // ---- dense ----
 
 void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha,
@@ -307,6 +296,18 @@ void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, 
   const Device device = d_x.device();
   check_input(d_x, device, "bias_act_backward", "d_x");
   check_input(d_y, device, "bias_act_backward", "d_y");
+  if (y.dtype() == DType::U8) {  // ReLU from the output's signs (positive_bits)
+    TESSERA_CHECK(act == Activation::Relu, InvalidArgument,
+                  "bias_act_backward: the signs of y (u8 bits) serve ReLU only");
+    check_dims(y, d_y.rows(), (d_y.cols() + 7) / 8, "bias_act_backward", "y (bits)");
+    check_dims(d_x, d_y.rows(), d_y.cols(), "bias_act_backward", "d_x");
+    check_optional_count(d_bias.size(), d_y.cols(), "bias_act_backward", "d_bias");
+    TESSERA_CHECK(y.device() == device && device.kind == DeviceKind::Cpu, InvalidArgument,
+                  "bias_act_backward: the signs of y are a host tensor's");
+    return cpu::kernels().relu_backward_bits(d_x.f32(), d_bias.empty() ? nullptr : d_bias.data(),
+                                             d_y.f32(), y.data<std::uint8_t>(), d_y.rows(),
+                                             d_y.cols());
+  }
   check_input(y, device, "bias_act_backward", "y");
   check_dims(d_x, d_y.rows(), d_y.cols(), "bias_act_backward", "d_x");
   check_dims(y, d_y.rows(), d_y.cols(), "bias_act_backward", "y");

@@ -43,17 +43,16 @@ void column_sums(std::span<float> out, const Tensor& x, bool accumulate);
 // ---- elementwise, fused ----
 // y = act(x + bias) with bias broadcast over rows (bias may be empty: no bias). y may alias x.
 void bias_act_forward(Tensor& y, const Tensor& x, std::span<const float> bias, Activation act);
-// d_x = d_y * act'(y) where y is the forward output; d_bias (+)= column sums of d_x when
-// d_bias is not empty (accumulated). d_x may alias d_y.
+// d_x = d_y * act'(y) where y is the forward output, or for ReLU the output's signs
+// (positive_bits, u8; CPU); d_bias (+)= column sums of d_x when d_bias is not empty
+// (accumulated). d_x may alias d_y.
 void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, const Tensor& y,
                        Activation act);
 
-// A ReLU's gradient from the signs of its output alone, for a layer that frees the output once
+// The signs of a ReLU's output, all its backward needs, for a layer that frees the output once
 // the next layer has read it (layers/model.cc): bits (R, ceil(F / 8)) u8, bit k % 8 of byte
-// k / 8 of row r set when y[r, k] > 0. CPU.
+// k / 8 of row r set when y[r, k] > 0. bias_act_backward takes them as y. CPU.
 void positive_bits(Tensor& bits, const Tensor& y);
-// d (R, F) in place: d[r, k] kept where its bit is set, else 0 (ReLU's backward). CPU.
-void mask_by_bits(Tensor& d, const Tensor& bits);
 
 // Inverted dropout: y[r, f] = keep ? x[r, f] / (1 - p) : 0, keep = rng.uniform(global_ids[r], f)
 // >= p. The mask is a pure function of (rng key, global id, f): nothing is stored, backward

@@ -319,6 +319,23 @@ double load_bytes(const PlanInputs& in, int r, double own, double largest_part) 
                               renumber, dataset + graph + 2.0 * largest_part + own});
 }
 
+// Bytes a row that a GPU keeps beyond the host's measured step: the hidden layers' outputs that
+// the host reduces to their signs (Model::keep_signs_only: a ReLU layer without batch norm,
+// residual or initial residual, whose next layer's backward does not read its input).
+double signs_gap_per_row(const TrainConfig& c, std::int64_t outputs) {
+  const LayerKind& kind = *c.kind();
+  if (c.batch_norm || kind.initial_residual || kind.activation != Activation::Relu) return 0.0;
+  const std::int64_t f = c.hidden_channels;
+  double gap = 0.0;
+  for (int j = 0; j + 1 < c.num_layers; ++j) {
+    const bool residual = kind.residual && j >= 1;
+    const std::int64_t next_out = j + 2 < c.num_layers ? f : outputs;
+    if (!residual && !kind.backward_reads_input(f, next_out))
+      gap += 4.0 * static_cast<double>(f) - static_cast<double>((f + 7) / 8);
+  }
+  return gap;
+}
+
 // What a graph-mode rank holds while training beside the process and its part.
 double graph_train_bytes(const PlanInputs& in, const PartShape& p, const ExchangedWidths& widths) {
   const TrainConfig& c = in.config;
@@ -399,7 +416,10 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
       // Stages after the first receive the part as an image from the first (held with it).
       load = layout.first_stage() ? load + own : baseline + 2.0 * own;
     }
-    e.memory.push_back({static_cast<std::uint64_t>(load), static_cast<std::uint64_t>(train)});
+    const double gap = e.stages == 1 ? signs_gap_per_row(c, d.num_outputs()) : 0.0;
+    const double device = train - baseline + gap * static_cast<double>(p.owned);
+    e.memory.push_back({static_cast<std::uint64_t>(load), static_cast<std::uint64_t>(train),
+                        static_cast<std::uint64_t>(device)});
   }
   return e;
 }
@@ -727,10 +747,9 @@ std::string mb(double bytes) {
 
 // Tensors, operator and exchange of the largest rank: what a GPU holds (no process baseline, no
 // loading, which happen on the host).
-double device_bytes(const PlanEstimate& e, const MachineFacts& facts) {
+double device_bytes(const PlanEstimate& e) {
   double most = 0.0;
-  for (const RankMemory& m : e.memory)
-    most = std::max(most, static_cast<double>(m.train) - static_cast<double>(facts.baseline));
+  for (const RankMemory& m : e.memory) most = std::max(most, static_cast<double>(m.device));
   return most;
 }
 
@@ -773,7 +792,7 @@ std::string plan_table(const PlanReport& r) {
         e.codec == e.backward_codec ? e.codec : e.codec + "/" + e.backward_codec;
     out << "| " << e.mode << " | " << e.ranks << " | " << e.parts << " x " << e.stages << " | "
         << codec << " | " << gib(static_cast<double>(e.max_peak())) << " | " << gib(load0) << " | "
-        << gib(train) << " | " << gib(device_bytes(e, r.facts)) << " | " << mb(e.bytes_per_epoch())
+        << gib(train) << " | " << gib(device_bytes(e)) << " | " << mb(e.bytes_per_epoch())
         << " |\n";
   }
   out << "\nThe first row is the configuration asked for. Peak: the highest resident memory of a "
@@ -814,15 +833,17 @@ std::string plan_json(const PlanReport& r) {
     row["stages"] = e.stages;
     row["codec"] = e.codec;
     row["codec_backward"] = e.backward_codec;
-    std::vector<std::uint64_t> peak, load, train;
+    std::vector<std::uint64_t> peak, load, train, device;
     for (const RankMemory& m : e.memory) {
       peak.push_back(m.peak());
       load.push_back(m.load);
       train.push_back(m.train);
+      device.push_back(m.device);
     }
     row["peak_bytes_per_rank"] = peak;
     row["load_bytes_per_rank"] = load;
     row["train_bytes_per_rank"] = train;
+    row["device_bytes_per_rank"] = device;
     row["peak_bytes_max"] = e.max_peak();
     row["comm_bytes_per_epoch"] = {{"halo_forward", e.halo_forward},
                                    {"halo_backward", e.halo_backward},

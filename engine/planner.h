@@ -89,6 +89,9 @@ enum class PartSourceKind {
 struct RankMemory {
   std::uint64_t load = 0;   // highest while loading and partitioning
   std::uint64_t train = 0;  // highest while training
+  // What the rank's GPU would hold while training: `train` less the process, plus the layer
+  // outputs that a host step keeps as their signs only (Model::keep_signs_only), whole on a GPU.
+  std::uint64_t device = 0;
   std::uint64_t peak() const { return load > train ? load : train; }
 };
 

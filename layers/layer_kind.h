@@ -79,10 +79,12 @@ class Conv {
   virtual void forward(Tensor& out, const Tensor& x, std::span<const float> params, Activation act,
                        Propagator& propagator) = 0;
   // d_out (N, F_out): gradient w.r.t. the activated `out` of the last forward (one backward per
-  // forward); x and out as in that forward. d_x (N, F_in): overwritten, or null to skip it (the
-  // model's first layer). `workspace` is lent for the call (one for every layer and slot) to
-  // hold d_pre, the gradient before bias and activation (bias_act_grad); it may be a view of
-  // d_out's own memory, so a conv reads d_out only to make d_pre from it.
+  // forward); x and out as in that forward, except that the model may give a ReLU layer the
+  // signs of its output (u8 bits, positive_bits) for `out`, which bias_act_grad passes on. d_x (N,
+  // F_in): overwritten, or null to skip it (the model's first layer). `workspace` is lent for the
+  // call (one for every layer and slot) to hold d_pre, the gradient before bias and activation
+  // (bias_act_grad); it may be a view of d_out's own memory, so a conv reads d_out only to make
+  // d_pre from it.
   virtual void backward(Tensor* d_x, std::span<float> grads, const Tensor& d_out, const Tensor& x,
                         const Tensor& out, std::span<const float> params, Activation act,
                         Propagator& propagator, Tensor& workspace) = 0;

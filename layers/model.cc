@@ -608,14 +608,9 @@ const Tensor* Model::backward_layer(State& s, std::size_t i, const Tensor* d_h,
     Tensor& own = const_cast<Tensor&>(*d_h);
     d_h_memory = Tensor::borrow(own.raw(), own.rows(), own.cols(), own.dtype(), own.device());
   }
-  if (layer.signs_only) {
-    // ReLU's backward from the kept signs, in d_h's own memory (the next layer's d_x, the
-    // model's), then the conv's without an activation (which reads no output).
-    mask_by_bits(const_cast<Tensor&>(*d_h), layer.positive);
-  }
-  layer.conv->backward(d_x, g, *d_h, x, layer.conv_out, p,
-                       layer.signs_only ? Activation::None : act, propagator_of(graph),
-                       d_h_memory.empty() ? ws.d_pre : d_h_memory);
+  // A layer kept as signs gives its ReLU's backward the signs in place of the output.
+  layer.conv->backward(d_x, g, *d_h, x, layer.signs_only ? layer.positive : layer.conv_out, p, act,
+                       propagator_of(graph), d_h_memory.empty() ? ws.d_pre : d_h_memory);
   ws.dropped_pinned = false;
   if (d_x == nullptr) return nullptr;
   if (layer.dropout)

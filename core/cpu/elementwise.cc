@@ -264,15 +264,29 @@ void positive_bits(std::uint8_t* bits, const float* y, std::int64_t r, std::int6
   }
 }
 
-void mask_by_bits(float* d, const std::uint8_t* bits, std::int64_t r, std::int64_t f) {
+void relu_backward_bits(float* d_x, float* d_bias, const float* d_y, const std::uint8_t* bits,
+                        std::int64_t r, std::int64_t f) {
   const std::int64_t row_bytes = (f + 7) / 8;
-#pragma omp parallel for schedule(static) if (r * f >= detail::kParallelMinWork)
-  for (std::int64_t row = 0; row < r; ++row) {
-    float* d_row = d + row * f;
-    const std::uint8_t* b_row = bits + row * row_bytes;
+  const auto row = [&](std::int64_t i) {
+    float* d_row = d_x + i * f;
+    const float* d_y_row = d_y + i * f;
+    const std::uint8_t* b_row = bits + i * row_bytes;
     for (std::int64_t k = 0; k < f; ++k)
-      d_row[k] = (b_row[k >> 3] >> (k & 7)) & 1u ? d_row[k] : 0.0f;
+      d_row[k] = (b_row[k >> 3] >> (k & 7)) & 1u ? d_y_row[k] : 0.0f;
+  };
+  if (!d_bias) {
+#pragma omp parallel for schedule(static) if (r * f >= detail::kParallelMinWork)
+    for (std::int64_t i = 0; i < r; ++i) row(i);
+    return;
   }
+  // Fused as bias_act_backward: each row's d_x is made and added to its block's column sums.
+  std::vector<double> sums(static_cast<std::size_t>(f));
+  detail::reduce_rows(sums.data(), f, r, [&](double* acc, std::int64_t i) {
+    row(i);
+    const float* d_row = d_x + i * f;
+    for (std::int64_t k = 0; k < f; ++k) acc[k] += d_row[k];
+  });
+  for (std::int64_t k = 0; k < f; ++k) d_bias[k] += static_cast<float>(sums[k]);
 }
 
 void to_bf16(std::uint16_t* y, const float* x, std::int64_t n) {

@@ -59,9 +59,11 @@ using BiasActBackwardFn = void(float* d_x, float* d_bias, const float* d_y, cons
 using DropoutFn = void(float* y, const float* x, float p, const CounterRng& rng,
                        const GlobalId* global_ids, std::int64_t r, std::int64_t f);
 // positive_bits(bits, y, r, f): bits (R, ceil(F / 8)), bit k % 8 of byte k / 8 of a row set when
-// y[k] > 0; mask_by_bits(d, bits, r, f): d (R, F) zeroed where the bit is clear.
+// y[k] > 0; relu_backward_bits(d_x, d_bias, d_y, bits, r, f): bias_act_backward for ReLU with
+// its output's bits in place of the output.
 using PositiveBitsFn = void(std::uint8_t* bits, const float* y, std::int64_t r, std::int64_t f);
-using MaskByBitsFn = void(float* d, const std::uint8_t* bits, std::int64_t r, std::int64_t f);
+using ReluBackwardBitsFn = void(float* d_x, float* d_bias, const float* d_y,
+                                const std::uint8_t* bits, std::int64_t r, std::int64_t f);
 // to_bf16(y, x, n): y (n) = x rounded to bf16 (nearest even; NaN stays NaN), as uint16_t bits.
 using ToBf16Fn = void(std::uint16_t* y, const float* x, std::int64_t n);
 
@@ -149,7 +151,7 @@ using BatchNormBackwardFn = void(float* d_x, const float* d_y, const float* x_ha
   X(DropoutFn, dropout_backward)                         \
   X(ToBf16Fn, to_bf16)                                   \
   X(PositiveBitsFn, positive_bits)                       \
-  X(MaskByBitsFn, mask_by_bits)                          \
+  X(ReluBackwardBitsFn, relu_backward_bits)              \
   X(RowsFn, gather_rows)                                 \
   X(RowsFn, scatter_add_rows)                            \
   X(LogSoftmaxFn, log_softmax_forward)                   \

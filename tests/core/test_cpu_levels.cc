@@ -110,7 +110,8 @@ std::vector<Case> cases() {
          return b;
        }});
   out.push_back(
-      {"bias_act, dropout, positive_bits, mask_by_bits", [=](const KernelTable& k, std::int64_t f) {
+      {"bias_act, dropout, positive_bits, relu_backward_bits",
+       [=](const KernelTable& k, std::int64_t f) {
          const std::vector<float> bias = random_floats(static_cast<std::size_t>(f), 13);
          std::vector<float> y(n(f)), d_x(n(f)), d_bias(static_cast<std::size_t>(f), 0.0f);
          k.bias_act_forward(y.data(), x(f, 14).data(), bias.data(), Activation::Relu, kRows, f);
@@ -124,10 +125,11 @@ std::vector<Case> cases() {
          k.dropout_backward(d_dropped.data(), x(f, 17).data(), 0.4f, rng, ids.data(), kRows, f);
          std::vector<std::uint8_t> bits(static_cast<std::size_t>(kRows * ((f + 7) / 8)));
          k.positive_bits(bits.data(), x(f, 20).data(), kRows, f);
-         std::vector<float> masked = x(f, 21);
-         k.mask_by_bits(masked.data(), bits.data(), kRows, f);
+         std::vector<float> masked(n(f)), d_bias_bits(static_cast<std::size_t>(f), 0.0f);
+         k.relu_backward_bits(masked.data(), d_bias_bits.data(), x(f, 21).data(), bits.data(),
+                              kRows, f);
          std::vector<std::byte> b;
-         for (const auto* part : {&y, &d_x, &d_bias, &dropped, &d_dropped, &masked})
+         for (const auto* part : {&y, &d_x, &d_bias, &dropped, &d_dropped, &masked, &d_bias_bits})
            append(b, *part);
          append(b, bits);
          return b;

@@ -260,34 +260,46 @@ TEST(ToBf16, ChecksDtypesAndShapes) {
                            "y must be (3, 4), found (4, 3)"));
 }
 
-// positive_bits then mask_by_bits is ReLU's backward from the output (bias_act_backward) at
-// every width around the byte boundaries, with zeros, negative zeros and NaN (not > 0) in y.
-TEST(PositiveBits, MaskIsTheReluBackwardOfTheOutput) {
+// ReLU's backward from the output's signs (positive_bits) gives the bits of the backward from
+// the output itself, with and without the bias gradient, at widths around the byte boundaries,
+// with zeros, negative zeros and NaN (not > 0) in y; large enough at 255 to run in parallel.
+TEST(PositiveBits, TheSignsGiveTheReluBackwardOfTheOutput) {
   for (const std::int64_t f : {1, 7, 8, 9, 16, 17, 64, 255}) {
+    const std::int64_t r = f == 255 ? 3001 : 37;
     std::vector<float> values =
-        test::random_floats(static_cast<std::size_t>(37 * f), 5, -1.0f, 1.0f);
+        test::random_floats(static_cast<std::size_t>(r * f), 5, -1.0f, 1.0f);
     values[0] = 0.0f;
     if (values.size() > 2) values[1] = -0.0f;
     if (values.size() > 3) values[2] = std::numeric_limits<float>::quiet_NaN();
-    const Tensor y = test::tensor_from(values, 37, f);
-    Tensor bits(37, (f + 7) / 8, DType::U8);
+    const Tensor y = test::tensor_from(values, r, f);
+    Tensor bits(r, (f + 7) / 8, DType::U8);
     positive_bits(bits, y);
-    for (std::int64_t r = 0; r < 37; ++r)
+    for (std::int64_t i = 0; i < r; ++i)
       for (std::int64_t k = 0; k < f; ++k)
-        ASSERT_EQ((bits.row<std::uint8_t>(r)[k / 8] >> (k % 8)) & 1, y.row<float>(r)[k] > 0.0f)
-            << "width " << f << " row " << r << " column " << k;
-    const Tensor d = test::random_tensor(37, f, 6);
-    Tensor expected(37, f), masked = d.clone();
-    bias_act_backward(expected, {}, d, y, Activation::Relu);
-    mask_by_bits(masked, bits);
-    EXPECT_EQ(0, std::memcmp(masked.raw(), expected.raw(), masked.bytes())) << "width " << f;
+        ASSERT_EQ((bits.row<std::uint8_t>(i)[k / 8] >> (k % 8)) & 1, y.row<float>(i)[k] > 0.0f)
+            << "width " << f << " row " << i << " column " << k;
+    const Tensor d = test::random_tensor(r, f, 6);
+    for (const bool with_bias : {false, true}) {
+      std::vector<float> bias_of_y(static_cast<std::size_t>(f), 0.5f), bias_of_bits = bias_of_y;
+      Tensor of_y(r, f), of_bits = d.clone();  // in place, as the layers call it
+      bias_act_backward(of_y, with_bias ? std::span<float>(bias_of_y) : std::span<float>(), d, y,
+                        Activation::Relu);
+      bias_act_backward(of_bits, with_bias ? std::span<float>(bias_of_bits) : std::span<float>(),
+                        of_bits, bits, Activation::Relu);
+      EXPECT_EQ(0, std::memcmp(of_bits.raw(), of_y.raw(), of_y.bytes())) << "width " << f;
+      EXPECT_EQ(bias_of_bits, bias_of_y) << "width " << f;
+    }
   }
   Tensor f32_bits(2, 1), short_bits(2, 1, DType::U8), d(2, 9);
   const Tensor y = test::random_tensor(2, 9, 1);
   EXPECT_TRUE(throws_error([&] { positive_bits(f32_bits, y); }, ErrorCategory::InvalidArgument,
                            "positive_bits: bits must be u8, found f32"));
-  EXPECT_TRUE(throws_error([&] { mask_by_bits(d, short_bits); }, ErrorCategory::InvalidArgument,
-                           "bits must be (2, 2), found (2, 1)"));
+  EXPECT_TRUE(throws_error([&] { bias_act_backward(d, {}, y, short_bits, Activation::Relu); },
+                           ErrorCategory::InvalidArgument,
+                           "y (bits) must be (2, 2), found (2, 1)"));
+  Tensor bits(2, 2, DType::U8);
+  EXPECT_TRUE(throws_error([&] { bias_act_backward(d, {}, y, bits, Activation::Elu); },
+                           ErrorCategory::InvalidArgument, "serve ReLU only"));
 }
 
 TEST(SpmmBf16, EqualsTheF32SumOfTheRoundedRowsBitwise) {

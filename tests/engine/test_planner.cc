@@ -206,6 +206,41 @@ TEST(Planner, LoadAndExchangeFollowTheSourceAndTheCodec) {
   }
 }
 
+// A GPU keeps what the host's step reduces to signs: a 3-layer GCN's first hidden output (layer 1
+// aggregates first), 4 bytes a value instead of a bit; SAGE, whose backward reads every input,
+// and GCN with batch norm keep theirs on the host too, so their GPU holds the host's tensors.
+TEST(Planner, AGpuKeepsTheOutputsTheHostKeepsAsSigns) {
+  if (ranks() > 1) GTEST_SKIP() << "one process plans";
+  const Data& d = data();
+  const int k = 2;
+  PlanInputs in;
+  in.data = d.info;
+  in.entries = d.graph.nnz();
+  in.parts = part_shapes(d.graph, partition_block(d.info.num_nodes, k), d.dataset.train_idx);
+  in.facts.baseline = 100u << 20;
+  in.step = {.per_row = 1000.0, .fixed = 4096.0, .parameters = 2000};
+  in.ranks = k;
+  in.source = PartSourceKind::Store;
+  struct Case {
+    const char* model;
+    bool batch_norm;
+    double gap;  // bytes a row the GPU keeps beyond the host
+  };
+  for (const Case& c :
+       {Case{"gcn", false, 32 * 4 - 32 / 8}, Case{"sage", false, 0.0}, Case{"gcn", true, 0.0}}) {
+    in.config = small_config(c.model, "none");
+    in.config.batch_norm = c.batch_norm;
+    const PlanEstimate e = estimate_plan(in);
+    for (int r = 0; r < k; ++r) {
+      const RankMemory& m = e.memory[static_cast<std::size_t>(r)];
+      const double owned = static_cast<double>(in.parts[static_cast<std::size_t>(r)].owned);
+      EXPECT_NEAR(static_cast<double>(m.device),
+                  static_cast<double>(m.train - in.facts.baseline) + c.gap * owned, 1.0)
+          << c.model << (c.batch_norm ? " with batch norm" : "") << ", rank " << r;
+    }
+  }
+}
+
 // A directed version of data()'s graph with self loops: u -> v for u < v, the reverse for every
 // third pair, and a loop on every seventh node.
 Dataset directed_dataset() {
