@@ -281,6 +281,17 @@ Csr read_csr_rows(hdf5::Reader& in, const std::string& label, std::int64_t n, st
 
 }  // namespace
 
+namespace {
+
+// InvalidArgument unless [begin, end) is a range of a file's `nodes` rows.
+void check_row_range(const std::string& label, std::int64_t begin, std::int64_t end,
+                     std::int64_t nodes) {
+  TESSERA_CHECK(0 <= begin && begin <= end && end <= nodes, InvalidArgument, label, ": rows ",
+                begin, "..", end, " are not a range of its ", nodes, " nodes");
+}
+
+}  // namespace
+
 DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_begin,
                             std::int64_t row_end) {
   hdf5::silence();
@@ -295,9 +306,7 @@ DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_
   s.num_classes = flags.num_classes;
   s.num_tasks = flags.num_tasks;
   s.num_nodes = in.shape("/graph/indptr", kInt64, 1).first - 1;
-  TESSERA_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= s.num_nodes, InvalidArgument,
-                label, ": rows ", row_begin, "..", row_end, " are not a range of its ",
-                s.num_nodes, " nodes");
+  check_row_range(label, row_begin, row_end, s.num_nodes);
   s.row_begin = row_begin;
   s.row_end = row_end;
   if (in.has_attribute("fingerprint")) s.fingerprint = in.uint64_attribute("fingerprint");
@@ -382,14 +391,12 @@ std::vector<GlobalId> Hdf5GraphReader::train_ids() {
 }
 
 Csr Hdf5GraphReader::rows(std::int64_t begin, std::int64_t end) {
-  TESSERA_CHECK(0 <= begin && begin <= end && end <= num_nodes_, InvalidArgument, label_, ": rows ",
-                begin, "..", end, " are not a range of its ", num_nodes_, " nodes");
+  check_row_range(label_, begin, end, num_nodes_);
   return read_csr_rows(*in_, label_, num_nodes_, begin, end);
 }
 
 std::vector<EdgeOffset> Hdf5GraphReader::row_starts(std::int64_t begin, std::int64_t end) {
-  TESSERA_CHECK(0 <= begin && begin <= end && end <= num_nodes_, InvalidArgument, label_, ": rows ",
-                begin, "..", end, " are not a range of its ", num_nodes_, " nodes");
+  check_row_range(label_, begin, end, num_nodes_);
   std::vector<EdgeOffset> starts(static_cast<std::size_t>(end - begin + 1));
   in_->read_rows("/graph/indptr", kInt64, starts.data(), begin, end - begin + 1, 1);
   for (std::size_t i = 0; i < starts.size(); ++i) {

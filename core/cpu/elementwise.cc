@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/cpu/kernels_cpu.h"
@@ -248,31 +249,73 @@ void dropout_backward(float* d_x, const float* d_y, float p, const CounterRng& r
   apply_dropout_mask(d_x, d_y, p, rng, global_ids, r, f);
 }
 
+// One row of positive_bits from feature `from` (a multiple of 8) on.
+inline void positive_bits_tail(std::uint8_t* b_row, const float* y_row, std::int64_t from,
+                               std::int64_t f) {
+  for (std::int64_t byte = from / 8; 8 * byte < f; ++byte) {
+    const std::int64_t end = std::min<std::int64_t>(8, f - 8 * byte);
+    unsigned word = 0;
+    for (std::int64_t k = 0; k < end; ++k)
+      word |= static_cast<unsigned>(y_row[8 * byte + k] > 0.0f) << k;
+    b_row[byte] = static_cast<std::uint8_t>(word);
+  }
+}
+
+// One row of positive_bits: a vector compare gives 16 (AVX-512) or 8 (AVX2) bits at once, in
+// lane order, which is the bit order; the rest one byte at a time. NaN is not > 0 either way.
+inline void positive_bits_row(std::uint8_t* b_row, const float* y_row, std::int64_t f) {
+  std::int64_t k = 0;
+#if TESSERA_CPU_LEVEL >= 3
+  for (; k + 16 <= f; k += 16) {
+    const __mmask16 m =
+        _mm512_cmp_ps_mask(_mm512_loadu_ps(y_row + k), _mm512_setzero_ps(), _CMP_GT_OQ);
+    const auto word = static_cast<std::uint16_t>(m);
+    std::memcpy(b_row + k / 8, &word, sizeof word);  // little-endian: features k..k+7 first
+  }
+#elif TESSERA_CPU_LEVEL >= 2
+  for (; k + 8 <= f; k += 8) {
+    const __m256 gt = _mm256_cmp_ps(_mm256_loadu_ps(y_row + k), _mm256_setzero_ps(), _CMP_GT_OQ);
+    b_row[k / 8] = static_cast<std::uint8_t>(_mm256_movemask_ps(gt));
+  }
+#endif
+  positive_bits_tail(b_row, y_row, k, f);
+}
+
+// One row of relu_backward_bits: d_y where the bit is set, else +0 (as the scalar select).
+inline void relu_backward_bits_row(float* d_row, const float* d_y_row, const std::uint8_t* b_row,
+                                   std::int64_t f) {
+  std::int64_t k = 0;
+#if TESSERA_CPU_LEVEL >= 3
+  for (; k + 16 <= f; k += 16) {
+    std::uint16_t word;
+    std::memcpy(&word, b_row + k / 8, sizeof word);
+    _mm512_storeu_ps(
+        d_row + k, _mm512_maskz_mov_ps(static_cast<__mmask16>(word), _mm512_loadu_ps(d_y_row + k)));
+  }
+#elif TESSERA_CPU_LEVEL >= 2
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  for (; k + 8 <= f; k += 8) {
+    const __m256i byte = _mm256_set1_epi32(b_row[k / 8]);
+    const __m256i on = _mm256_cmpeq_epi32(_mm256_and_si256(byte, lane_bit), lane_bit);
+    _mm256_storeu_ps(d_row + k,
+                     _mm256_and_ps(_mm256_castsi256_ps(on), _mm256_loadu_ps(d_y_row + k)));
+  }
+#endif
+  for (; k < f; ++k) d_row[k] = (b_row[k >> 3] >> (k & 7)) & 1u ? d_y_row[k] : 0.0f;
+}
+
 void positive_bits(std::uint8_t* bits, const float* y, std::int64_t r, std::int64_t f) {
   const std::int64_t row_bytes = (f + 7) / 8;
 #pragma omp parallel for schedule(static) if (r * f >= detail::kParallelMinWork)
-  for (std::int64_t row = 0; row < r; ++row) {
-    const float* y_row = y + row * f;
-    std::uint8_t* b_row = bits + row * row_bytes;
-    for (std::int64_t byte = 0; byte < row_bytes; ++byte) {
-      const std::int64_t end = std::min<std::int64_t>(8, f - 8 * byte);
-      unsigned word = 0;
-      for (std::int64_t k = 0; k < end; ++k)
-        word |= static_cast<unsigned>(y_row[8 * byte + k] > 0.0f) << k;
-      b_row[byte] = static_cast<std::uint8_t>(word);
-    }
-  }
+  for (std::int64_t row = 0; row < r; ++row)
+    positive_bits_row(bits + row * row_bytes, y + row * f, f);
 }
 
 void relu_backward_bits(float* d_x, float* d_bias, const float* d_y, const std::uint8_t* bits,
                         std::int64_t r, std::int64_t f) {
   const std::int64_t row_bytes = (f + 7) / 8;
   const auto row = [&](std::int64_t i) {
-    float* d_row = d_x + i * f;
-    const float* d_y_row = d_y + i * f;
-    const std::uint8_t* b_row = bits + i * row_bytes;
-    for (std::int64_t k = 0; k < f; ++k)
-      d_row[k] = (b_row[k >> 3] >> (k & 7)) & 1u ? d_y_row[k] : 0.0f;
+    relu_backward_bits_row(d_x + i * f, d_y + i * f, bits + i * row_bytes, f);
   };
   if (!d_bias) {
 #pragma omp parallel for schedule(static) if (r * f >= detail::kParallelMinWork)
