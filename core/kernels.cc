@@ -296,12 +296,12 @@ void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, 
   const Device device = d_x.device();
   check_input(d_x, device, "bias_act_backward", "d_x");
   check_input(d_y, device, "bias_act_backward", "d_y");
+  check_dims(d_x, d_y.rows(), d_y.cols(), "bias_act_backward", "d_x");
+  check_optional_count(d_bias.size(), d_y.cols(), "bias_act_backward", "d_bias");
   if (y.dtype() == DType::U8) {  // ReLU from the output's signs (positive_bits)
     TESSERA_CHECK(act == Activation::Relu, InvalidArgument,
                   "bias_act_backward: the signs of y (u8 bits) serve ReLU only");
     check_dims(y, d_y.rows(), (d_y.cols() + 7) / 8, "bias_act_backward", "y (bits)");
-    check_dims(d_x, d_y.rows(), d_y.cols(), "bias_act_backward", "d_x");
-    check_optional_count(d_bias.size(), d_y.cols(), "bias_act_backward", "d_bias");
     TESSERA_CHECK(y.device() == device && device.kind == DeviceKind::Cpu, InvalidArgument,
                   "bias_act_backward: the signs of y are a host tensor's");
     return cpu::kernels().relu_backward_bits(d_x.f32(), d_bias.empty() ? nullptr : d_bias.data(),
@@ -309,9 +309,7 @@ void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, 
                                              d_y.cols());
   }
   check_input(y, device, "bias_act_backward", "y");
-  check_dims(d_x, d_y.rows(), d_y.cols(), "bias_act_backward", "d_x");
   check_dims(y, d_y.rows(), d_y.cols(), "bias_act_backward", "y");
-  check_optional_count(d_bias.size(), d_y.cols(), "bias_act_backward", "d_bias");
   switch (device.kind) {
     case DeviceKind::Cpu:
       return cpu::kernels().bias_act_backward(d_x.f32(), d_bias.empty() ? nullptr : d_bias.data(),

@@ -320,19 +320,14 @@ double load_bytes(const PlanInputs& in, int r, double own, double largest_part) 
 }
 
 // Bytes a row that a GPU keeps beyond the host's measured step: the hidden layers' outputs that
-// the host reduces to their signs (Model::keep_signs_only: a ReLU layer without batch norm,
-// residual or initial residual, whose next layer's backward does not read its input).
-double signs_gap_per_row(const TrainConfig& c, std::int64_t outputs) {
-  const LayerKind& kind = *c.kind();
-  if (c.batch_norm || kind.initial_residual || kind.activation != Activation::Relu) return 0.0;
+// the host reduces to their signs (keeps_signs_only).
+double signs_gap_per_row(const TrainConfig& c, const DatasetInfo& data) {
+  const ModelConfig model = model_config(c, data);
   const std::int64_t f = c.hidden_channels;
   double gap = 0.0;
-  for (int j = 0; j + 1 < c.num_layers; ++j) {
-    const bool residual = kind.residual && j >= 1;
-    const std::int64_t next_out = j + 2 < c.num_layers ? f : outputs;
-    if (!residual && !kind.backward_reads_input(f, next_out))
+  for (int j = 0; j + 1 < c.num_layers; ++j)
+    if (keeps_signs_only(model, j))
       gap += 4.0 * static_cast<double>(f) - static_cast<double>((f + 7) / 8);
-  }
   return gap;
 }
 
@@ -416,7 +411,7 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
       // Stages after the first receive the part as an image from the first (held with it).
       load = layout.first_stage() ? load + own : baseline + 2.0 * own;
     }
-    const double gap = e.stages == 1 ? signs_gap_per_row(c, d.num_outputs()) : 0.0;
+    const double gap = e.stages == 1 ? signs_gap_per_row(c, d) : 0.0;
     const double device = train - baseline + gap * static_cast<double>(p.owned);
     e.memory.push_back({static_cast<std::uint64_t>(load), static_cast<std::uint64_t>(train),
                         static_cast<std::uint64_t>(device)});

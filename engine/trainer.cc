@@ -153,22 +153,27 @@ void set_model_weights(Model& model, std::span<const float> params, std::span<co
   std::copy(buffers.begin(), buffers.end(), model.buffers().begin());
 }
 
+ModelConfig model_config(const TrainConfig& config, const DatasetInfo& data, int run) {
+  ModelConfig c;
+  c.kind = config.kind();
+  c.in_channels = data.num_features;
+  c.hidden_channels = config.hidden_channels;
+  c.out_channels = data.num_outputs();
+  c.num_layers = config.num_layers;
+  c.dropout = config.dropout;
+  c.input_dropout = config.input_dropout;
+  c.batch_norm = config.batch_norm;
+  c.hyper = config.hyper();
+  c.seed = config.seed + static_cast<std::uint64_t>(run);
+  return c;
+}
+
 Trainer::RunState Trainer::begin_run(int run) {
   Impl& s = *impl_;
   const DatasetInfo& data = s.part.dataset;
-  ModelConfig model_config;
-  model_config.kind = config_.kind();
-  model_config.in_channels = data.num_features;
-  model_config.hidden_channels = config_.hidden_channels;
-  model_config.out_channels = data.num_outputs();
-  model_config.num_layers = config_.num_layers;
-  model_config.dropout = config_.dropout;
-  model_config.input_dropout = config_.input_dropout;
-  model_config.batch_norm = config_.batch_norm;
-  model_config.hyper = config_.hyper();
-  model_config.seed = config_.seed + static_cast<std::uint64_t>(run);
-  s.model = std::make_unique<Model>(s.runner->model_config(model_config));
-  index_model_slice(s.model_index, *s.model, model_config);
+  const ModelConfig whole = model_config(config_, data, run);
+  s.model = std::make_unique<Model>(s.runner->model_config(whole));
+  index_model_slice(s.model_index, *s.model, whole);
   s.model->to(s.runner->device());  // built on the host, trained where the data lives
   RunState state;
   state.run = run;
@@ -179,7 +184,7 @@ Trainer::RunState Trainer::begin_run(int run) {
                                       static_cast<std::int64_t>(s.model->params().size()),
                                       s.runner->device());
   state.result.run = run;
-  state.result.seed = model_config.seed;
+  state.result.seed = whole.seed;
   state.result.best_valid = -1.0;
   // Error-feedback residuals and pipeline histories start empty in every run (a resume then
   // restores the histories from the checkpoint; residuals are per rank and not part of it).

@@ -85,6 +85,10 @@ struct RunResult {
   TrafficBytes raw_bytes_per_epoch{}; // the same before message encoding
 };
 
+// The model a run trains on `data`: the configuration's kind, widths, dropout and hyperparameters,
+// seeded with seed + run.
+ModelConfig model_config(const TrainConfig& config, const DatasetInfo& data, int run = 0);
+
 // Sizes of the whole graph, summed over ranks at set-up.
 struct GraphTotals {
   std::int64_t train_nodes = 0;

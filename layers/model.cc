@@ -38,6 +38,15 @@ bool is_residual_layer(const ModelConfig& config, int layer) {
   return config.kind->residual && layer >= 1 && layer + 1 < total;
 }
 
+bool keeps_signs_only(const ModelConfig& c, int layer) {
+  const int total = c.total_layers > 0 ? c.total_layers : c.num_layers;
+  if (layer < 0 || layer + 1 >= total || c.batch_norm || is_residual_layer(c, layer) ||
+      c.kind->initial_residual || c.kind->activation != Activation::Relu)
+    return false;
+  const std::int64_t next_out = layer + 2 < total ? c.hidden_channels : c.out_channels;
+  return !c.kind->backward_reads_input(c.hidden_channels, next_out);
+}
+
 void GraphContext::set_propagator(const GraphOperator& op, Propagator* propagator) {
   for (auto& [known, p] : propagators_) {
     if (known == &op) {
@@ -428,18 +437,17 @@ const Tensor* Model::forward_layer(State& s, std::size_t i, const Tensor* h, Gra
   return h;
 }
 
-// A hidden ReLU layer's output, once the next layer's forward has read it, is needed again only
-// for ReLU's backward when that layer's backward reads its input for the shape alone (a GCN
-// that aggregates first keeps P x): its signs then replace it, a bit instead of a float. Host
-// tensors; not with batch norm, residuals or an initial residual, whose outputs are read again.
+// The output of a layer that keeps_signs_only() names is replaced by its signs, a bit instead of
+// a float, once the next layer's forward has read it (host tensors).
 void Model::keep_signs_only(State& s, std::size_t j) {
-  const ModelConfig& c = config_;
   State::Layer& layer = s.layers[j];
   const State::Layer& next = s.layers[j + 1];
-  if (!layer.hidden() || c.batch_norm || layer.at.residual || c.kind->initial_residual ||
-      c.kind->activation != Activation::Relu || next.stand_in == nullptr ||
-      next.in != &layer.conv_out || layer.conv_out.device().kind != DeviceKind::Cpu)
+  if (!keeps_signs_only(config_, layer.at.shape.layer) ||
+      layer.conv_out.device().kind != DeviceKind::Cpu)
     return;
+  TESSERA_CHECK(next.stand_in != nullptr && next.in == &layer.conv_out, Internal, "Model: layer ",
+                next.at.shape.layer,
+                " reads its input in the backward, which keeps_signs_only said it would not");
   const std::int64_t n = layer.conv_out.rows(), bytes = (layer.f_out() + 7) / 8;
   if (layer.positive.dtype() != DType::U8 || layer.positive.rows() != n ||
       layer.positive.cols() != bytes)

@@ -46,6 +46,13 @@ struct ModelConfig {
 // residual kind).
 bool is_residual_layer(const ModelConfig& config, int layer);
 
+// Whether a host training step keeps hidden layer `layer`'s output as its signs only, once the
+// next layer's forward has read it: a ReLU layer without batch norm, residual or initial
+// residual whose next layer's backward reads its input for the shape alone (a GCN that
+// aggregates first keeps P x). Model::forward applies it; the planner counts what a GPU, which
+// keeps the outputs whole, holds beyond it.
+bool keeps_signs_only(const ModelConfig& config, int layer);
+
 // Sums a buffer of doubles over all ranks in place (identity on one process). Batch norm uses
 // it so that statistics are those of the whole graph, whatever the partitioning.
 using AllReduceSum = std::function<void(std::span<double>)>;
