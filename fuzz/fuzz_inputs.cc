@@ -70,15 +70,23 @@ void write_dataset_file(const fs::path& dir, std::string_view name, std::string_
 }  // namespace
 
 const fs::path& scratch_dir() {
-  static const fs::path dir = [] {
-    const char* tmp = std::getenv("TMPDIR");
-    const fs::path base = tmp && *tmp ? tmp : "/tmp";
-    fs::path made = base / ("tessera-fuzz-" + std::to_string(getpid()));
-    fs::remove_all(made);
-    fs::create_directories(made);
-    return made;
-  }();
-  return dir;
+  // Made on first use, removed when the process exits normally.
+  struct Scratch {
+    fs::path dir;
+    Scratch() {
+      const char* tmp = std::getenv("TMPDIR");
+      const fs::path base = tmp && *tmp ? tmp : "/tmp";
+      dir = base / ("tessera-fuzz-" + std::to_string(getpid()));
+      fs::remove_all(dir);
+      fs::create_directories(dir);
+    }
+    ~Scratch() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  };
+  static const Scratch scratch;
+  return scratch.dir;
 }
 
 void read_raw_dataset(Input input) {

@@ -17,6 +17,7 @@
 
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
+#include "tests/apps/cli_test_util.h"
 
 namespace {
 
@@ -27,11 +28,7 @@ struct Result {
   std::string stdout_text, stderr_text;
 };
 
-fs::path work_dir() {
-  const fs::path dir = fs::temp_directory_path() / "tessera_ogb_conventions";
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path work_dir() { return tessera::cli_test::work_dir("tessera_ogb_conventions"); }
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path);

@@ -18,6 +18,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/option_table.h"
+#include "tests/apps/cli_test_util.h"
 
 namespace tessera {
 namespace {
@@ -25,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string run_train_gcn(const std::string& args, int* status_out) {
-  const fs::path log = fs::temp_directory_path() / "tessera_option_table.log";
+  const fs::path log = cli_test::work_dir("tessera_option_table") / "train_gcn.log";
   const std::string command =
       std::string(TRAIN_GCN_PATH) + " " + args + " > " + log.string() + " 2>&1";
   const int status = std::system(command.c_str());
@@ -76,7 +77,7 @@ TEST(OptionTable, EveryOptionIsOnTheCommandLineOrSaysWhyNot) {
 }
 
 TEST(OptionTable, EveryOptionIsInTheSummaryOrSaysWhyNot) {
-  const fs::path summary = fs::temp_directory_path() / "tessera_option_table_summary.json";
+  const fs::path summary = cli_test::work_dir("tessera_option_table") / "summary.json";
   fs::remove(summary);
   int status = -1;
   // --codec adaptive: the options recorded only with it are there too.

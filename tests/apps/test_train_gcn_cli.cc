@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "tests/apps/cli_test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -29,11 +31,7 @@ struct Result {
   std::string output;  // stdout and stderr together
 };
 
-fs::path work_dir() {
-  fs::path dir = fs::temp_directory_path() / "tessera_cli_test";
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path work_dir() { return tessera::cli_test::work_dir("tessera_cli_test"); }
 
 // Runs a shell command line, its stdout and stderr together in Result::output.
 Result run_command(const std::string& line) {

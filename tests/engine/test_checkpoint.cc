@@ -22,9 +22,21 @@ namespace {
 using namespace tessera;
 namespace fs = std::filesystem;
 
+// One directory per test process. A death test's child (which gtest runs as a fresh process of
+// this program) finds its parent's through the environment, so that the parent removes what the
+// killed child wrote.
+fs::path scratch_root() {
+  constexpr const char* kVariable = "TESSERA_CHECKPOINT_TEST_DIR";
+  if (const char* inherited = std::getenv(kVariable); inherited != nullptr && *inherited != 0)
+    return inherited;
+  const fs::path root =
+      fs::temp_directory_path() / ("tessera_checkpoint_" + std::to_string(getpid()));
+  setenv(kVariable, root.c_str(), 1);
+  return root;
+}
+
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("tessera_checkpoint_" + std::to_string(getpid())) / name;
+  const fs::path dir = scratch_root() / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -33,7 +45,7 @@ fs::path scratch(const std::string& name) {
 class ScratchCleanup : public ::testing::Environment {
  public:
   void TearDown() override {
-    fs::remove_all(fs::temp_directory_path() / ("tessera_checkpoint_" + std::to_string(getpid())));
+    if (!::testing::internal::InDeathTestChild()) fs::remove_all(scratch_root());
   }
 };
 const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);

@@ -10,6 +10,7 @@
 
 #include "engine/run_report.h"
 #include "engine/system.h"
+#include "tests/apps/cli_test_util.h"
 
 namespace tessera {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_dir(const char* name) {
-  fs::path dir = fs::temp_directory_path() / (std::string("tessera_report_") + name);
+  const fs::path dir = cli_test::work_dir("tessera_report") / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
