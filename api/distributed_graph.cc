@@ -13,6 +13,7 @@
 #include "api/graph_view.h"
 #include "comm/halo_exchange.h"
 #include "comm/mpi_communicator.h"
+#include "core/device.h"
 #include "core/kernels.h"
 #include "core/rng.h"
 #include "datasets/dataset.h"
@@ -318,5 +319,11 @@ void DistributedGraph::all_reduce_sum(double* values, std::int64_t n) {
 }
 
 std::uint64_t DistributedGraph::bytes_sent() const { return impl_->comm->traffic().total_sent(); }
+
+void* allocate_rows(std::size_t bytes) { return backend(Device::cpu()).allocate(bytes); }
+
+void free_rows(void* block, std::size_t bytes) {
+  if (block != nullptr) backend(Device::cpu()).deallocate(block, bytes);
+}
 
 }  // namespace tessera

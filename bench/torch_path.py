@@ -6,9 +6,11 @@ against PyTorch Geometric's GCNConv on one process, all on the same graph and on
 rank, in one run. The torch path's dropout is tessera.torch.dropout (Tessera's masks, as native
 training draws them); PyG's is F.dropout. Prints the median training-step time (epochs after the first; evaluation
 excluded), the ratio to native and each system's peak resident memory. The torch path runs with
-glibc's malloc as it is and with tessera.torch.keep_freed_memory() (TESSERA_TORCH_MALLOC=keep).
+glibc's malloc as it is, with tessera.torch.keep_freed_memory() (TESSERA_TORCH_MALLOC=keep), and
+with glibc's malloc asking for transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
 
-  python3 bench/torch_path.py [--build build] [--ranks 1,2] [--epochs 20] [--malloc default,keep]
+  python3 bench/torch_path.py [--build build] [--ranks 1,2] [--epochs 20]
+                              [--malloc default,keep,thp]
                               [--dataset synth:arxiv-like] [--pyg-python VENV/bin/python]
                               [--pyg-epochs 5]
 
@@ -74,6 +76,18 @@ def median_after_first(times):
     return statistics.median(times[1:] if len(times) > 1 else times)
 
 
+def malloc_env(env, policy):
+    """The environment of a torch-path run under a malloc policy: default, keep or thp."""
+    if policy == "keep":
+        return dict(env, TESSERA_TORCH_MALLOC="keep")
+    if policy == "thp":
+        tunables = ":".join(t for t in (env.get("GLIBC_TUNABLES", ""), "glibc.malloc.hugetlb=1") if t)
+        return dict(env, GLIBC_TUNABLES=tunables)
+    if policy != "default":
+        sys.exit(f"--malloc: {policy!r} is not one of default, keep, thp")
+    return env
+
+
 def run(cmd, env):
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
 
@@ -86,8 +100,9 @@ def main():
     p.add_argument("--dataset", default="synth:arxiv-like")
     p.add_argument("--pyg-python", default="")
     p.add_argument("--pyg-epochs", type=int, default=5, help="PyG's epochs (slow on one thread)")
-    p.add_argument("--malloc", default="default,keep",
-                   help="the torch path's malloc policies (TESSERA_TORCH_MALLOC): default, keep")
+    p.add_argument("--malloc", default="default,keep,thp",
+                   help="the torch path's malloc policies: default; keep (TESSERA_TORCH_MALLOC="
+                        "keep); thp (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)")
     p.add_argument("--mpiexec", default="mpiexec")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default="", help=argparse.SUPPRESS)
@@ -115,15 +130,16 @@ def main():
             with open(summary) as f:
                 native_peak = json.load(f)["peak_rss_bytes_max"]
             rows.append(("Tessera native (train_gcn)", k, native, native, native_peak))
-            # The torch path with glibc's malloc as it is, then with keep_freed_memory().
+            # The torch path with glibc's malloc as it is, with keep_freed_memory(), and with
+            # malloc's mappings in transparent huge pages.
             for policy in args.malloc.split(","):
                 out = os.path.join(tmp, f"torch{k}-{policy}.json")
                 run(launch + [sys.executable, os.path.abspath(__file__), "--worker", "--dataset",
                               args.dataset, "--epochs", str(args.epochs), "--out", out],
-                    dict(env, TESSERA_TORCH_MALLOC=policy))
+                    malloc_env(env, policy))
                 with open(out) as f:
                     result = json.load(f)
-                name = "tessera.torch" + (" (malloc keep)" if policy == "keep" else "")
+                name = "tessera.torch" + ("" if policy == "default" else f" (malloc {policy})")
                 rows.append((name, k, median_after_first(result["epoch_s"]), native,
                              result["peak_rss_bytes"]))
         if args.pyg_python:

@@ -122,6 +122,12 @@ void all_reduce(tessera::DistributedGraph& g, py::array& values) {
   }
 }
 
+// A block of tessera::allocate_rows, freed with the array that views it.
+struct Rows {
+  void* data;
+  std::size_t bytes;
+};
+
 }  // namespace
 
 void bind_distributed_graph(py::module_& m) {
@@ -222,6 +228,24 @@ void bind_distributed_graph(py::module_& m) {
       .def("all_reduce_sum", &all_reduce, py::arg("values"),
            "Collective: a float32 or float64 array summed over ranks, in place.")
       .def_property_readonly("bytes_sent", &DistributedGraph::bytes_sent);
+  m.def(
+      "empty_rows",
+      [](std::int64_t rows, std::int64_t cols) {
+        if (rows < 0 || cols < 0)
+          value_error("empty_rows: expected rows, cols >= 0, got " + std::to_string(rows) + ", " +
+                      std::to_string(cols));
+        const auto bytes = static_cast<std::size_t>(rows * cols) * sizeof(float);
+        auto* block = new Rows{tessera::allocate_rows(bytes), bytes};
+        py::capsule owner(block, [](void* p) {
+          auto* owned = static_cast<Rows*>(p);
+          tessera::free_rows(owned->data, owned->bytes);
+          delete owned;
+        });
+        return py::array_t<float>({rows, cols}, static_cast<float*>(block->data), owner);
+      },
+      py::arg("rows"), py::arg("cols"),
+      "An uninitialised float32 (rows, cols) array in Tessera's host memory (tessera::"
+      "allocate_rows: large blocks are reused when freed, with transparent huge pages).");
 }
 
 }  // namespace tessera_python

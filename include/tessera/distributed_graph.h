@@ -15,6 +15,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -107,5 +108,14 @@ class TESSERA_API DistributedGraph {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Host memory for the rows a caller hands to aggregate and dropout: blocks of 4 MiB or more come
+// from the cache Tessera's own tensors use (mapped with transparent huge pages requested, and
+// kept when freed for the next block of the same size, up to a bound), smaller ones from the C
+// library; 64-byte aligned. A caller that allocates a fresh (N, F) result every step (torch does)
+// otherwise pays the kernel's page clearing for every one. free_rows takes the `bytes` given to
+// allocate_rows.
+TESSERA_API void* allocate_rows(std::size_t bytes);
+TESSERA_API void free_rows(void* block, std::size_t bytes);
 
 }  // namespace tessera

@@ -33,6 +33,7 @@ import torch
 from tessera import _convert
 from tessera import Graph as _make_graph
 from tessera._core import DistributedGraph as _CoreGraph
+from tessera._core import empty_rows as _empty_rows
 
 __all__ = ["BatchNorm1d", "DistributedGraph", "GCNConv", "SAGEConv", "aggregate", "dropout",
            "all_reduce_gradients", "broadcast_parameters", "keep_freed_memory"]
@@ -243,7 +244,9 @@ class _RowOp(torch.autograd.Function):
 
 def _run_on_rows(op, t):
     source = _float32(t)
-    out = torch.empty_like(source, memory_format=torch.contiguous_format)
+    # In Tessera's host memory, whose large blocks are reused when torch frees the result:
+    # torch.empty_like would have glibc map a fresh block and fault its pages in every step.
+    out = torch.from_numpy(_empty_rows(source.shape[0], source.shape[1]))
     op(out.numpy(), source.numpy())
     return out if t.dtype == torch.float32 else out.to(t.dtype)
 

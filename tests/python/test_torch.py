@@ -231,6 +231,22 @@ class Aggregation(unittest.TestCase):
         self.graph._core.aggregate("sum", out.numpy(), x.numpy(), 0)  # writes into out's memory
         torch.testing.assert_close(out, tt.aggregate(x, self.graph, "sum"))
 
+    def test_results_reuse_tesseras_freed_blocks(self):
+        # A result of 7.5 MiB lives in Tessera's host memory: freed, its block serves the next
+        # result of the same size (no fresh mapping whose pages fault in again).
+        x = torch.randn(60, 32768)
+        first = tt.aggregate(x, self.graph, "sum")
+        address, expected = first.data_ptr(), first.clone()
+        del first
+        second = tt.aggregate(x, self.graph, "sum")
+        self.assertEqual(second.data_ptr(), address, "the freed result's block was not reused")
+        torch.testing.assert_close(second, expected)
+        block = tessera._core.empty_rows(3, 5)
+        self.assertEqual((block.shape, block.dtype), ((3, 5), np.float32))
+        self.assertTrue(block.flags.c_contiguous and block.flags.writeable)
+        with self.assertRaisesRegex(ValueError, r"empty_rows: expected rows, cols >= 0, got -1, 5"):
+            tessera._core.empty_rows(-1, 5)
+
     def test_other_float_dtypes(self):
         x = torch.randn(60, 4, dtype=torch.float64, requires_grad=True)
         out = tt.aggregate(x, self.graph, "mean")
