@@ -9,6 +9,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/handles.h"
+#include "core/cuda/libraries.h"
 
 namespace tessera::cuda {
 namespace {
@@ -74,10 +75,10 @@ std::string error_string(cudaError_t status) {
   return detail::concat(cudaGetErrorString(status), " (", cudaGetErrorName(status), ")");
 }
 std::string error_string(cublasStatus_t status) {
-  return detail::concat(cublasGetStatusString(status), " (", cublasGetStatusName(status), ")");
+  return detail::concat(cublas().status_string(status), " (", cublas().status_name(status), ")");
 }
 std::string error_string(cusparseStatus_t status) {
-  return detail::concat(cusparseGetErrorString(status), " (", cusparseGetErrorName(status), ")");
+  return detail::concat(cusparse().error_string(status), " (", cusparse().error_name(status), ")");
 }
 
 int device_count() { return detection().count; }
@@ -130,10 +131,10 @@ cublasHandle_t cublas_handle() {
   DeviceState& s = state();
   std::lock_guard lock(g_state_mutex);
   if (!s.cublas) {
-    TESSERA_CUBLAS_CHECK(cublasCreate(&s.cublas));
-    TESSERA_CUBLAS_CHECK(cublasSetStream(s.cublas, s.compute));
+    TESSERA_CUBLAS_CHECK(cublas().create(&s.cublas));
+    TESSERA_CUBLAS_CHECK(cublas().set_stream(s.cublas, s.compute));
     // Full fp32 (no TF32): the GPU must agree with the CPU's SGEMM to float rounding.
-    TESSERA_CUBLAS_CHECK(cublasSetMathMode(s.cublas, CUBLAS_DEFAULT_MATH));
+    TESSERA_CUBLAS_CHECK(cublas().set_math_mode(s.cublas, CUBLAS_DEFAULT_MATH));
   }
   return s.cublas;
 }
@@ -142,8 +143,8 @@ cusparseHandle_t cusparse_handle() {
   DeviceState& s = state();
   std::lock_guard lock(g_state_mutex);
   if (!s.cusparse) {
-    TESSERA_CUSPARSE_CHECK(cusparseCreate(&s.cusparse));
-    TESSERA_CUSPARSE_CHECK(cusparseSetStream(s.cusparse, s.compute));
+    TESSERA_CUSPARSE_CHECK(cusparse().create(&s.cusparse));
+    TESSERA_CUSPARSE_CHECK(cusparse().set_stream(s.cusparse, s.compute));
   }
   return s.cusparse;
 }

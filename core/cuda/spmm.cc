@@ -12,6 +12,7 @@
 #include "core/cuda/check.h"
 #include "core/cuda/handles.h"
 #include "core/cuda/kernels_cuda.h"
+#include "core/cuda/libraries.h"
 #include "core/cuda/runtime.h"
 
 namespace tessera::cuda {
@@ -37,8 +38,8 @@ struct CudaCsr::Plan {
   cusparseSpMMAlg_t algorithm = kAlgorithm;
   DeviceBuffer work;
   ~Plan() {
-    if (x) cusparseDestroyDnMat(x);
-    if (out) cusparseDestroyDnMat(out);
+    if (x) cusparse().destroy_dn_mat(x);
+    if (out) cusparse().destroy_dn_mat(out);
   }
 };
 
@@ -48,7 +49,7 @@ CudaCsr::CudaCsr(const CsrView& a, std::span<const NodeId> rows) { upload(a, row
 
 CudaCsr::~CudaCsr() {
   plans_.clear();
-  if (descriptor_) cusparseDestroySpMat(as_descriptor(descriptor_));
+  if (descriptor_) cusparse().destroy_sp_mat(as_descriptor(descriptor_));
 }
 
 std::size_t CudaCsr::matrix_bytes() const {
@@ -89,9 +90,9 @@ void CudaCsr::upload(const CsrView& a, std::span<const NodeId> rows, bool subset
   if (subset) upload_vector(source_rows_, std::vector<NodeId>(rows.begin(), rows.end()));
   const cusparseIndexType_t index_type = wide_indices_ ? CUSPARSE_INDEX_64I : CUSPARSE_INDEX_32I;
   cusparseSpMatDescr_t descriptor = nullptr;
-  TESSERA_CUSPARSE_CHECK(cusparseCreateCsr(&descriptor, num_rows_, num_cols_, nnz_, indptr_.get(),
-                                           indices_.get(), values_.get(), index_type, index_type,
-                                           CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+  TESSERA_CUSPARSE_CHECK(cusparse().create_csr(
+      &descriptor, num_rows_, num_cols_, nnz_, indptr_.get(), indices_.get(), values_.get(),
+      index_type, index_type, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
   descriptor_ = descriptor;
   // The host vectors are freed on return: wait until the copies have read them.
   synchronize_compute();
@@ -109,32 +110,32 @@ void CudaCsr::multiply(float* out, const float* x, std::int64_t f) const {
   auto& plan = plans_[f];
   if (!plan) {
     plan = std::make_unique<Plan>();
-    TESSERA_CUSPARSE_CHECK(cusparseCreateDnMat(&plan->x, num_cols_, f, f, const_cast<float*>(x),
-                                               CUDA_R_32F, CUSPARSE_ORDER_ROW));
-    TESSERA_CUSPARSE_CHECK(cusparseCreateDnMat(&plan->out, num_rows_, f, f, out, CUDA_R_32F,
-                                               CUSPARSE_ORDER_ROW));
+    TESSERA_CUSPARSE_CHECK(cusparse().create_dn_mat(
+        &plan->x, num_cols_, f, f, const_cast<float*>(x), CUDA_R_32F, CUSPARSE_ORDER_ROW));
+    TESSERA_CUSPARSE_CHECK(
+        cusparse().create_dn_mat(&plan->out, num_rows_, f, f, out, CUDA_R_32F, CUSPARSE_ORDER_ROW));
     std::size_t work_bytes = 0;
-    cusparseStatus_t status = cusparseSpMM_bufferSize(
+    cusparseStatus_t status = cusparse().spmm_buffer_size(
         handle, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
         as_descriptor(descriptor_), plan->x, &beta, plan->out, CUDA_R_32F, plan->algorithm,
         &work_bytes);
     if (status == CUSPARSE_STATUS_NOT_SUPPORTED) {  // e.g. a width ALG2 does not take
       plan->algorithm = CUSPARSE_SPMM_ALG_DEFAULT;
-      status = cusparseSpMM_bufferSize(handle, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                       CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
-                                       as_descriptor(descriptor_), plan->x, &beta, plan->out,
-                                       CUDA_R_32F, plan->algorithm, &work_bytes);
+      status = cusparse().spmm_buffer_size(handle, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                           CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
+                                           as_descriptor(descriptor_), plan->x, &beta, plan->out,
+                                           CUDA_R_32F, plan->algorithm, &work_bytes);
     }
     TESSERA_CUSPARSE_CHECK(status);
     plan->work = DeviceBuffer(work_bytes);
   } else {
-    TESSERA_CUSPARSE_CHECK(cusparseDnMatSetValues(plan->x, const_cast<float*>(x)));
-    TESSERA_CUSPARSE_CHECK(cusparseDnMatSetValues(plan->out, out));
+    TESSERA_CUSPARSE_CHECK(cusparse().dn_mat_set_values(plan->x, const_cast<float*>(x)));
+    TESSERA_CUSPARSE_CHECK(cusparse().dn_mat_set_values(plan->out, out));
   }
-  TESSERA_CUSPARSE_CHECK(cusparseSpMM(handle, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                      CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
-                                      as_descriptor(descriptor_), plan->x, &beta, plan->out,
-                                      CUDA_R_32F, plan->algorithm, plan->work.get()));
+  TESSERA_CUSPARSE_CHECK(cusparse().spmm(handle, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                         CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
+                                         as_descriptor(descriptor_), plan->x, &beta, plan->out,
+                                         CUDA_R_32F, plan->algorithm, plan->work.get()));
 }
 
 void spmm(float* out, const CudaCsr& a, const float* x, std::int64_t f) { a.multiply(out, x, f); }

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
 #include "core/cuda/handles.h"
+#include "core/cuda/libraries.h"
 #include "core/cuda/philox.h"
 #include "core/cuda/runtime.h"
 #include "core/device.h"
@@ -23,6 +25,39 @@ namespace tessera {
 namespace {
 
 using test::throws_error;
+
+// First in this program, which links neither library itself: CPU work loads neither cuBLAS nor
+// cuSPARSE (loaded, they cost about 180 MB of resident memory, GPU or not), and the first use of
+// each loads it and resolves every entry point Tessera calls.
+bool mapped(const std::string& library) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find(library) != std::string::npos) return true;
+  return false;
+}
+
+TEST(CudaLibraries, LoadedOnFirstUseNotByCpuWork) {
+  std::vector<float> ones(64 * 32, 1.0f), halves(32 * 16, 0.5f);
+  const Tensor a = Tensor::borrow(ones.data(), 64, 32);
+  const Tensor b = Tensor::borrow(halves.data(), 32, 16);
+  Tensor c(64, 16);
+  gemm(c, a, false, b, false, 1.0f, 0.0f);  // the CPU's BLAS
+  EXPECT_FLOAT_EQ(c.f32()[0], 16.0f);
+  EXPECT_FALSE(cuda::cublas_loaded());
+  EXPECT_FALSE(cuda::cusparse_loaded());
+  EXPECT_FALSE(mapped("libcublas"));
+  EXPECT_FALSE(mapped("libcusparse"));
+  const cuda::CublasApi& blas = cuda::cublas();  // throws naming what is missing
+  EXPECT_NE(blas.sgemm, nullptr);
+  EXPECT_STREQ(blas.status_name(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
+  const cuda::CusparseApi& sparse = cuda::cusparse();
+  EXPECT_NE(sparse.spmm, nullptr);
+  EXPECT_STREQ(sparse.error_name(CUSPARSE_STATUS_INVALID_VALUE), "CUSPARSE_STATUS_INVALID_VALUE");
+  EXPECT_TRUE(cuda::cublas_loaded() && cuda::cusparse_loaded());
+  EXPECT_TRUE(mapped("libcublas"));
+  EXPECT_TRUE(mapped("libcusparse"));
+}
 
 TEST(CudaRuntime, DetectionIsConsistent) {
   const int count = cuda::device_count();
