@@ -80,6 +80,8 @@ def run_record(system, dataset, rep, seed, wall_s, summary, metrics, warmup, rus
         record["partition_s"] = partition.get("seconds")
         bytes_per_epoch = summary.get("comm_bytes_per_epoch", {})
         record["comm_bytes_per_epoch"] = sum(bytes_per_epoch.values()) if bytes_per_epoch else 0
+        # Tessera's CPU kernels and its BLAS with the core OpenBLAS chose (train_gcn --version).
+        record["blas"] = (summary.get("provenance") or {}).get("cpu_kernels")
     else:
         record["ranks"] = 1
         record["threads_per_rank"] = summary.get("threads")
@@ -89,7 +91,21 @@ def run_record(system, dataset, rep, seed, wall_s, summary, metrics, warmup, rus
         record["rss_after_import_bytes"] = summary.get("rss_after_import_bytes")
         record["operator_nnz"] = summary.get("operator_nnz")
         record["versions"] = summary.get("versions")
+        blas = (summary.get("versions") or {}).get("torch_blas")
+        record["blas"] = f"torch's BLAS: {blas}" if blas else None
     return record
+
+
+def blas_line(runs):
+    """The BLAS (and kernels) each system ran with, from its first run that recorded them."""
+    seen = {}
+    for r in runs:
+        if r.get("blas") and r["system"] not in seen:
+            seen[r["system"]] = r["blas"]
+    if not seen:
+        return ""
+    return "BLAS of each system, as it reported: " + "; ".join(
+        f"{system}: {blas}" for system, blas in seen.items()) + ".\n"
 
 
 def _mean_std(values):
@@ -373,6 +389,9 @@ def render(results):
         parts.append("GEMM on this machine, same run (169,343 × 256 by 256 × 256, f32, "
                      f"{results['settings']['threads']} threads): " + ", ".join(
                          f"{name} {value:.0f} GFLOP/s" for name, value in gemm.items()) + ".\n")
+    line = blas_line(results["runs"])
+    if line:
+        parts.append(line)
     sentences = peer_faster_sentences(results["table"])
     if sentences:
         parts.append("Where a peer is better: " + " ".join(sentences) + "\n")

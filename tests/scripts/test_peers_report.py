@@ -180,6 +180,14 @@ class CannedRun(unittest.TestCase):
         self.assertEqual(self.results["table"]["arxiv-like"]["pyg-sage-minibatch"].get("ratios"),
                          None)
 
+    def test_each_systems_blas_is_reported(self):
+        # The peers' summaries name torch's BLAS; Tessera's its kernels and OpenBLAS's core.
+        self.assertIn("pyg-gcn: torch's BLAS: mkl", report.render(self.results))
+        summary = {"provenance": {"cpu_kernels": "avx512; BLAS: OpenBLAS 0.3.21 Cooperlake"}}
+        record = report.run_record("tessera-1", "cora", 0, 0, 1.0, summary, metrics([0.5]), 0)
+        self.assertEqual(report.blas_line([record]), "BLAS of each system, as it reported: "
+                         "tessera-1: avx512; BLAS: OpenBLAS 0.3.21 Cooperlake.\n")
+
     def test_a_tessera_build_changed_mid_run_is_reported(self):
         manifest = json.loads(json.dumps(self.manifest))
         tessera = [e for e in manifest["runs"] if e["system"].startswith("tessera")]
