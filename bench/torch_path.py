@@ -10,7 +10,7 @@ glibc's malloc as it is, with tessera.torch.keep_freed_memory() (TESSERA_TORCH_M
 with glibc's malloc asking for transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
 
   python3 bench/torch_path.py [--build build] [--ranks 1,2] [--epochs 20]
-                              [--malloc default,keep,thp]
+                              [--malloc default,keep[,thp]]
                               [--dataset synth:arxiv-like] [--pyg-python VENV/bin/python]
                               [--pyg-epochs 5]
 
@@ -100,7 +100,7 @@ def main():
     p.add_argument("--dataset", default="synth:arxiv-like")
     p.add_argument("--pyg-python", default="")
     p.add_argument("--pyg-epochs", type=int, default=5, help="PyG's epochs (slow on one thread)")
-    p.add_argument("--malloc", default="default,keep,thp",
+    p.add_argument("--malloc", default="default,keep",
                    help="the torch path's malloc policies: default; keep (TESSERA_TORCH_MALLOC="
                         "keep); thp (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)")
     p.add_argument("--mpiexec", default="mpiexec")

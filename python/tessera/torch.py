@@ -44,12 +44,14 @@ _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
 
 def keep_freed_memory():
     """Trades memory for speed: makes glibc's malloc keep freed memory for reuse instead of
-    returning it to the system, for the whole process. Torch allocates every (N, F) result
-    afresh, and glibc serves each block over 32 MB with an mmap of its own, so every result
-    faults its pages in again: about 0.1 s per (169343, 256) float32 tensor, more than the
-    elementwise operation itself. With mmap off and no trimming, a freed block is reused at
-    once, but the heap fragments, so the process's peak resident memory grows (measured on
-    synth:arxiv-like: 1.3x to 1.5x faster steps, 1.8x the peak; docs/performance.md). Returns
+    returning it to the system, for the whole process. Torch allocates every (N, F) result of
+    its own operations afresh (tessera.torch's aggregations and dropout return theirs in
+    Tessera's memory, reused), and glibc serves each block over 32 MB with an mmap of its own,
+    so every such result faults its pages in again: about 0.1 s per (169343, 256) float32
+    tensor, more than the elementwise operation itself. With mmap off and no trimming, a freed
+    block is reused at once, but the heap fragments, so the process's peak resident memory
+    grows (measured on synth:arxiv-like: 1.35x faster steps at 1.75x the peak on one rank,
+    1.36x at 1.26x on two; docs/performance.md). Returns
     False outside glibc (nothing changed). TESSERA_TORCH_MALLOC=keep calls it when the first
     DistributedGraph is made."""
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
@@ -251,6 +253,41 @@ def _run_on_rows(op, t):
     return out if t.dtype == torch.float32 else out.to(t.dtype)
 
 
+class _Linear(torch.autograd.Function):
+    """x W^T (+ b) for float32 rows, with the (N, F) result and x's gradient in Tessera's host
+    memory (as _run_on_rows): torch's Linear would map both afresh every step. The same
+    products as torch.nn.functional.linear."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        out = torch.from_numpy(_empty_rows(x.shape[0], weight.shape[0]))
+        if bias is None:
+            return torch.mm(x, weight.t(), out=out)
+        return torch.addmm(bias, x, weight.t(), out=out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        grad = grad.contiguous()
+        d_x = None
+        if ctx.needs_input_grad[0]:
+            d_x = torch.mm(grad, weight, out=torch.from_numpy(_empty_rows(x.shape[0],
+                                                                           x.shape[1])))
+        d_weight = torch.mm(grad.t(), x) if ctx.needs_input_grad[1] else None
+        d_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return d_x, d_weight, d_bias
+
+
+def _linear(x, weight, bias=None):
+    """F.linear(x, weight, bias), through _Linear for contiguous float32 CPU rows."""
+    if (x.dim() == 2 and x.dtype == torch.float32 and weight.dtype == torch.float32 and
+            x.device.type == "cpu" and x.is_contiguous()):
+        return _Linear.apply(x, weight, bias)
+    return torch.nn.functional.linear(x, weight, bias)
+
+
 def _float32(t):
     t = t.detach()
     return (t if t.dtype == torch.float32 else t.float()).contiguous()
@@ -347,11 +384,8 @@ class GCNConv(torch.nn.Module):
         # traffic), as in Tessera's own layer; when x needs no gradient (the input features),
         # aggregating first also leaves backward without an aggregation.
         if x.dim() == 2 and x.shape[1] < self.out_channels:
-            mixed = self._propagate(x, edge_index)
-            if self.bias is None:
-                return self.lin(mixed)
-            return torch.addmm(self.bias, mixed, self.lin.weight.t())
-        out = self._propagate(self.lin(x), edge_index)
+            return _linear(self._propagate(x, edge_index), self.lin.weight, self.bias)
+        out = self._propagate(_linear(x, self.lin.weight), edge_index)
         # In place: the aggregation keeps nothing for its backward, so no saved tensor changes.
         return out if self.bias is None else out.add_(self.bias)
 
@@ -406,9 +440,10 @@ class SAGEConv(torch.nn.Module):
         if x_dst is not None and x_dst is not x_src:
             _check_rows(x_dst, edge_index)
         neighbours = torch.relu(self.lin(x_src)) if self.project else x_src
-        out = self.lin_l(aggregate(neighbours, edge_index, self.aggr))
+        out = _linear(aggregate(neighbours, edge_index, self.aggr), self.lin_l.weight,
+                      self.lin_l.bias)
         if self.lin_r is not None and x_dst is not None:
-            out = out + self.lin_r(x_dst)
+            out = out + _linear(x_dst, self.lin_r.weight)
         if self.normalize:
             out = torch.nn.functional.normalize(out, p=2.0, dim=-1)
         return out

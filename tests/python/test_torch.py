@@ -221,6 +221,31 @@ class Layers(unittest.TestCase):
                 torch.testing.assert_close(conv.bias.grad, b_ref.grad)
 
 
+    def test_the_layers_linear_equals_torchs_with_its_gradients(self):
+        # tessera.torch's Linear of float32 rows (its results in Tessera's memory) gives
+        # F.linear's values and gradients, with and without bias, with and without x's gradient;
+        # other dtypes go to F.linear itself.
+        for bias, x_grad in ((True, True), (False, True), (True, False)):
+            with self.subTest(bias=bias, x_grad=x_grad):
+                x = torch.randn(60, 7, requires_grad=x_grad)
+                w = torch.randn(5, 7, requires_grad=True)
+                b = torch.randn(5, requires_grad=True) if bias else None
+                refs = [t.detach().clone().requires_grad_(t.requires_grad) if t is not None
+                        else None for t in (x, w, b)]
+                out = tt._linear(x, w, b)
+                expected = torch.nn.functional.linear(*refs)
+                torch.testing.assert_close(out, expected, rtol=0, atol=0)
+                upstream = torch.randn(60, 5)
+                out.backward(upstream)
+                expected.backward(upstream)
+                for ours, theirs in zip((x, w, b), refs):
+                    if ours is not None and ours.requires_grad:
+                        torch.testing.assert_close(ours.grad, theirs.grad)
+        double = torch.randn(60, 7, dtype=torch.float64, requires_grad=True)
+        self.assertTrue(torch.autograd.gradcheck(
+            lambda t: tt._linear(t, torch.ones(2, 7, dtype=torch.float64)), (double,)))
+
+
 class Aggregation(unittest.TestCase):
     def setUp(self):
         self.graph = tt.DistributedGraph(ring_data())
