@@ -45,12 +45,13 @@ _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
 def keep_freed_memory():
     """Trades memory for speed: makes glibc's malloc keep freed memory for reuse instead of
     returning it to the system, for the whole process. Torch allocates every (N, F) result of
-    its own operations afresh (tessera.torch's aggregations and dropout return theirs in
-    Tessera's memory, reused), and glibc serves each block over 32 MB with an mmap of its own,
-    so every such result faults its pages in again: about 0.1 s per (169343, 256) float32
-    tensor, more than the elementwise operation itself. With mmap off and no trimming, a freed
-    block is reused at once, but the heap fragments, so the process's peak resident memory
-    grows (measured on synth:arxiv-like: 1.35x faster steps at 1.75x the peak on one rank,
+    its own operations afresh (tessera.torch's aggregations, dropouts and layer products return
+    theirs in Tessera's memory, reused; the model's ReLU and loss are torch's), and glibc serves
+    each block over 32 MB with an mmap of its own, so every such result faults its pages in
+    again: about 0.1 s per (169343, 256) float32 tensor, more than the elementwise operation
+    itself. With mmap off and no trimming, a freed block is reused at once, but the heap
+    fragments, so the process's peak resident memory grows (measured on synth:arxiv-like before
+    the layer products used Tessera's memory: 1.35x faster steps at 1.75x the peak on one rank,
     1.36x at 1.26x on two; docs/performance.md). Returns
     False outside glibc (nothing changed). TESSERA_TORCH_MALLOC=keep calls it when the first
     DistributedGraph is made."""
