@@ -281,12 +281,20 @@ class _Linear(torch.autograd.Function):
         return d_x, d_weight, d_bias
 
 
-def _linear(x, weight, bias=None):
-    """F.linear(x, weight, bias), through _Linear for contiguous float32 CPU rows."""
-    if (x.dim() == 2 and x.dtype == torch.float32 and weight.dtype == torch.float32 and
-            x.device.type == "cpu" and x.is_contiguous()):
-        return _Linear.apply(x, weight, bias)
-    return torch.nn.functional.linear(x, weight, bias)
+def _linear(x, lin, bias=None):
+    """lin(x) + bias for a torch.nn.Linear `lin` (bias: a separate one, when lin has none),
+    through _Linear for contiguous float32 CPU rows. A module with hooks (pruning, weight or
+    spectral norm recompute its weight in a forward pre-hook) runs as itself."""
+    hooked = (lin._forward_hooks or lin._forward_pre_hooks or
+              torch.nn.modules.module._global_forward_hooks or
+              torch.nn.modules.module._global_forward_pre_hooks)
+    weight = lin.weight
+    bias = lin.bias if bias is None else bias
+    if (hooked or x.dim() != 2 or x.dtype != torch.float32 or weight.dtype != torch.float32 or
+            x.device.type != "cpu" or not x.is_contiguous()):
+        out = lin(x)
+        return out if lin.bias is not None or bias is None else out + bias
+    return _Linear.apply(x, weight, bias)
 
 
 def _float32(t):
@@ -385,8 +393,8 @@ class GCNConv(torch.nn.Module):
         # traffic), as in Tessera's own layer; when x needs no gradient (the input features),
         # aggregating first also leaves backward without an aggregation.
         if x.dim() == 2 and x.shape[1] < self.out_channels:
-            return _linear(self._propagate(x, edge_index), self.lin.weight, self.bias)
-        out = self._propagate(_linear(x, self.lin.weight), edge_index)
+            return _linear(self._propagate(x, edge_index), self.lin, self.bias)
+        out = self._propagate(_linear(x, self.lin), edge_index)
         # In place: the aggregation keeps nothing for its backward, so no saved tensor changes.
         return out if self.bias is None else out.add_(self.bias)
 
@@ -441,10 +449,9 @@ class SAGEConv(torch.nn.Module):
         if x_dst is not None and x_dst is not x_src:
             _check_rows(x_dst, edge_index)
         neighbours = torch.relu(self.lin(x_src)) if self.project else x_src
-        out = _linear(aggregate(neighbours, edge_index, self.aggr), self.lin_l.weight,
-                      self.lin_l.bias)
+        out = _linear(aggregate(neighbours, edge_index, self.aggr), self.lin_l)
         if self.lin_r is not None and x_dst is not None:
-            out = out + _linear(x_dst, self.lin_r.weight)
+            out = out + _linear(x_dst, self.lin_r)
         if self.normalize:
             out = torch.nn.functional.normalize(out, p=2.0, dim=-1)
         return out

@@ -14,6 +14,7 @@ import unittest
 
 import numpy as np
 import torch
+import torch.nn.utils.prune
 
 import tessera
 import tessera.torch as tt
@@ -228,11 +229,12 @@ class Layers(unittest.TestCase):
         for bias, x_grad in ((True, True), (False, True), (True, False)):
             with self.subTest(bias=bias, x_grad=x_grad):
                 x = torch.randn(60, 7, requires_grad=x_grad)
-                w = torch.randn(5, 7, requires_grad=True)
+                lin = torch.nn.Linear(7, 5, bias=False)
+                w = lin.weight
                 b = torch.randn(5, requires_grad=True) if bias else None
                 refs = [t.detach().clone().requires_grad_(t.requires_grad) if t is not None
                         else None for t in (x, w, b)]
-                out = tt._linear(x, w, b)
+                out = tt._linear(x, lin, b)
                 expected = torch.nn.functional.linear(*refs)
                 torch.testing.assert_close(out, expected, rtol=0, atol=0)
                 upstream = torch.randn(60, 5)
@@ -242,8 +244,23 @@ class Layers(unittest.TestCase):
                     if ours is not None and ours.requires_grad:
                         torch.testing.assert_close(ours.grad, theirs.grad)
         double = torch.randn(60, 7, dtype=torch.float64, requires_grad=True)
-        self.assertTrue(torch.autograd.gradcheck(
-            lambda t: tt._linear(t, torch.ones(2, 7, dtype=torch.float64)), (double,)))
+        lin = torch.nn.Linear(7, 2).double()
+        self.assertTrue(torch.autograd.gradcheck(lambda t: tt._linear(t, lin), (double,)))
+
+    def test_a_pruned_layer_uses_its_pruned_weight(self):
+        # torch's pruning recomputes lin.weight in a forward pre-hook: the layer must run it.
+        graph = tt.DistributedGraph(ring_data())
+        x = torch.randn(60, 5)
+        for conv, lin in ((tt.GCNConv(5, 3), "lin"), (tt.GCNConv(5, 8), "lin"),
+                          (tt.SAGEConv(5, 3), "lin_l")):
+            with self.subTest(conv=repr(conv)):
+                module = getattr(conv, lin)
+                torch.nn.utils.prune.l1_unstructured(module, "weight", amount=0.5)
+                with torch.no_grad():
+                    module.weight_orig.mul_(2.0)  # the pre-hook makes weight from it again
+                out = conv(x, graph)
+                torch.nn.utils.prune.remove(module, "weight")  # weight: 2 orig * mask, no hook
+                torch.testing.assert_close(out, conv(x, graph))
 
 
 class Aggregation(unittest.TestCase):
