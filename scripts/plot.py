@@ -203,7 +203,8 @@ def plot_peers(results, out_dir):
         for row_i, (key, scale, unit) in enumerate([("epoch_s", 1e3, "ms per full-graph epoch"),
                                                     ("peak_rss_bytes", 1e-6, "peak RSS MB")]):
             # A mini-batch epoch is another unit of work: left out of the epoch-time panel.
-            rows = [r for r in every if key != "epoch_s" or r["system"] != "pyg-sage-minibatch"]
+            rows = [r for r in every
+                    if key != "epoch_s" or not r["system"].startswith("pyg-sage-minibatch")]
             names = [r["system"] for r in rows]
             colours = ["tab:blue" if n.startswith("tessera") else "tab:gray" for n in names]
             ax = axes[row_i][col]
@@ -222,6 +223,8 @@ def plot_peers(results, out_dir):
     for tta in results.get("time_to_accuracy", []):
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
         seen = set()
+        settings = list(dict.fromkeys(r["system"] for r in results["runs"]
+                                      if r["system"].startswith("pyg-sage-minibatch ")))
         for run in results["runs"]:
             if run["dataset"] != tta["dataset"]:
                 continue
@@ -230,7 +233,7 @@ def plot_peers(results, out_dir):
             seen.add(run["system"])
             style = "o-" if run["system"].startswith("tessera") else "s--"
             ax.plot(*zip(*pts), style, markersize=3, label=label,
-                    color=_colour_of(run["system"]))
+                    color=_colour_of(run["system"], settings))
         ax.axhline(100 * tta["target_valid_acc"], color="black", linewidth=0.8, linestyle=":",
                    label=f"target {100 * tta['target_valid_acc']:.2f}%")
         ax.set_xscale("log")
@@ -246,10 +249,13 @@ def plot_peers(results, out_dir):
     return written
 
 
-def _colour_of(system):
+def _colour_of(system, settings=()):
     palette = {"tessera-1": "tab:blue", "tessera-2": "tab:cyan", "pyg-gcn": "tab:orange",
                "pyg-gcn-edge-index": "tab:brown", "dgl-gcn": "tab:green",
                "pyg-sage-minibatch": "tab:red"}
+    if system.startswith("pyg-sage-minibatch "):  # the k-th setting of the sweep
+        sweep = ["tab:red", "tab:purple", "tab:pink", "tab:olive", "darkred", "salmon"]
+        return sweep[settings.index(system) % len(sweep)]
     return palette.get(system, "tab:gray")
 
 

@@ -3,7 +3,9 @@
 NeighborLoader over the training nodes (fan-outs 15,10,5, batch 1024, shuffled, sampling in the
 training process), SAGEConv with mean aggregation, Adam; after every epoch a full-graph forward
 gives train/valid/test accuracy (timed as eval_s); --stop-at-valid ends training after the first
-evaluation that reaches it (time to accuracy). Writes train_gcn's --metrics/--summary keys.
+evaluation that reaches it (time to accuracy), and --give-up-after ends it after the first
+evaluation past that many seconds since the script started below the target (a sweep's run that
+can no longer beat the best so far). Writes train_gcn's --metrics/--summary keys.
 NeighborLoader needs torch-sparse (or pyg-lib) for its sampler. Runs inside the peers' venv.
 """
 import os
@@ -34,11 +36,15 @@ class SAGE(torch.nn.Module):
 
 
 def main():
+    started = time.perf_counter()
     flags = peer_common.common_flags(__doc__.splitlines()[0])
     flags.add_argument("--fanouts", default="15,10,5", help="neighbours sampled per layer")
     flags.add_argument("--batch-size", type=int, default=1024)
     flags.add_argument("--stop-at-valid", type=float, default=None,
                        help="stop after the first evaluation with valid accuracy >= this")
+    flags.add_argument("--give-up-after", type=float, default=None,
+                       help="stop after the first evaluation below --stop-at-valid that ends "
+                       "more than this many seconds after the script started")
     flags.set_defaults(lr=0.003, epochs=10)
     args = flags.parse_args()
     import torch_geometric
@@ -73,7 +79,7 @@ def main():
     rss.start_training()
 
     metrics = peer_common.Metrics(args.metrics)
-    batches = 0
+    batches, stopped = 0, "epochs"
     for epoch in range(1, args.epochs + 1):
         clock = time.perf_counter()
         model.train()
@@ -92,6 +98,11 @@ def main():
                                                    lambda: model(data.x, adj_t), data.y, splits)
         metrics.write(epoch, total_loss / total_examples, epoch_s, eval_s, accs)
         if accs is not None and args.stop_at_valid is not None and accs[1] >= args.stop_at_valid:
+            stopped = "target"
+            break
+        if accs is not None and args.give_up_after is not None and \
+                time.perf_counter() - started > args.give_up_after:
+            stopped = "gave_up"
             break
     metrics.close()
 
@@ -102,6 +113,7 @@ def main():
                "features": int(data.num_features), "num_layers": args.num_layers,
                "hidden_channels": args.hidden_channels, "dropout": args.dropout, "lr": args.lr,
                "epochs": args.epochs, "epochs_run": epoch, "stop_at_valid": args.stop_at_valid,
+               "give_up_after": args.give_up_after, "stopped": stopped,
                "seed": args.seed, "fanouts": fanouts,
                "batch_size": args.batch_size, "batches": batches, "num_workers": 0,
                "load_s": load_s, "setup_s": setup_s, "operator_nnz": int(adj_t.nnz())}

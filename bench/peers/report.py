@@ -14,8 +14,25 @@ TESSERA_2 = "tessera-2"
 PYG = "pyg-gcn"
 SAGE = "pyg-sage-minibatch"
 PEER_ORDER = ["pyg-gcn", "pyg-gcn-edge-index", "dgl-gcn", SAGE]
-TTA_DATASETS = ["arxiv-like"]
+TTA_DATASETS = ["arxiv-like", "products-like"]
 MB = 1e6
+
+
+def sage_name(setting):
+    """The name a setting of the mini-batch sweep runs under: 'pyg-sage-minibatch
+    BATCH:FANOUTS:LR', as run_peers.py's --sage-sweep spells it."""
+    return (f"{SAGE} {setting['batch_size']}:{','.join(map(str, setting['fanouts']))}:"
+            f"{setting['lr']:g}")
+
+
+def is_sage(system):
+    """The mini-batch peer, under its plain name or a setting's (sage_name)."""
+    return system == SAGE or system.startswith(SAGE + " ")
+
+
+def file_stem(system):
+    """A system's name as a file name: no spaces, colons or commas."""
+    return system.replace(" ", "-").replace(":", "_").replace(",", "-")
 
 
 def read_jsonl(path):
@@ -69,6 +86,7 @@ def run_record(system, dataset, rep, seed, wall_s, summary, metrics, warmup, rus
         "epoch_s_list": [m["epoch_s"] for m in metrics],
         "eval_s_list": [m.get("eval_s", 0.0) for m in metrics],
         "rusage_maxrss_bytes": rusage_maxrss,
+        "stopped": summary.get("stopped"),
     }
     if is_tessera:
         record["ranks"] = summary.get("ranks", 1)
@@ -163,7 +181,7 @@ def add_ratios(table):
         for peer in rows.values():
             # A mini-batch epoch is another unit of work: no ratio (see time to accuracy).
             if peer["system"].startswith("tessera") or "unavailable" in peer or \
-                    peer["system"] == SAGE:
+                    is_sage(peer["system"]):
                 continue
             peer["ratios"] = {}
             for name in (TESSERA_1, TESSERA_2):
@@ -204,8 +222,10 @@ def time_to_accuracy_table(records, dataset, minus_points=1.0):
         reached = time_to_accuracy(metrics, r["wall_s"], target)
         entry = per_system.setdefault(r["system"], {"system": r["system"], "runs": 0,
                                                     "reached": 0, "seconds": [], "epochs": [],
-                                                    "best_valid_acc": [], "wall_s": []})
+                                                    "best_valid_acc": [], "wall_s": [],
+                                                    "gave_up": 0})
         entry["runs"] += 1
+        entry["gave_up"] += r.get("stopped") == "gave_up"
         entry["best_valid_acc"].append(r["best_valid_acc"])
         entry["wall_s"].append(r["wall_s"])
         if reached:
@@ -219,14 +239,30 @@ def time_to_accuracy_table(records, dataset, minus_points=1.0):
                      "seconds": median(entry["seconds"]),
                      "epoch": median(entry["epochs"]),
                      "best_valid_acc": median(entry["best_valid_acc"]),
-                     "wall_s": median(entry["wall_s"])})
+                     "wall_s": median(entry["wall_s"]), "gave_up": entry["gave_up"]})
     t1 = next((r for r in rows if r["system"] == TESSERA_1), None)
     for r in rows:
         if t1 and t1["seconds"] and r["seconds"]:
             r["tessera_1_over_this"] = t1["seconds"] / r["seconds"]
     rows.sort(key=lambda r: _order(r["system"]))
     return {"dataset": dataset, "target_valid_acc": target, "tessera_1_best_valid_acc": best,
-            "minus_points": minus_points, "systems": rows}
+            "minus_points": minus_points, "systems": rows, "anchor": sweep_anchor(rows)}
+
+
+def sweep_anchor(rows):
+    """The tuned mini-batch peer: the setting of the sweep with the shortest time to the target,
+    and each Tessera row's time over it (below 1: Tessera is there first). None if no setting
+    reached the target."""
+    reached = [r for r in rows if is_sage(r["system"]) and r["seconds"] is not None]
+    if not reached:
+        return None
+    best = min(reached, key=lambda r: r["seconds"])
+    anchor = {"system": best["system"], "seconds": best["seconds"],
+              "settings_tried": sum(is_sage(r["system"]) for r in rows)}
+    for r in rows:
+        if r["system"] in (TESSERA_1, TESSERA_2) and r["seconds"] is not None:
+            anchor[r["system"].replace("-", "_") + "_over_anchor"] = r["seconds"] / best["seconds"]
+    return anchor
 
 
 def acceptance(table, dataset, peer=PYG):
@@ -248,6 +284,8 @@ def acceptance(table, dataset, peer=PYG):
 
 def _order(system):
     fixed = [TESSERA_1, TESSERA_2] + PEER_ORDER
+    if is_sage(system):
+        system = SAGE  # the settings of the sweep in the order they ran
     return fixed.index(system) if system in fixed else len(fixed)
 
 
@@ -288,10 +326,11 @@ def markdown_table(dataset, rows, cores="?"):
     lines += ["", "Machine load: the 1-minute load average while the system's runs went on "
               f"(median over runs); this machine has {cores} cores, so more than that means "
               "other work shared them."]
-    if SAGE in rows and "unavailable" not in rows[SAGE]:
-        lines += ["", f"{SAGE}: an epoch is one pass over the training nodes in mini-batches "
-                  "(no ratio: another unit of work); it stops at the time-to-accuracy target, "
-                  "so its accuracies are those of that point."]
+    if any(is_sage(system) and "unavailable" not in row for system, row in rows.items()):
+        lines += ["", f"{SAGE} BATCH:FANOUTS:LR: an epoch is one pass over the training nodes in "
+                  "mini-batches (no ratio: another unit of work); it stops at the "
+                  "time-to-accuracy target (or gives up), so its accuracies are those of that "
+                  "point."]
     return "\n".join(lines) + "\n"
 
 
@@ -314,14 +353,32 @@ def markdown_tta(tta):
              "|---|--:|--:|--:|--:|--:|--:|"]
     for r in tta["systems"]:
         ratio = r.get("tessera_1_over_this")
+        why = "gave up: past the best so far" if r.get("gave_up") else "not reached"
         seconds = (_fmt(r["seconds"], 1) if r["reached"] else
-                   f"> {_fmt(r['wall_s'], 0)} (not reached)")
+                   f"> {_fmt(r['wall_s'], 0)} ({why})")
         shown = "—" if not ratio else (f"{ratio:.2f}" if r["system"].startswith("tessera")
                                        else _ratio(ratio))
         lines.append(f"| {r['system']} | {r['reached']} of {r['runs']} | "
                      f"{_fmt(r['epoch'], 0)} | {seconds} | {shown} | "
                      f"{_fmt(r['best_valid_acc'], 2, 100)} | {_fmt(r['wall_s'], 1)} |")
+    lines += ["", anchor_sentence(tta)]
     return "\n".join(lines) + "\n"
+
+
+def anchor_sentence(tta):
+    """Tessera against the best setting of the mini-batch sweep, in words."""
+    anchor = tta.get("anchor")
+    if not anchor:
+        tried = [r for r in tta["systems"] if is_sage(r["system"])]
+        return (f"No setting of the mini-batch sweep ({len(tried)} tried) reached the target: "
+                "no anchor." if tried else "The mini-batch peer did not run: no anchor.")
+    text = (f"Anchor, the best of {anchor['settings_tried']} mini-batch setting(s): "
+            f"`{anchor['system']}`, {anchor['seconds']:.1f} s to the target.")
+    for name in (TESSERA_1, TESSERA_2):
+        ratio = anchor.get(name.replace("-", "_") + "_over_anchor")
+        if ratio is not None:
+            text += f" {name} / anchor: {_ratio(ratio)}."
+    return text
 
 
 def markdown_runs(records):
@@ -443,13 +500,16 @@ def setup_lines(results):
         f"Model: GCN, {s['num_layers']} layers, {s['hidden_channels']} hidden, dropout "
         f"{s['dropout']}, Adam lr {s['lr']}, full batch, evaluation every epoch; {s['threads']} "
         f"threads per system (tessera-2: 2 ranks × {s['threads'] // 2}).",
-        f"Epochs: {s['epochs_cora']} on Cora, {s['epochs_arxiv']} on arxiv-like; epoch time = "
+        f"Epochs: {s['epochs_cora']} on Cora, {s['epochs_arxiv']} on arxiv-like, "
+        f"{s.get('epochs_products', '—')} on products-like; epoch time = "
         f"median over the epochs after the first {s['warmup']}, then the median over "
         f"{s['reps']} repetition(s) (seeds {', '.join(map(str, s['seeds']))}), the systems' "
         f"order rotated per repetition; accuracies are mean ± std over those seeds.",
-        f"{SAGE}: after the first repetition, {s.get('sage_reps', 1)} run(s) of at most "
-        f"{s['sage_epochs']} epochs, each stopped at the first evaluation at or above the "
-        f"time-to-accuracy target.",
+        f"{SAGE}: after the first repetition, on each dataset but Cora, a sweep of "
+        f"{len(s.get('sage_sweep') or [None])} setting(s) (batch size, fan-outs, learning rate; "
+        f"{s.get('sage_reps', 1)} run(s) each) of at most {s['sage_epochs']} epochs, each run "
+        "stopped at the first evaluation at or above the time-to-accuracy target, or given up "
+        "at the first past the best time so far; the best setting is the anchor.",
         f"Command: `{results['command'].strip()}`.",
     ]
     for system, reason in (results.get("unavailable") or {}).items():

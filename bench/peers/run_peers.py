@@ -3,10 +3,11 @@
 """Benchmarks Tessera against PyTorch Geometric and DGL on this machine, in one run: the same
 raw-layout datasets (Cora, and synth:arxiv-like exported by tessera_data), the same 3-layer GCN
 hyperparameters, seeds and thread count; tessera-1 (one process), tessera-2 (mpiexec -n 2, the
-threads split between the ranks), PyG's GCNConv, DGL's GraphConv, and on arxiv-like PyG's
-mini-batch GraphSAGE (NeighborLoader) for time to accuracy. Repetitions rotate the order of the
-systems so that drift in the machine's speed touches all alike. Writes results.json and
-results.md to --out.
+threads split between the ranks), PyG's GCNConv, DGL's GraphConv, and on arxiv-like (and
+products-like when asked) PyG's mini-batch GraphSAGE (NeighborLoader) for time to accuracy, tuned
+by a small sweep of batch size and fan-outs whose best is the anchor. Repetitions rotate the
+order of the systems so that drift in the machine's speed touches all alike. Writes results.json
+and results.md to --out.
 
 Needs: a Tessera build (train_gcn, tessera_data; scripts/setup.sh makes ./build), mpiexec,
 a Python 3.9-3.11 that can make a virtual environment (Debian: apt-get install python3-venv),
@@ -16,6 +17,7 @@ Standard library only.
 
   bench/peers/run_peers.py --build build            # the full run, about 25 minutes idle
   bench/peers/run_peers.py --quick                  # a few minutes: fewer epochs, one repetition
+  bench/peers/run_peers.py --datasets products-like --systems tessera-1,tessera-2,pyg-sage-minibatch
 """
 import argparse
 import datetime
@@ -39,6 +41,12 @@ CACHE = os.path.join(os.path.expanduser("~"), ".cache", "tessera-peers")
 ALL_SYSTEMS = ["tessera-1", "tessera-2", "pyg-gcn", "pyg-gcn-edge-index", "dgl-gcn",
                "pyg-sage-minibatch"]
 DEFAULT_SYSTEMS = ["tessera-1", "tessera-2", "pyg-gcn", "dgl-gcn", "pyg-sage-minibatch"]
+DATASETS = ["cora", "arxiv-like", "products-like"]
+# The mini-batch peer's sweep: batch 1024 and 4096 by fan-outs 15,10,5 (PyG's ogbn-products
+# example, with its learning rate at batch 1024) and 5,5,5, the rate raised with the batch; the
+# cheapest epochs first, so that the best time so far soon bounds the runs after it.
+DEFAULT_SWEEP = ["4096:5,5,5:0.01", "1024:5,5,5:0.003", "4096:15,10,5:0.01",
+                 "1024:15,10,5:0.003"]
 # What each peer needs from the environment; a failed install or import makes it unavailable.
 NEEDS = {"pyg-gcn": ["torch_geometric", "torch_sparse"], "pyg-gcn-edge-index": ["torch_geometric"],
          "dgl-gcn": ["dgl"], "pyg-sage-minibatch": ["torch_geometric", "torch_sparse"]}
@@ -61,14 +69,22 @@ def parse_flags(argv):
     p.add_argument("--out", default="peers-results", help="results.json and results.md go here")
     p.add_argument("--threads", type=int, default=2,
                    help="threads per system: torch threads; tessera-2 gets threads/2 per rank")
-    p.add_argument("--datasets", default="cora,arxiv-like")
+    p.add_argument("--datasets", default="cora,arxiv-like",
+                   help=f"any of {','.join(DATASETS)} (products-like: 2.4M nodes, about 22 GB "
+                   "and an hour)")
     p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
                    help=f"any of {','.join(ALL_SYSTEMS)}")
     p.add_argument("--epochs-cora", type=int, default=100)
     p.add_argument("--epochs-arxiv", type=int, default=60)
-    p.add_argument("--sage-epochs", type=int, default=2,
-                   help="pyg-sage-minibatch: most epochs (it stops at the target accuracy)")
-    p.add_argument("--sage-reps", type=int, default=1, help="pyg-sage-minibatch repetitions")
+    p.add_argument("--epochs-products", type=int, default=30)
+    p.add_argument("--sage-epochs", type=int, default=5,
+                   help="pyg-sage-minibatch: most epochs of each setting of the sweep (it stops "
+                   "at the target accuracy, or once it can no longer beat the best so far)")
+    p.add_argument("--sage-sweep", default=" ".join(DEFAULT_SWEEP),
+                   help="pyg-sage-minibatch's settings, BATCH:FANOUTS:LR separated by spaces, "
+                   "run in this order (default: %(default)s)")
+    p.add_argument("--sage-reps", type=int, default=1,
+                   help="pyg-sage-minibatch repetitions of each setting")
     p.add_argument("--warmup", type=int, default=5, help="epochs left out of the epoch median")
     p.add_argument("--reps", type=int, default=2, help="repetitions; rep r uses seed r")
     p.add_argument("--num-layers", type=int, default=3)
@@ -76,7 +92,8 @@ def parse_flags(argv):
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--quick", action="store_true",
-                   help="--reps 1 --epochs-cora 30 --epochs-arxiv 15 --sage-epochs 1")
+                   help="--reps 1 --epochs-cora 30 --epochs-arxiv 15 --epochs-products 5 "
+                   "--sage-epochs 1, and only the first setting of --sage-sweep")
     p.add_argument("--skip-install", action="store_true",
                    help="use --venv as it is (no pip)")
     p.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
@@ -89,17 +106,43 @@ def parse_flags(argv):
     args = p.parse_args(argv)
     if args.quick:
         args.reps, args.epochs_cora, args.epochs_arxiv, args.sage_epochs = 1, 30, 15, 1
+        args.epochs_products = 5
+    try:
+        args.sage_sweep = [parse_sweep_entry(e, args.num_layers) for e in args.sage_sweep.split()]
+    except ValueError as e:
+        p.error(f"--sage-sweep: {e}")
+    if not args.sage_sweep:
+        p.error("--sage-sweep: no setting given")
+    if args.quick:
+        args.sage_sweep = args.sage_sweep[:1]
     args.systems = [s for s in args.systems.split(",") if s]
     for s in args.systems:
         if s not in ALL_SYSTEMS:
             p.error(f"--systems: unknown system {s!r} (expected some of {ALL_SYSTEMS})")
     args.datasets = [d for d in args.datasets.split(",") if d]
     for d in args.datasets:
-        if d not in ("cora", "arxiv-like"):
-            p.error(f"--datasets: unknown dataset {d!r} (expected cora, arxiv-like)")
+        if d not in DATASETS:
+            p.error(f"--datasets: unknown dataset {d!r} (expected some of {', '.join(DATASETS)})")
     if args.threads < 2 and "tessera-2" in args.systems:
         p.error("--threads: tessera-2 needs at least 2 (one per rank)")
     return args
+
+
+def parse_sweep_entry(text, num_layers):
+    """BATCH:FANOUTS:LR (e.g. 4096:5,5,5:0.01) as {batch_size, fanouts, lr}; ValueError naming
+    the entry and what is wrong."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise ValueError(f"{text!r}: expected BATCH:FANOUTS:LR, e.g. 4096:5,5,5:0.01")
+    try:
+        batch, fanouts, lr = int(parts[0]), [int(v) for v in parts[1].split(",")], float(parts[2])
+    except ValueError:
+        raise ValueError(f"{text!r}: BATCH and FANOUTS must be integers, LR a number") from None
+    if batch < 1 or lr <= 0 or min(fanouts) < 1:
+        raise ValueError(f"{text!r}: batch size, fan-outs and learning rate must be positive")
+    if len(fanouts) != num_layers:
+        raise ValueError(f"{text!r}: {len(fanouts)} fan-outs for {num_layers} layers")
+    return {"batch_size": batch, "fanouts": fanouts, "lr": lr}
 
 
 def log(message):
@@ -199,21 +242,32 @@ def datasets(args):
         if not os.path.exists(os.path.join(args.cora, "raw", "edge.csv.gz")):
             sys.exit(f"run_peers.py: --cora {args.cora}: no raw/edge.csv.gz there")
         out["cora"] = os.path.abspath(args.cora)
-    if "arxiv-like" in args.datasets:
-        path = os.path.join(args.work, "arxiv_like")
+    for name in ("arxiv-like", "products-like"):
+        if name not in args.datasets:
+            continue
+        path = os.path.join(args.work, name.replace("-", "_"))
         if not os.path.exists(os.path.join(path, "meta.json")):
-            log(f"exporting synth:arxiv-like to {path}")
-            subprocess.run([tessera_data, "generate", "--preset", "arxiv-like", "--out", path],
+            log(f"exporting synth:{name} to {path}")
+            subprocess.run([tessera_data, "generate", "--preset", name, "--out", path],
                            check=True)
-        out["arxiv-like"] = path
+        out[name] = path
     return out
 
 
+def epochs_of(args, dataset):
+    return {"cora": args.epochs_cora, "arxiv-like": args.epochs_arxiv,
+            "products-like": args.epochs_products}[dataset]
 
-def command(args, system, dataset_path, epochs, seed, metrics, summary, stop_at_valid=None):
-    """The command line of one run; every system gets the same model flags and files."""
-    if system == "pyg-sage-minibatch":
-        epochs = args.sage_epochs  # its own budget; the example's learning rate (0.003)
+
+
+def command(args, system, dataset_path, epochs, seed, metrics, summary, stop_at_valid=None,
+            setting=None, give_up_after=None):
+    """The command line of one run; every system gets the same model flags and files. The
+    mini-batch peer runs one `setting` of the sweep (default: the sweep's first) with its own
+    epoch budget and learning rate."""
+    if system == report.SAGE:
+        epochs = args.sage_epochs
+        setting = setting or args.sage_sweep[0]
     model = ["--dataset", dataset_path, "--num-layers", str(args.num_layers),
              "--hidden-channels", str(args.hidden_channels), "--dropout", str(args.dropout),
              "--epochs", str(epochs), "--seed", str(seed), "--eval-every", "1",
@@ -226,10 +280,14 @@ def command(args, system, dataset_path, epochs, seed, metrics, summary, stop_at_
     if system == "tessera-2":
         return ([args.mpiexec, "-n", "2", train_gcn, "--threads", str(args.threads // 2),
                  "--quiet"] + lr + model)
-    if system == "pyg-sage-minibatch":
+    if system == report.SAGE:
         stop = [] if stop_at_valid is None else ["--stop-at-valid", f"{stop_at_valid:.6f}"]
+        if give_up_after is not None:
+            stop += ["--give-up-after", f"{give_up_after:.1f}"]
         return [python, os.path.join(HERE, "peer_sage_minibatch.py"),
-                "--threads", str(args.threads)] + stop + model
+                "--threads", str(args.threads), "--batch-size", str(setting["batch_size"]),
+                "--fanouts", ",".join(map(str, setting["fanouts"])),
+                "--lr", str(setting["lr"])] + stop + model
     peer = [python, os.path.join(HERE, "peer_gcn.py"), "--threads", str(args.threads)]
     frameworks = {"pyg-gcn": ["--framework", "pyg", "--graph-format", "sparse"],
                   "pyg-gcn-edge-index": ["--framework", "pyg", "--graph-format", "edge_index"],
@@ -324,36 +382,42 @@ def environment(args):
     return unavailable, versions, freeze
 
 
-def run_system(args, manifest, system, dataset, path, rep, epochs, stop_at_valid=None):
+def run_system(args, manifest, system, dataset, path, rep, epochs, stop_at_valid=None,
+               setting=None, give_up_after=None):
     """One run, unless --resume finds it in the manifest with the same command; exits with the
-    run's log tail when it fails. Appends its entry to the manifest and saves the manifest."""
-    stem = os.path.join("runs", dataset, f"{system}-rep{rep}")
+    run's log tail when it fails. Appends its entry to the manifest and saves the manifest. A
+    setting of the mini-batch sweep runs under its own name (report.sage_name)."""
+    name = report.sage_name(setting) if setting else system
+    stem = os.path.join("runs", dataset, f"{report.file_stem(name)}-rep{rep}")
     full = os.path.join(args.work, stem)
     os.makedirs(os.path.dirname(full), exist_ok=True)
-    cmd = command(args, system, path, epochs, rep, full + ".jsonl", full + ".json", stop_at_valid)
+    cmd = command(args, system, path, epochs, rep, full + ".jsonl", full + ".json", stop_at_valid,
+                  setting, give_up_after)
     for entry in manifest.get("previous_runs", []):
         if entry["command"] == cmd and os.path.exists(full + ".json"):
-            log(f"rep {rep} {dataset} {system}: kept from the previous manifest (--resume)")
+            log(f"rep {rep} {dataset} {name}: kept from the previous manifest (--resume)")
             manifest["runs"].append(entry)
             return entry
     threads = args.threads // 2 if system == "tessera-2" else args.threads
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
     load = loadavg()
-    log(f"rep {rep} {dataset} {system} (load {load:.1f})")
+    log(f"rep {rep} {dataset} {name} (load {load:.1f})")
     status, wall, maxrss, load_during = run_one(cmd, env, full + ".log", args.timeout)
     if status != 0:
         with open(full + ".log") as f:
             tail = f.read()[-800:]
-        sys.exit(f"run_peers.py: {system} on {dataset} exited {status}:\n{tail}\n"
+        sys.exit(f"run_peers.py: {name} on {dataset} exited {status}:\n{tail}\n"
                  f"command: {' '.join(cmd)}")
     summary = report.read_json(full + ".json")
     log(f"  {wall:.1f} s, best valid {100 * summary['best_valid_acc']:.2f}%, "
         f"load {load_during:.1f} while it ran")
-    entry = {"system": system, "dataset": dataset, "rep": rep, "seed": rep, "wall_s": wall,
+    entry = {"system": name, "dataset": dataset, "rep": rep, "seed": rep, "wall_s": wall,
              "rusage_maxrss_bytes": maxrss, "load_average": load, "load_during": load_during,
              "stop_at_valid": stop_at_valid, "metrics": stem + ".jsonl",
              "summary": stem + ".json", "command": cmd}
+    if setting:
+        entry.update(setting=setting, give_up_after=give_up_after)
     if system.startswith("tessera"):
         entry["tessera_binary"] = tessera_binary(args)
     manifest["runs"].append(entry)
@@ -385,26 +449,43 @@ def save_manifest(args, manifest):
 
 
 def run_all(args, manifest, paths, runnable):
-    """Repetition 0 of the full-graph systems on every dataset; then, on arxiv-like, the
-    mini-batch peer, stopped at the time-to-accuracy target that repetition 0 of tessera-1 set
-    (its best validation accuracy less 1 point); then the other repetitions. The order of the
+    """Repetition 0 of the full-graph systems on every dataset; then, on every dataset but Cora,
+    the mini-batch peer's sweep (sage_sweep); then the other repetitions. The order of the
     systems rotates by one per repetition. The manifest is saved after every run."""
     full_graph = [s for s in runnable if s != report.SAGE]
 
     def repetition(rep):
         for dataset, path in paths.items():
-            epochs = args.epochs_cora if dataset == "cora" else args.epochs_arxiv
             for system in rotation(full_graph, rep):
-                run_system(args, manifest, system, dataset, path, rep, epochs)
+                run_system(args, manifest, system, dataset, path, rep, epochs_of(args, dataset))
 
     repetition(0)
-    if report.SAGE in runnable and "arxiv-like" in paths:
-        target = report.tta_target(manifest["runs"], args.work)
-        for rep in range(args.sage_reps):
-            run_system(args, manifest, report.SAGE, "arxiv-like", paths["arxiv-like"], rep,
-                       args.sage_epochs, target)
+    if report.SAGE in runnable:
+        for dataset in [d for d in paths if d != "cora"]:
+            sage_sweep(args, manifest, dataset, paths[dataset])
     for rep in range(1, args.reps):
         repetition(rep)
+
+
+def sage_sweep(args, manifest, dataset, path):
+    """Every setting of --sage-sweep in order, --sage-reps times each, each run stopped at the
+    time-to-accuracy target that repetition 0 of tessera-1 set (its best validation accuracy
+    less 1 point) or, once one run has reached it, given up after the first evaluation past the
+    best time so far: such a run can no longer be the anchor, and the sweep costs little more
+    than its best setting."""
+    target = report.tta_target(manifest["runs"], args.work, dataset)
+    best = None
+    for setting in args.sage_sweep:
+        for rep in range(args.sage_reps):
+            entry = run_system(args, manifest, report.SAGE, dataset, path, rep, args.sage_epochs,
+                               target, setting, best)
+            if target is None:
+                continue
+            reached = report.time_to_accuracy(
+                report.read_jsonl(os.path.join(args.work, entry["metrics"])), entry["wall_s"],
+                target)
+            if reached and (best is None or reached["seconds"] < best):
+                best = reached["seconds"]
 
 
 def write_results(args, manifest):
@@ -441,8 +522,9 @@ def main(argv):
         "machine": machine(),
         "settings": {"threads": args.threads, "reps": args.reps, "seeds": list(range(args.reps)),
                      "warmup": args.warmup, "epochs_cora": args.epochs_cora,
-                     "epochs_arxiv": args.epochs_arxiv, "sage_epochs": args.sage_epochs,
-                     "sage_reps": args.sage_reps,
+                     "epochs_arxiv": args.epochs_arxiv, "epochs_products": args.epochs_products,
+                     "sage_epochs": args.sage_epochs, "sage_reps": args.sage_reps,
+                     "sage_sweep": args.sage_sweep,
                      "num_layers": args.num_layers, "hidden_channels": args.hidden_channels,
                      "dropout": args.dropout, "lr": args.lr},
         "versions": dict(versions, tessera=tessera_version()),

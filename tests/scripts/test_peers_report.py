@@ -83,7 +83,9 @@ class Harness(unittest.TestCase):
                 self.assertEqual((flag["--metrics"], flag["--summary"]), ("M.jsonl", "S.json"))
                 if system == "pyg-sage-minibatch":
                     self.assertEqual(flag["--epochs"], str(args.sage_epochs))
-                    self.assertNotIn("--lr", flag)  # the example's own rate
+                    # The sweep's first setting, with its own learning rate.
+                    self.assertEqual((flag["--batch-size"], flag["--fanouts"], flag["--lr"]),
+                                     ("4096", "5,5,5", "0.01"))
                 else:
                     self.assertEqual(flag["--epochs"], "100")
                     self.assertEqual(flag["--lr"], "0.01")
@@ -96,6 +98,69 @@ class Harness(unittest.TestCase):
                     self.assertIn(os.path.join("B", "apps", "train_gcn"), cmd)
                 else:
                     self.assertEqual(cmd[0], os.path.join("V", "bin", "python"))
+
+    def test_the_sweep_is_parsed_and_bad_settings_are_refused(self):
+        args = run_peers.parse_flags(["--sage-sweep", "512:10,5,2:0.004  2048:5,5,5:1e-2"])
+        self.assertEqual(args.sage_sweep, [{"batch_size": 512, "fanouts": [10, 5, 2], "lr": 0.004},
+                                           {"batch_size": 2048, "fanouts": [5, 5, 5], "lr": 0.01}])
+        self.assertEqual(len(run_peers.parse_flags([]).sage_sweep), 4)
+        self.assertEqual(len(run_peers.parse_flags(["--quick"]).sage_sweep), 1)
+        self.assertEqual(run_peers.parse_flags(["--datasets", "products-like"]).datasets,
+                         ["products-like"])
+        for bad, why in (("1024:5,5:0.01", "2 fan-outs for 3 layers"),
+                         ("1024:5,5,5", "expected BATCH:FANOUTS:LR"),
+                         ("big:5,5,5:0.01", "must be integers"),
+                         ("0:5,5,5:0.01", "must be positive"), ("", "no setting given")):
+            err = io.StringIO()
+            with self.subTest(sweep=bad), self.assertRaises(SystemExit), \
+                    contextlib.redirect_stderr(err):
+                run_peers.parse_flags(["--sage-sweep", bad])
+            self.assertIn("--sage-sweep", err.getvalue())
+            self.assertIn(why, err.getvalue())
+
+    def test_a_setting_runs_with_its_flags_and_give_up_time(self):
+        args = run_peers.parse_flags(["--build", "B", "--venv", "V"])
+        setting = {"batch_size": 512, "fanouts": [10, 5, 2], "lr": 0.004}
+        cmd = run_peers.command(args, "pyg-sage-minibatch", "DATA", 100, 0, "M", "S", 0.7,
+                                setting, 42.25)
+        flag = dict(zip(cmd, cmd[1:]))
+        self.assertEqual((flag["--batch-size"], flag["--fanouts"], flag["--lr"]),
+                         ("512", "10,5,2", "0.004"))
+        self.assertEqual((flag["--stop-at-valid"], flag["--give-up-after"]), ("0.700000", "42.2"))
+        self.assertNotIn("--give-up-after", run_peers.command(args, "pyg-sage-minibatch", "D",
+                                                              1, 0, "M", "S", 0.7, setting))
+        self.assertEqual(report.sage_name(setting), "pyg-sage-minibatch 512:10,5,2:0.004")
+        self.assertEqual(report.file_stem(report.sage_name(setting)),
+                         "pyg-sage-minibatch-512_10-5-2_0.004")
+
+    def test_the_sweep_gives_each_run_the_best_time_so_far(self):
+        # Settings that reach the target (0.7) at 30 s, never, and at 20 s: the second runs with
+        # 30 s to beat, the third too, and a fourth would get 20 s.
+        args = run_peers.parse_flags(["--work", os.path.join(WORK, "sweep"), "--sage-sweep",
+                                      "1:1,1,1:0.1 2:1,1,1:0.1 3:1,1,1:0.1 4:1,1,1:0.1"])
+        curves = {1: ([0.5, 0.71], 30.0), 2: ([0.5, 0.6], 50.0), 3: ([0.72], 20.0),
+                  4: ([0.75], 10.0)}
+        calls = []
+
+        def fake_run(args, manifest, system, dataset, path, rep, epochs, target, setting,
+                     give_up_after):
+            calls.append((setting["batch_size"], target, give_up_after))
+            valid, wall = curves[setting["batch_size"]]
+            stem = f"m{setting['batch_size']}.jsonl"
+            os.makedirs(args.work, exist_ok=True)
+            with open(os.path.join(args.work, stem), "w") as f:
+                for row in metrics(valid, epoch_s=1.0, eval_s=0.0):
+                    f.write(json.dumps(row) + "\n")
+            return {"metrics": stem, "wall_s": wall}
+
+        real_run, real_target = run_peers.run_system, report.tta_target
+        run_peers.run_system = fake_run
+        report.tta_target = lambda runs, root, dataset: 0.7
+        try:
+            run_peers.sage_sweep(args, {"runs": []}, "arxiv-like", "DATA")
+        finally:
+            run_peers.run_system, report.tta_target = real_run, real_target
+        self.assertEqual(calls, [(1, 0.7, None), (2, 0.7, 30.0), (3, 0.7, 30.0), (4, 0.7, 20.0)])
 
     def test_rotation_puts_every_system_first_once(self):
         systems = ["a", "b", "c", "d"]
@@ -160,6 +225,32 @@ class CannedRun(unittest.TestCase):
         self.assertAlmostEqual(t1["seconds"], want["seconds"])
         systems = [r["system"] for r in tta["systems"]]
         self.assertIn("pyg-sage-minibatch", systems)
+
+    def test_the_anchor_is_the_fastest_setting_that_reached_the_target(self):
+        def record(system, valid, wall, stopped=None):
+            return {"system": system, "dataset": "g", "rep": 0, "wall_s": wall,
+                    "best_valid_acc": max(valid), "valid_curve": valid,
+                    "epoch_s_list": [1.0] * len(valid), "eval_s_list": [0.0] * len(valid),
+                    "stopped": stopped}
+        fast, slow, quit = (report.sage_name({"batch_size": b, "fanouts": [5], "lr": 0.01})
+                            for b in (4096, 1024, 512))
+        records = [record("tessera-1", [0.5, 0.8, 0.81], 12.0),  # target 0.80: at 11 s
+                   record("tessera-2", [0.5, 0.6, 0.8], 22.0),
+                   record(fast, [0.79, 0.8], 44.0), record(slow, [0.81], 100.0),
+                   record(quit, [0.6], 50.0, "gave_up")]
+        tta = report.time_to_accuracy_table(records, "g")
+        anchor = tta["anchor"]
+        self.assertEqual((anchor["system"], anchor["seconds"], anchor["settings_tried"]),
+                         (fast, 44.0, 3))
+        self.assertAlmostEqual(anchor["tessera_1_over_anchor"], 11.0 / 44.0)
+        self.assertAlmostEqual(anchor["tessera_2_over_anchor"], 22.0 / 44.0)
+        text = report.markdown_tta(tta)
+        self.assertIn(f"`{fast}`, 44.0 s to the target. tessera-1 / anchor: 0.25. "
+                      "tessera-2 / anchor: 0.50.", text)
+        self.assertIn("> 50 (gave up: past the best so far)", text)
+        records = records[:2] + [record(quit, [0.6], 50.0, "gave_up")]
+        self.assertIn("No setting of the mini-batch sweep (1 tried) reached the target",
+                      report.markdown_tta(report.time_to_accuracy_table(records, "g")))
 
     def test_acceptance_figures(self):
         acc = self.results["acceptance"]
