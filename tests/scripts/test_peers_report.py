@@ -85,7 +85,7 @@ class Harness(unittest.TestCase):
                     self.assertEqual(flag["--epochs"], str(args.sage_epochs))
                     # The sweep's first setting, with its own learning rate.
                     self.assertEqual((flag["--batch-size"], flag["--fanouts"], flag["--lr"]),
-                                     ("4096", "5,5,5", "0.01"))
+                                     ("1024", "5,5,5", "0.003"))
                 else:
                     self.assertEqual(flag["--epochs"], "100")
                     self.assertEqual(flag["--lr"], "0.01")
