@@ -5,16 +5,12 @@
 
 #include <dlfcn.h>
 
-#include <atomic>
 #include <string>
 
 #include "core/error.h"
 
 namespace tessera::cuda {
 namespace {
-
-std::atomic<bool> g_cublas_loaded{false};
-std::atomic<bool> g_cusparse_loaded{false};
 
 // The library by its soname (the loader's search: LD_LIBRARY_PATH, the run paths, the cache),
 // else from the directory the build found it in. Never closed.
@@ -35,6 +31,14 @@ void resolve(F& slot, void* library, const char* soname, const char* symbol) {
   slot = reinterpret_cast<F>(address);
 }
 
+// Asks the dynamic loader, which matches a loaded object by its soname too (also one opened by
+// its path, or loaded by anything else in the process); the probe's reference is dropped.
+bool library_loaded(const char* soname) {
+  void* handle = ::dlopen(soname, RTLD_NOW | RTLD_NOLOAD);
+  if (handle != nullptr) ::dlclose(handle);
+  return handle != nullptr;
+}
+
 }  // namespace
 
 const CublasApi& cublas() {
@@ -50,7 +54,6 @@ const CublasApi& cublas() {
     resolve(a.saxpy, lib, soname, "cublasSaxpy_v2");
     resolve(a.status_string, lib, soname, "cublasGetStatusString");
     resolve(a.status_name, lib, soname, "cublasGetStatusName");
-    g_cublas_loaded = true;
     return a;
   }();
   return api;
@@ -72,13 +75,12 @@ const CusparseApi& cusparse() {
     resolve(a.spmm, lib, soname, "cusparseSpMM");
     resolve(a.error_string, lib, soname, "cusparseGetErrorString");
     resolve(a.error_name, lib, soname, "cusparseGetErrorName");
-    g_cusparse_loaded = true;
     return a;
   }();
   return api;
 }
 
-bool cublas_loaded() { return g_cublas_loaded; }
-bool cusparse_loaded() { return g_cusparse_loaded; }
+bool cublas_loaded() { return library_loaded(TESSERA_CUBLAS_SONAME); }
+bool cusparse_loaded() { return library_loaded(TESSERA_CUSPARSE_SONAME); }
 
 }  // namespace tessera::cuda

@@ -40,7 +40,8 @@ struct CusparseApi {
 const CublasApi& cublas();
 const CusparseApi& cusparse();
 
-// Whether this process has loaded the library yet (tests: a CPU run must not).
+// Whether the library is in this process, loaded by Tessera or anything else (tests: a CPU run
+// must not have it).
 bool cublas_loaded();
 bool cusparse_loaded();
 
