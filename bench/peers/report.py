@@ -118,8 +118,9 @@ def blas_line(runs):
     """The BLAS (and kernels) each system ran with, from its first run that recorded them."""
     seen = {}
     for r in runs:
-        if r.get("blas") and r["system"] not in seen:
-            seen[r["system"]] = r["blas"]
+        system = SAGE if is_sage(r["system"]) else r["system"]  # one line for the sweep
+        if r.get("blas") and system not in seen:
+            seen[system] = r["blas"]
     if not seen:
         return ""
     return "BLAS of each system, as it reported: " + "; ".join(
@@ -500,8 +501,11 @@ def setup_lines(results):
         f"Model: GCN, {s['num_layers']} layers, {s['hidden_channels']} hidden, dropout "
         f"{s['dropout']}, Adam lr {s['lr']}, full batch, evaluation every epoch; {s['threads']} "
         f"threads per system (tessera-2: 2 ranks × {s['threads'] // 2}).",
-        f"Epochs: {s['epochs_cora']} on Cora, {s['epochs_arxiv']} on arxiv-like, "
-        f"{s.get('epochs_products', '—')} on products-like; epoch time = "
+        "Epochs: " + ", ".join(f"{s[key]} on {name}" for name, key in
+                               (("Cora", "epochs_cora"), ("arxiv-like", "epochs_arxiv"),
+                                ("products-like", "epochs_products"))
+                               if any(r["dataset"] == name.lower() for r in results["runs"]))
+        + "; epoch time = "
         f"median over the epochs after the first {s['warmup']}, then the median over "
         f"{s['reps']} repetition(s) (seeds {', '.join(map(str, s['seeds']))}), the systems' "
         f"order rotated per repetition; accuracies are mean ± std over those seeds.",

@@ -15,7 +15,7 @@ g++ (torch-scatter and torch-sparse build from source: PyPI has no wheels), and 
 environment is made once, outside the source tree (--venv), with the pins in this folder.
 Standard library only.
 
-  bench/peers/run_peers.py --build build            # the full run, about 25 minutes idle
+  bench/peers/run_peers.py --build build            # the full run, about 45 minutes idle
   bench/peers/run_peers.py --quick                  # a few minutes: fewer epochs, one repetition
   bench/peers/run_peers.py --datasets products-like --systems tessera-1,tessera-2,pyg-sage-minibatch
 """
@@ -71,8 +71,8 @@ def parse_flags(argv):
     p.add_argument("--threads", type=int, default=2,
                    help="threads per system: torch threads; tessera-2 gets threads/2 per rank")
     p.add_argument("--datasets", default="cora,arxiv-like",
-                   help=f"any of {','.join(DATASETS)} (products-like: 2.4M nodes, about 22 GB "
-                   "and an hour)")
+                   help=f"any of {','.join(DATASETS)} (products-like: 2.4M nodes, up to 17 GB a "
+                   "process, hours with the sweep)")
     p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
                    help=f"any of {','.join(ALL_SYSTEMS)}")
     p.add_argument("--epochs-cora", type=int, default=100)
