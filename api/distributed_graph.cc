@@ -82,6 +82,11 @@ DistributedGraph::DistributedGraph(const Options& options, MPI_Comm comm)
       TESSERA_CHECK(s.config.device == "cpu", InvalidArgument,
                     "DistributedGraph: device=", s.config.device,
                     ": the caller's arrays are host memory");
+      TESSERA_CHECK(s.config.features_dtype() == DType::F32, InvalidArgument,
+                    "DistributedGraph: feature_dtype=", s.config.feature_dtype,
+                    " is how Tessera's own trainer keeps its features; here they are the "
+                    "caller's arrays, kept as the caller keeps them (aggregate_dtype=bf16 reads "
+                    "the aggregated rows in bf16)");
     });
     api::warn_about_blas(*s.comm, options.verbosity);
   });
@@ -135,6 +140,7 @@ HaloPropagator& DistributedGraph::Impl::propagator(Aggregation op) {
     const GraphOperator& g = *kOperators[static_cast<std::size_t>(op)];
     p = std::make_unique<HaloPropagator>(g.build(part.graph.adjacency, part.graph.degrees),
                                          g.symmetry, *exchange);
+    p->set_operand_dtype(config.aggregation_dtype());
   }
   return *p;
 }

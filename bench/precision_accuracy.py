@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The accuracy and speed cost of bf16 aggregation (--aggregate-dtype bf16) against f32, in one
-run: train_gcn on Cora with Kipf & Welling's setup and on a synthetic graph with the benchmarks'
-3-layer, 256-wide GCN, each at f32 and at bf16 with the same seeds. Prints, per graph and dtype,
-the test accuracy after the last epoch (mean and standard deviation over the seeds), the final
-training loss, the median epoch time (training step only; evaluation excluded), its speed
-relative to f32, and the peak resident memory of the largest rank.
+"""The accuracy, speed and memory cost of bf16 rows against f32, in one run: bf16 aggregation
+(--aggregate-dtype bf16), features kept in bf16 (--feature-dtype bf16), and both. train_gcn on
+Cora with Kipf & Welling's setup and on a synthetic graph with the benchmarks' 3-layer, 256-wide
+GCN, each setting with the same seeds. Prints, per graph and setting, the test accuracy after the
+last epoch (mean and standard deviation over the seeds), the final training loss, the median
+epoch time (training step only; evaluation excluded), its speed relative to f32, and the peak
+resident memory of the largest rank.
 
   python3 bench/precision_accuracy.py [--build build] [--cora ../shared/datasets/cora]
                                       [--synthetic synth:arxiv-like] [--synthetic-epochs 100]
@@ -32,7 +33,11 @@ KIPF_WELLING = ["--num-layers", "2", "--hidden-channels", "16", "--dropout", "0.
 WIDE_GCN = ["--num-layers", "3", "--hidden-channels", "256", "--dropout", "0.5", "--lr", "0.01"]
 
 
-def train(args, dataset, flags, dtype, runs, tmp):
+# (--aggregate-dtype, --feature-dtype), f32 first: the others are measured against it.
+SETTINGS = [("f32", "f32"), ("bf16", "f32"), ("f32", "bf16"), ("bf16", "bf16")]
+
+
+def train(args, dataset, flags, setting, runs, tmp):
     """One train_gcn run over `runs` seeds; returns its summary and the step times of every
     seed's epochs after its first."""
     summary = os.path.join(tmp, "summary.json")
@@ -41,7 +46,7 @@ def train(args, dataset, flags, dtype, runs, tmp):
         if os.path.exists(path):
             os.remove(path)
     cmd = [os.path.join(args.build, "apps", "train_gcn"), "--dataset", dataset,
-           "--aggregate-dtype", dtype, "--runs", str(runs), "--quiet", "--summary", summary,
+           "--aggregate-dtype", setting[0], "--feature-dtype", setting[1], "--runs", str(runs), "--quiet", "--summary", summary,
            "--metrics", metrics, "--threads", str(max(1, args.threads // args.ranks))] + flags
     if args.ranks > 1:
         cmd = [args.mpiexec, "-n", str(args.ranks)] + cmd
@@ -76,28 +81,28 @@ def main():
     graphs.append((args.synthetic, args.synthetic,
                    WIDE_GCN + ["--epochs", str(args.synthetic_epochs)], args.synthetic_runs))
 
-    print(f"# bf16 aggregation against f32: {args.ranks} rank(s), {args.threads} thread(s) in all")
+    print(f"# bf16 rows against f32: {args.ranks} rank(s), {args.threads} thread(s) in all")
     print()
-    print("| graph | aggregate | seeds | test acc % (last epoch) | final loss | epoch ms | "
-          "speed vs f32 | peak RSS MB | RSS vs f32 |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|")
+    print("| graph | aggregate | features | seeds | test acc % (last epoch) | final loss | "
+          "epoch ms | speed vs f32 | peak RSS MB | RSS vs f32 |")
+    print("|---|---|---|--:|--:|--:|--:|--:|--:|--:|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, dataset, flags, runs in graphs:
             base = None
-            for dtype in ("f32", "bf16"):
-                result, steps = train(args, dataset, flags, dtype, runs, tmp)
+            for setting in SETTINGS:
+                result, steps = train(args, dataset, flags, setting, runs, tmp)
                 step = statistics.median(steps)
                 rss = result["peak_rss_bytes_max"]
                 if base is None:
                     base = (step, rss)
-                print(f"| {name} | {dtype} | {runs} | {100 * result['last_test']:.2f} ± "
+                print(f"| {name} | {setting[0]} | {setting[1]} | {runs} | {100 * result['last_test']:.2f} ± "
                       f"{100 * result['last_test_std']:.2f} | {result['final_loss']:.4f} | "
                       f"{1e3 * step:.1f} | {base[0] / step:.2f} | {rss / 1e6:.0f} | "
                       f"{rss / base[1]:.3f} |", flush=True)
     print()
     print("Epoch ms: median training step (forward, backward, Adam) over every seed's epochs "
           "but the first; speed vs f32 = f32 time / this time. Peak RSS of the largest rank, "
-          "MB = 10^6 bytes. Same seeds, same splits for both dtypes.")
+          "MB = 10^6 bytes. Same seeds, same splits for every setting.")
     return 0
 
 

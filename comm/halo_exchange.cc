@@ -333,12 +333,14 @@ void HaloExchange::start_forward(const Tensor& x, Tensor& halo, int layer) {
   halo.resize_within(plan_.num_halo(), f, x.device());
   requests_.clear();
   forward_layer_ = layer;
-  if (encoded(0)) {
+  if (encoded(0) && x.dtype() == DType::F32) {
     start(route(0, layer), x, halo);
-  } else {  // raw rows: gathered into message order, received in place
+  } else {  // raw rows, or bf16 ones (widened): gathered into message order first
     send_buffer_.resize_within(plan_.num_send(), f, x.device());
     gather_rows(send_buffer_, x, send_rows_.on(x.device()));
-    start(route(0, layer), send_buffer_, halo);
+    Route gathered = route(0, layer);
+    if (encoded(0)) gathered.rows = std::span<const NodeId>(identity_).first(gathered.rows.size());
+    start(gathered, send_buffer_, halo);
   }
   begin(start_s);
 }

@@ -93,7 +93,8 @@ class HaloExchange {
   // The tensors may live on a GPU, with a communicator that takes GPU buffers (NCCL): rows are
   // gathered, encoded (fixed codecs), sent, received, decoded and added there; only the 16-byte
   // message headers cross to the host. Adaptive bits and error feedback need host tensors.
-  // Forward: x (N, F) owned rows; halo (H, F) is resized and filled by finish_forward().
+  // Forward: x (N, F) owned rows (f32, or bf16 on the CPU: gathered widened, then sent as f32
+  // rows would be); halo (H, F) is resized and filled by finish_forward().
   // x must stay unchanged and halo untouched until then.
   void start_forward(const Tensor& x, Tensor& halo, int layer);
   void finish_forward(Tensor& halo);

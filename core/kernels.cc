@@ -124,17 +124,59 @@ void check_csr_view(const CsrView& a, const char* kernel) {
                 kernel, ": A has ", a.num_rows, " rows but null indptr or indices");
 }
 
-// x of spmm and spmm_rows: f32 on the output's device, or bf16 on the CPU.
-void check_spmm_x(const Tensor& x, Device device, const char* kernel) {
-  if (x.dtype() != DType::BF16) return check_input(x, device, kernel, "x");
-  TESSERA_CHECK(x.device() == device, InvalidArgument, kernel, ": x is on ", to_string(x.device()),
-                ", expected ", to_string(device), " (the device of the output)");
-  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument, kernel,
-                ": x in bf16 is summed on the CPU only, found it on ", to_string(device));
+// An input that may be stored in bf16 (spmm's and spmm_rows' x, gemm's a, dropout_forward's x,
+// gather_rows' x): f32 on the output's device, or bf16 on the CPU, widened exactly as it is read.
+void check_input_or_bf16(const Tensor& x, Device device, const char* kernel, const char* name) {
+  if (x.dtype() != DType::BF16) return check_input(x, device, kernel, name);
+  TESSERA_CHECK(x.device() == device, InvalidArgument, kernel, ": ", name, " is on ",
+                to_string(x.device()), ", expected ", to_string(device),
+                " (the device of the output)");
+  TESSERA_CHECK(device.kind == DeviceKind::Cpu, InvalidArgument, kernel, ": ", name,
+                " in bf16 is read on the CPU only, found it on ", to_string(device));
 }
 
 const std::uint16_t* bf16_bits(const Tensor& x) {
   return static_cast<const std::uint16_t*>(x.raw());
+}
+
+// Rows [begin, begin + count) of a bf16 tensor widened into `block` (count, F), f32.
+void widen_rows(Tensor& block, const Tensor& x, std::int64_t begin, std::int64_t count) {
+  block.resize_within(count, x.cols(), x.device());
+  cpu::kernels().from_bf16(block.f32(), bf16_bits(x) + begin * x.cols(), count * x.cols());
+}
+
+// Rows of a bf16 operand widened per block: about 8 MiB of f32 at a time, in whole slabs of
+// cpu::gemm (1024 rows, core/cpu/dense.cc), so that a block's rows are summed by the calls that
+// sum them in a gemm of all the f32 rows: the products are those, bit for bit.
+std::int64_t widen_block_rows(std::int64_t cols) {
+  constexpr std::int64_t kSlab = 1024;
+  const std::int64_t rows = (std::int64_t{2} << 20) / std::max<std::int64_t>(1, cols);
+  return std::max<std::int64_t>(1, rows / kSlab) * kSlab;
+}
+
+// gemm with a in bf16 (CPU): a's stored rows widened a block at a time, one sgemm a block: the
+// rows of c it makes (a not transposed), or its share of c = Σ a_blockᵀ b_block, added in block
+// order (a transposed; b not transposed, so that its block is its rows).
+void gemm_bf16_a(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                 float alpha, float beta) {
+  TESSERA_CHECK(!(trans_a && trans_b), InvalidArgument,
+                "gemm: a in bf16 transposed takes b as it is stored, not transposed");
+  const std::int64_t rows = a.rows(), k_a = a.cols(), n = c.cols();
+  const std::int64_t step = widen_block_rows(k_a);
+  if (trans_a && rows == 0)  // K = 0: c = beta * c, reading neither a nor b
+    return cpu::kernels().gemm(c.f32(), nullptr, true, b.f32(), false, alpha, beta, k_a, n, 0);
+  Tensor block;
+  for (std::int64_t begin = 0; begin < rows; begin += step) {
+    const std::int64_t count = std::min(step, rows - begin);
+    widen_rows(block, a, begin, count);
+    if (!trans_a) {  // c[begin:+count] = alpha * a_block op(b) + beta * c[begin:+count]
+      cpu::kernels().gemm(c.f32() + begin * n, block.f32(), false, b.f32(), trans_b, alpha, beta,
+                          count, n, k_a);
+    } else {  // c = alpha * a_blockᵀ b[begin:+count] + (beta on the first block, else 1) * c
+      cpu::kernels().gemm(c.f32(), block.f32(), true, b.f32() + begin * n, false, alpha,
+                          begin == 0 ? beta : 1.0f, k_a, n, count);
+    }
+  }
 }
 
 }  // namespace
@@ -144,7 +186,7 @@ const std::uint16_t* bf16_bits(const Tensor& x) {
 void spmm(Tensor& out, const CsrView& a, const Tensor& x) {
   const Device device = out.device();
   check_input(out, device, "spmm", "out");
-  check_spmm_x(x, device, "spmm");
+  check_input_or_bf16(x, device, "spmm", "x");
   check_csr_view(a, "spmm");
   TESSERA_CHECK(x.rows() == a.num_cols, InvalidArgument,
                 "spmm: x must have A.num_cols = ", a.num_cols, " rows, found ", x.shape_string());
@@ -168,7 +210,7 @@ void spmm(Tensor& out, const CsrView& a, const Tensor& x) {
 void spmm_rows(Tensor& out, const CsrView& a, const Tensor& x, std::span<const NodeId> rows) {
   const Device device = out.device();
   check_input(out, device, "spmm_rows", "out");
-  check_spmm_x(x, device, "spmm_rows");
+  check_input_or_bf16(x, device, "spmm_rows", "x");
   check_csr_view(a, "spmm_rows");
   TESSERA_CHECK(x.rows() == a.num_cols, InvalidArgument,
                 "spmm_rows: x must have A.num_cols = ", a.num_cols, " rows, found ",
@@ -199,6 +241,17 @@ void to_bf16(Tensor& y, const Tensor& x) {
   cpu::kernels().to_bf16(static_cast<std::uint16_t*>(y.raw()), x.f32(), x.numel());
 }
 
+void to_f32(Tensor& y, const Tensor& x) {
+  TESSERA_CHECK(x.dtype() == DType::BF16, InvalidArgument, "to_f32: x must be bf16, found ",
+                to_string(x.dtype()));
+  check_f32(y, "to_f32", "y");
+  check_dims(y, x.rows(), x.cols(), "to_f32", "y");
+  TESSERA_CHECK(y.device() == x.device(), InvalidArgument, "to_f32: y is on ",
+                to_string(y.device()), ", x on ", to_string(x.device()));
+  if (x.device().kind != DeviceKind::Cpu) no_kernel("to_f32", x.device());
+  cpu::kernels().from_bf16(y.f32(), bf16_bits(x), x.numel());
+}
+
 void positive_bits(Tensor& bits, const Tensor& y) {
   check_f32(y, "positive_bits", "y");
   TESSERA_CHECK(bits.dtype() == DType::U8, InvalidArgument,
@@ -216,7 +269,7 @@ void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_
           float beta) {
   const Device device = c.device();
   check_input(c, device, "gemm", "c");
-  check_input(a, device, "gemm", "a");
+  check_input_or_bf16(a, device, "gemm", "a");
   check_input(b, device, "gemm", "b");
   const std::int64_t m = trans_a ? a.cols() : a.rows();
   const std::int64_t k = trans_a ? a.rows() : a.cols();
@@ -231,6 +284,7 @@ void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_
   check_no_alias(c, b, "gemm", "c", "b");
   switch (device.kind) {
     case DeviceKind::Cpu:
+      if (a.dtype() == DType::BF16) return gemm_bf16_a(c, a, trans_a, b, trans_b, alpha, beta);
       return cpu::kernels().gemm(c.f32(), a.f32(), trans_a, b.f32(), trans_b, alpha, beta, m, n, k);
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL(
@@ -327,22 +381,42 @@ void bias_act_backward(Tensor& d_x, std::span<float> d_bias, const Tensor& d_y, 
 }
 
 namespace {
+// `in` may be bf16 (on the CPU) in the forward only.
 void check_dropout(const Tensor& out, const Tensor& in, float p,
                    std::span<const GlobalId> global_ids, const char* kernel, const char* out_name,
-                   const char* in_name) {
+                   const char* in_name, bool bf16_in) {
   check_input(out, out.device(), kernel, out_name);
-  check_input(in, out.device(), kernel, in_name);
+  if (bf16_in) {
+    check_input_or_bf16(in, out.device(), kernel, in_name);
+  } else {
+    check_input(in, out.device(), kernel, in_name);
+  }
   check_dims(out, in.rows(), in.cols(), kernel, out_name);
   TESSERA_CHECK(p >= 0.0f && p < 1.0f, InvalidArgument, kernel, ": p must be in [0, 1), found ", p);
   check_count(global_ids.size(), in.rows(), kernel, "global_ids");
+}
+
+// dropout_forward of a bf16 x (CPU), widened a block of rows at a time: the mask is a function
+// of each row's global id, so the blocks draw exactly the whole tensor's.
+void dropout_bf16_x(Tensor& y, const Tensor& x, float p, const CounterRng& rng,
+                    std::span<const GlobalId> global_ids) {
+  const std::int64_t rows = x.rows(), f = x.cols(), step = widen_block_rows(f);
+  Tensor block;
+  for (std::int64_t begin = 0; begin < rows; begin += step) {
+    const std::int64_t count = std::min(step, rows - begin);
+    widen_rows(block, x, begin, count);
+    cpu::kernels().dropout_forward(y.f32() + begin * f, block.f32(), p, rng,
+                                   global_ids.data() + begin, count, f);
+  }
 }
 }  // namespace
 
 void dropout_forward(Tensor& y, const Tensor& x, float p, const CounterRng& rng,
                      std::span<const GlobalId> global_ids) {
-  check_dropout(y, x, p, global_ids, "dropout_forward", "y", "x");
+  check_dropout(y, x, p, global_ids, "dropout_forward", "y", "x", true);
   switch (y.device().kind) {
     case DeviceKind::Cpu:
+      if (x.dtype() == DType::BF16) return dropout_bf16_x(y, x, p, rng, global_ids);
       return cpu::kernels().dropout_forward(y.f32(), x.f32(), p, rng, global_ids.data(), x.rows(),
                                             x.cols());
     case DeviceKind::Cuda:
@@ -356,7 +430,7 @@ void dropout_forward(Tensor& y, const Tensor& x, float p, const CounterRng& rng,
 
 void dropout_backward(Tensor& d_x, const Tensor& d_y, float p, const CounterRng& rng,
                       std::span<const GlobalId> global_ids) {
-  check_dropout(d_x, d_y, p, global_ids, "dropout_backward", "d_x", "d_y");
+  check_dropout(d_x, d_y, p, global_ids, "dropout_backward", "d_x", "d_y", false);
   switch (d_x.device().kind) {
     case DeviceKind::Cpu:
       return cpu::kernels().dropout_backward(d_x.f32(), d_y.f32(), p, rng, global_ids.data(),
@@ -581,12 +655,15 @@ void gat_attention_transpose(Tensor& d_zs, const CsrView& at, std::span<const Ed
 void gather_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows) {
   const Device device = out.device();
   check_input(out, device, "gather_rows", "out");
-  check_input(x, device, "gather_rows", "x");
+  check_input_or_bf16(x, device, "gather_rows", "x");
   check_dims(out, static_cast<std::int64_t>(rows.size()), x.cols(), "gather_rows", "out");
   check_no_alias(out, x, "gather_rows", "out", "x");
   check_rows(rows, x.rows(), /*distinct=*/false, "gather_rows", device);
   switch (device.kind) {
-    case DeviceKind::Cpu: return cpu::kernels().gather_rows(out.f32(), x.f32(), rows, x.cols());
+    case DeviceKind::Cpu:
+      if (x.dtype() == DType::BF16)
+        return cpu::kernels().gather_rows_bf16(out.f32(), bf16_bits(x), rows, x.cols());
+      return cpu::kernels().gather_rows(out.f32(), x.f32(), rows, x.cols());
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL({
         cuda::DeviceInput<NodeId> r(rows);

@@ -30,9 +30,14 @@ void spmm_rows(Tensor& out, const CsrView& a, const Tensor& x, std::span<const N
 
 // y (R, F, bf16) = x (R, F, f32) rounded to the nearest bf16 (ties to even; NaN stays NaN). CPU.
 void to_bf16(Tensor& y, const Tensor& x);
+// y (R, F, f32) = x (R, F, bf16) widened (exact). CPU.
+void to_f32(Tensor& y, const Tensor& x);
 
 // ---- dense ----
-// c = alpha * op(a) * op(b) + beta * c, op = transpose when the flag is set (cblas_sgemm).
+// c = alpha * op(a) * op(b) + beta * c, op = transpose when the flag is set (cblas_sgemm). On the
+// CPU a may be bf16 (features stored in bf16): its rows are widened exactly a block at a time
+// (transposed, with b not transposed), so the products are those of its f32 widening, summed
+// in a block order of their own.
 void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
           float alpha = 1.0f, float beta = 0.0f);
 // y += alpha * x (same shape).
@@ -56,7 +61,8 @@ void positive_bits(Tensor& bits, const Tensor& y);
 
 // Inverted dropout: y[r, f] = keep ? x[r, f] / (1 - p) : 0, keep = rng.uniform(global_ids[r], f)
 // >= p. The mask is a pure function of (rng key, global id, f): nothing is stored, backward
-// recomputes it. p in [0, 1); y may alias x. global_ids has x.rows() entries.
+// recomputes it. p in [0, 1); y may alias x. global_ids has x.rows() entries. dropout_forward's x
+// may be bf16 on the CPU (widened exactly; y is f32).
 void dropout_forward(Tensor& y, const Tensor& x, float p, const CounterRng& rng,
                      std::span<const GlobalId> global_ids);
 void dropout_backward(Tensor& d_x, const Tensor& d_y, float p, const CounterRng& rng,
@@ -102,7 +108,7 @@ void gat_attention_transpose(Tensor& d_zs, const CsrView& at, std::span<const Ed
                              int heads, std::span<const NodeId> rows);
 
 // ---- row movement (halo gather/scatter) ----
-// out[i] = x[rows[i]] for every i; out is (rows.size(), F).
+// out[i] = x[rows[i]] for every i; out is (rows.size(), F). x may be bf16 on the CPU (widened).
 void gather_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows);
 // out[rows[i]] += x[i] for every i (rows may repeat; applied in order).
 void scatter_add_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows);

@@ -173,6 +173,12 @@ void GraphRunner::build(const LossRows& loss) {
 }
 
 void GraphRunner::place_data() {
+  if (config_.features_dtype() == DType::BF16 && part_.features.dtype() != DType::BF16) {
+    // Rounded once, in place of the f32 rows: every kernel that reads them widens them.
+    Tensor rounded(part_.features.rows(), part_.features.cols(), DType::BF16);
+    to_bf16(rounded, part_.features);
+    part_.features = std::move(rounded);
+  }
   features_ = &part_.features;
   targets_ = &part_.targets;
   labels_ = part_.labels;

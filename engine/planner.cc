@@ -124,6 +124,9 @@ double step_bytes(const TrainConfig& config, const DatasetInfo& data, double mea
   c.predict.clear();
   c.restore_best = false;
   c.device = "cpu";
+  // The probe's features stay f32, the dataset's, which `own` takes away: the step is the same
+  // with bf16 features but for their widened blocks (a few MiB, not counted).
+  c.feature_dtype = "f32";
   host_block_cache().trim();
   const double before = static_cast<double>(host_tensor_bytes().current);
   reset_host_tensor_peak();
@@ -189,9 +192,10 @@ StepMemory measure_stage_memory(const TrainConfig& config, const DatasetInfo& da
   return m;
 }
 
-double part_data_bytes(const PartShape& p, const DatasetInfo& data) {
+double part_data_bytes(const PartShape& p, const DatasetInfo& data, DType features_dtype) {
   const double n = static_cast<double>(p.owned), h = static_cast<double>(p.halo);
-  double bytes = mapped_bytes(n * static_cast<double>(data.num_features));
+  const double feature_bytes = static_cast<double>(dtype_size(features_dtype));
+  double bytes = mapped_bytes(n * static_cast<double>(data.num_features) * feature_bytes / 4.0);
   bytes += data.task == TaskType::MultiClass
                ? 8.0 * n
                : mapped_bytes(n * static_cast<double>(data.num_tasks));
@@ -390,8 +394,13 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
                                                   d.num_outputs(), c.kind(), c.hyper());
   estimate_traffic(in, widths, e);
   const double baseline = static_cast<double>(in.facts.baseline);
-  std::vector<double> data_bytes;
-  for (const PartShape& p : in.parts) data_bytes.push_back(part_data_bytes(p, d));
+  // A part as it is loaded (f32 features), and as it trains (its features rounded to bf16 under
+  // --feature-dtype bf16, which holds both copies while it rounds).
+  std::vector<double> data_bytes, train_data_bytes;
+  for (const PartShape& p : in.parts) {
+    data_bytes.push_back(part_data_bytes(p, d));
+    train_data_bytes.push_back(part_data_bytes(p, d, c.features_dtype()));
+  }
   const double largest_part = *std::max_element(data_bytes.begin(), data_bytes.end());
   std::vector<double> layer_cost;
   if (e.stages > 1)
@@ -404,7 +413,9 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
     double load = load_bytes(in, r, own, largest_part);
     double train = baseline + own;
     if (e.stages == 1) {
-      train += graph_train_bytes(in, p, widths);
+      const double kept = train_data_bytes[static_cast<std::size_t>(part)];
+      const double rounding = baseline + own + (own - kept);  // f32 and bf16 features at once
+      train = std::max(rounding, baseline + kept + graph_train_bytes(in, p, widths));
     } else {
       const PipelineLayout layout = pipeline_layout(c, r, e.ranks, layer_cost);
       train += stage_train_bytes(in, p, layout);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/csr.h"
+#include "core/tensor.h"
 #include "datasets/loaders.h"
 #include "engine/pipeline.h"
 #include "engine/train_config.h"
@@ -160,7 +161,9 @@ std::string plan_table(const PlanReport& report);  // the table train_gcn --plan
 std::string plan_json(const PlanReport& report);   // the same as JSON (--plan-json)
 
 // Bytes a part's data takes on its rank: features, labels, ids, adjacency, degrees, halo plan,
-// split rows.
-double part_data_bytes(const PartShape& part, const DatasetInfo& data);
+// split rows. The features as loaded (f32), or as --feature-dtype bf16 keeps them once graph
+// mode has rounded them (before the first step; both copies are held while it rounds).
+double part_data_bytes(const PartShape& part, const DatasetInfo& data,
+                       DType features_dtype = DType::F32);
 
 }  // namespace tessera

@@ -92,13 +92,31 @@ DType TrainConfig::aggregation_dtype() const {
   return aggregate_dtype == "bf16" ? DType::BF16 : DType::F32;
 }
 
+DType TrainConfig::features_dtype() const {
+  return feature_dtype == "bf16" ? DType::BF16 : DType::F32;
+}
+
+namespace {
+
+// --aggregate-dtype and --feature-dtype: bf16 rows are read by the CPU kernels only, and not by
+// attention.
+void check_bf16_rows(const TrainConfig& c, const char* flag, const std::string& value,
+                     const char* what) {
+  if (value == "f32") return;
+  TESSERA_CHECK(c.device == "cpu", InvalidArgument, flag, " ", value, ": ", what,
+                " runs on CPU ranks; --device ", c.device, " reads f32 rows");
+  TESSERA_CHECK(!c.kind()->attention, InvalidArgument, flag, " ", value, ": --model ", c.model,
+                " weights every edge with attention, which reads f32 rows");
+}
+
+}  // namespace
+
 void check_aggregate_dtype(const TrainConfig& c) {
-  if (c.aggregate_dtype == "f32") return;
-  TESSERA_CHECK(c.device == "cpu", InvalidArgument, "--aggregate-dtype ", c.aggregate_dtype,
-                ": reduced-precision aggregation runs on CPU ranks; --device ", c.device,
-                " aggregates in f32");
-  TESSERA_CHECK(!c.kind()->attention, InvalidArgument, "--aggregate-dtype ", c.aggregate_dtype,
-                ": --model ", c.model, " weights every edge with attention, which reads f32 rows");
+  check_bf16_rows(c, "--aggregate-dtype", c.aggregate_dtype, "reduced-precision aggregation");
+}
+
+void check_feature_dtype(const TrainConfig& c) {
+  check_bf16_rows(c, "--feature-dtype", c.feature_dtype, "keeping the features in bf16");
 }
 
 void check_codec_backward(const TrainConfig& c) {

@@ -49,6 +49,8 @@ struct TrainConfig : Options {
   CodecKind backward_codec() const;
   // What the propagators aggregate (--aggregate-dtype): F32 or BF16.
   DType aggregation_dtype() const;
+  // How the input features are kept (--feature-dtype): F32 or BF16.
+  DType features_dtype() const;
   LayerHyper hyper() const {  // the kinds' hyperparameters (--gcnii-*, --heads, ...)
     return {gcnii_alpha, gcnii_lambda, heads, output_heads, attention_dropout};
   }
@@ -67,6 +69,7 @@ void check_codec(const TrainConfig& config);
 void check_codec_backward(const TrainConfig& config);
 std::vector<std::string> aggregate_dtype_names();       // f32 bf16
 void check_aggregate_dtype(const TrainConfig& config);  // CPU, and a model without attention
+void check_feature_dtype(const TrainConfig& config);    // the same
 void check_resume(const TrainConfig& config);
 std::string backward_codec_name(const TrainConfig& config);  // codec_backward or --codec
 void check_output_files(const TrainConfig& config);          // .npy or .csv

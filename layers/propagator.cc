@@ -21,7 +21,8 @@ void Propagator::set_operand_dtype(DType dtype) {
 }
 
 const Tensor& Propagator::operand(const Tensor& x, Tensor& scratch) const {
-  if (operand_dtype_ == DType::F32) return x;
+  // F32, or rows already stored in bf16 (features at rest), which the SpMM reads as they are.
+  if (operand_dtype_ == DType::F32 || x.dtype() == DType::BF16) return x;
   if (scratch.dtype() != operand_dtype_) scratch = Tensor(0, 0, operand_dtype_, x.device());
   scratch.resize_within(x.rows(), x.cols(), x.device());
   to_bf16(scratch, x);

@@ -54,13 +54,14 @@ class Propagator {
   // What forward and backward aggregate: the rows as they are (F32, the default), or BF16 —
   // every row the SpMM reads (owned and halo, embeddings and gradients) rounded to the nearest
   // bf16 into a workspace and summed in f32, so that the gather moves half the bytes. CPU only.
-  // The attention path is not affected.
+  // The attention path is not affected. Whatever this says, forward's x may itself be bf16 on
+  // the CPU (features stored in bf16, --feature-dtype): it is read as it is, never rounded.
   void set_operand_dtype(DType dtype);
   DType operand_dtype() const { return operand_dtype_; }
 
  protected:
-  // x as the SpMM reads it: x itself with F32, else x rounded into `scratch` (a workspace that
-  // keeps its memory across widths).
+  // x as the SpMM reads it: x itself with F32 or when x is bf16, else x rounded into `scratch`
+  // (a workspace that keeps its memory across widths).
   const Tensor& operand(const Tensor& x, Tensor& scratch) const;
 
  private:

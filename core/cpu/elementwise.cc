@@ -338,5 +338,10 @@ void to_bf16(std::uint16_t* y, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = ::tessera::detail::half_bits::f32_to_bf16(x[i]);
 }
 
+void from_bf16(float* y, const std::uint16_t* x, std::int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= detail::kParallelMinWork)
+  for (std::int64_t i = 0; i < n; ++i) y[i] = ::tessera::detail::half_bits::bf16_to_f32(x[i]);
+}
+
 }  // namespace tessera::cpu::TESSERA_CPU_NS
 TESSERA_CPU_TARGET_END

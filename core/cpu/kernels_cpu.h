@@ -66,11 +66,16 @@ using ReluBackwardBitsFn = void(float* d_x, float* d_bias, const float* d_y,
                                 const std::uint8_t* bits, std::int64_t r, std::int64_t f);
 // to_bf16(y, x, n): y (n) = x rounded to bf16 (nearest even; NaN stays NaN), as uint16_t bits.
 using ToBf16Fn = void(std::uint16_t* y, const float* x, std::int64_t n);
+// from_bf16(y, x, n): y (n) = x (bf16 bits) widened to f32, exactly.
+using FromBf16Fn = void(float* y, const std::uint16_t* x, std::int64_t n);
 
 // ---- row movement (rows.cc); out never aliases x ----
 // gather_rows(out, x, rows, f): out (rows.size(), F) = x[rows]. scatter_add_rows(out, x, rows,
 // f): out[rows[i]] += x[i] in list order (rows may repeat).
 using RowsFn = void(float* out, const float* x, std::span<const NodeId> rows, std::int64_t f);
+// gather_rows_bf16(out, x, rows, f): gather_rows of bf16 rows, widened.
+using RowsBf16Fn = void(float* out, const std::uint16_t* x, std::span<const NodeId> rows,
+                        std::int64_t f);
 
 // ---- losses (loss.cc) ----
 // log_softmax_forward(logp, logits, r, c): logp (R, C) = log_softmax(logits) row by row; logp
@@ -150,9 +155,11 @@ using BatchNormBackwardFn = void(float* d_x, const float* d_y, const float* x_ha
   X(DropoutFn, dropout_forward)                          \
   X(DropoutFn, dropout_backward)                         \
   X(ToBf16Fn, to_bf16)                                   \
+  X(FromBf16Fn, from_bf16)                               \
   X(PositiveBitsFn, positive_bits)                       \
   X(ReluBackwardBitsFn, relu_backward_bits)              \
   X(RowsFn, gather_rows)                                 \
+  X(RowsBf16Fn, gather_rows_bf16)                        \
   X(RowsFn, scatter_add_rows)                            \
   X(LogSoftmaxFn, log_softmax_forward)                   \
   X(NllLossSumFn, nll_loss_sum)                          \

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU row movement for halo exchange: gather listed rows into a packed block, and scatter-add
-// a packed block back onto listed rows. Scatter-add keeps list order even when rows repeat by
-// giving each thread a band of columns (cache-line aligned) instead of a range of rows.
+// CPU row movement for halo exchange: gather listed rows (f32, or bf16 widened) into a packed
+// block, and scatter-add a packed block back onto listed rows. Scatter-add keeps list order even
+// when rows repeat by giving each thread a band of columns (cache-line aligned) instead of a
+// range of rows.
 #include <omp.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "core/cpu/kernels_cpu.h"
 #include "core/cpu/parallel.h"
+#include "core/half_float_bits.h"
 
 TESSERA_CPU_TARGET_BEGIN
 namespace tessera::cpu::TESSERA_CPU_NS {
@@ -34,6 +36,17 @@ void gather_rows(float* out, const float* x, std::span<const NodeId> rows, std::
 #pragma omp parallel for schedule(static) if (n * f >= detail::kParallelMinWork)
   for (std::int64_t i = 0; i < n; ++i) {
     std::memcpy(out + i * f, x + std::int64_t{rows[static_cast<std::size_t>(i)]} * f, row_bytes);
+  }
+}
+
+void gather_rows_bf16(float* out, const std::uint16_t* x, std::span<const NodeId> rows,
+                      std::int64_t f) {
+  const std::int64_t n = static_cast<std::int64_t>(rows.size());
+#pragma omp parallel for schedule(static) if (n * f >= detail::kParallelMinWork)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint16_t* row = x + std::int64_t{rows[static_cast<std::size_t>(i)]} * f;
+    for (std::int64_t k = 0; k < f; ++k)
+      out[i * f + k] = ::tessera::detail::half_bits::bf16_to_f32(row[k]);
   }
 }
 

@@ -145,6 +145,13 @@
     IdentityUnlessDefault(),                                                                       \
     "what the aggregations read their rows as: f32, or bf16 (each row rounded to nearest even, "   \
     "summed in f32; half the bytes to gather). CPU ranks, layers without attention")               \
+  X(feature_dtype, std::string, "f32", Flag(),                                                     \
+    All(OneOf(aggregate_dtype_names),                                                              \
+        RefusedBy(kPipelined, "applies to --parallel graph; the pipeline's chunks keep f32 rows"), \
+        Custom(check_feature_dtype)),                                                              \
+    IdentityUnlessDefault(),                                                                       \
+    "how the input features are kept: f32, or bf16 (rounded once after loading to nearest even, "  \
+    "half their memory; every kernel widens them exactly). CPU ranks, layers without attention")   \
   X(error_feedback, bool, false, Flag(),                                                           \
     RefusedBy(kPipelined,                                                                          \
               "applies to --parallel graph; the fixed codecs apply to the pipeline "               \

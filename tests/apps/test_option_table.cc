@@ -250,40 +250,53 @@ TEST(OptionTable, GcniiRulesNameTheirFlags) {
   EXPECT_EQ(refusal(decay), "");
 }
 
-// bf16 aggregation's rules, which need the other options: graph mode, CPU ranks, a model
-// without attention; each refusal names --aggregate-dtype and what refuses it.
-TEST(OptionTable, AggregateDtypeRulesNameTheirFlags) {
-  TrainConfig c;
-  c.aggregate_dtype = "bf16";
-  EXPECT_EQ(refusal(c), "");
-  c.model = "sage";
-  EXPECT_EQ(refusal(c), "");
-  TrainConfig unknown = c;
-  unknown.aggregate_dtype = "fp8";
-  EXPECT_NE(refusal(unknown).find("--aggregate-dtype"), std::string::npos) << refusal(unknown);
-  for (const char* mode : {"pipeline", "hybrid"}) {
-    TrainConfig pipelined = c;
-    pipelined.parallel = mode;
-    pipelined.stages = 2;
-    const std::string message = refusal(pipelined);
-    EXPECT_NE(message.find("--aggregate-dtype"), std::string::npos) << mode << ": " << message;
-    EXPECT_NE(message.find(std::string("--parallel ") + mode), std::string::npos) << message;
-    pipelined.aggregate_dtype = "f32";
-    EXPECT_EQ(refusal(pipelined), "") << mode;
+// The bf16 rows' rules (--aggregate-dtype, --feature-dtype), which need the other options: graph
+// mode, CPU ranks, a model without attention; each refusal names its flag and what refuses it.
+struct Bf16Flag {
+  const char* flag;
+  std::string Options::*value;
+  void (*rule)(const TrainConfig&);
+};
+
+TEST(OptionTable, Bf16RowsRulesNameTheirFlags) {
+  for (const Bf16Flag& f :
+       {Bf16Flag{"--aggregate-dtype", &Options::aggregate_dtype, check_aggregate_dtype},
+        Bf16Flag{"--feature-dtype", &Options::feature_dtype, check_feature_dtype}}) {
+    SCOPED_TRACE(f.flag);
+    TrainConfig c;
+    c.*f.value = "bf16";
+    EXPECT_EQ(refusal(c), "");
+    c.model = "sage";
+    EXPECT_EQ(refusal(c), "");
+    TrainConfig unknown = c;
+    unknown.*f.value = "fp8";
+    EXPECT_NE(refusal(unknown).find(f.flag), std::string::npos) << refusal(unknown);
+    for (const char* mode : {"pipeline", "hybrid"}) {
+      TrainConfig pipelined = c;
+      pipelined.parallel = mode;
+      pipelined.stages = 2;
+      const std::string message = refusal(pipelined);
+      EXPECT_NE(message.find(f.flag), std::string::npos) << mode << ": " << message;
+      EXPECT_NE(message.find(std::string("--parallel ") + mode), std::string::npos) << message;
+      pipelined.*f.value = "f32";
+      EXPECT_EQ(refusal(pipelined), "") << mode;
+    }
+    // The rule itself: validate refuses a GPU that this machine lacks before it comes to this.
+    TrainConfig gpu = c;
+    gpu.device = "cuda:0";
+    try {
+      f.rule(gpu);
+      ADD_FAILURE() << "--device cuda:0 taken with " << f.flag << " bf16";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("--device cuda:0"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find(f.flag), std::string::npos) << e.message();
+    }
+    TrainConfig gat = c;
+    gat.model = "gat";
+    gat.hidden_channels = 64;
+    EXPECT_NE(refusal(gat).find("--model gat"), std::string::npos) << refusal(gat);
+    EXPECT_NE(refusal(gat).find(f.flag), std::string::npos) << refusal(gat);
   }
-  // The rule itself: validate refuses a GPU that this machine lacks before it comes to this one.
-  TrainConfig gpu = c;
-  gpu.device = "cuda:0";
-  try {
-    check_aggregate_dtype(gpu);
-    ADD_FAILURE() << "--device cuda:0 taken with --aggregate-dtype bf16";
-  } catch (const Error& e) {
-    EXPECT_NE(e.message().find("--device cuda:0"), std::string::npos) << e.message();
-  }
-  TrainConfig gat = c;
-  gat.model = "gat";
-  gat.hidden_channels = 64;
-  EXPECT_NE(refusal(gat).find("--model gat"), std::string::npos) << refusal(gat);
 }
 
 }  // namespace

@@ -278,6 +278,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--codec-backward int3", "--codec-backward", 2},
         BadFlag{"--aggregate-dtype fp8", "--aggregate-dtype", 2},
         BadFlag{"--aggregate-dtype bf16 --model gat --hidden-channels 64", "--model gat", 2},
+        BadFlag{"--feature-dtype fp16", "--feature-dtype", 2},
+        BadFlag{"--feature-dtype bf16 --parallel pipeline --stages 2", "--feature-dtype", 2},
         BadFlag{"--resume", "--resume needs --checkpoint-dir", 2},
         BadFlag{"--parallel pipeline --predict m.h5", "--predict", 2},
         BadFlag{"--keep-checkpoints 0 --checkpoint-dir ck", "--keep-checkpoints", 2},

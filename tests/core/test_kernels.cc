@@ -449,6 +449,98 @@ TEST(Gemm, ChecksInnerDimensionsAndOutputShape) {
                            "c must not share memory with a"));
 }
 
+// ---- bf16 inputs of gemm, dropout_forward and gather_rows (features kept in bf16) ----
+
+TEST(ToF32, WidensEveryValueExactly) {
+  const Tensor x = test::random_tensor(3001, 7, 12);  // large enough to run in parallel
+  Tensor y(3001, 7);
+  to_f32(y, bf16_of(x));
+  EXPECT_TRUE(test::bitwise_equal(test::values_of(y), test::values_of(widened(x)), 7));
+  Tensor wrong(7, 3001);
+  EXPECT_TRUE(throws_error([&] { to_f32(wrong, x); }, ErrorCategory::InvalidArgument,
+                           "to_f32: x must be bf16, found f32"));
+  EXPECT_TRUE(throws_error([&] { to_f32(wrong, bf16_of(x)); }, ErrorCategory::InvalidArgument,
+                           "y must be (3001, 7), found (7, 3001)"));
+}
+
+// a in bf16 is widened a block of rows at a time (at least 1024 rows, about 8 MiB): with 1100
+// columns, 2,100 rows are two blocks. The products are those of the widened rows within the
+// reference's bound; not transposed, each row of c is one sgemm's, as with the f32 rows; the
+// same bits with 1 and 2 threads.
+TEST(Gemm, BF16AIsTheGemmOfItsWidening) {
+  const std::int64_t rows = 2100, k_a = 1100, n = 9;
+  const Tensor a_f32 = test::random_tensor(rows, k_a, 13);
+  const Tensor a = bf16_of(a_f32);
+  const Tensor a_wide = widened(a_f32);
+  const std::vector<float> wide = test::values_of(a_wide);
+  for (const bool trans_a : {false, true}) {
+    const std::int64_t m = trans_a ? k_a : rows, k = trans_a ? rows : k_a;
+    for (const bool trans_b : {false, true}) {
+      if (trans_a && trans_b) continue;  // refused below
+      const auto b = test::random_floats(static_cast<std::size_t>(k * n), 14);
+      const auto c0 = test::random_floats(static_cast<std::size_t>(m * n), 15);
+      const Tensor bt = trans_b ? test::tensor_from(b, n, k) : test::tensor_from(b, k, n);
+      Tensor one = test::tensor_from(c0, m, n), two = test::tensor_from(c0, m, n);
+      Tensor of_f32 = test::tensor_from(c0, m, n);
+      {
+        test::ThreadCount threads(1);
+        gemm(one, a, trans_a, bt, trans_b, 0.5f, 2.0f);
+      }
+      {
+        test::ThreadCount threads(2);
+        gemm(two, a, trans_a, bt, trans_b, 0.5f, 2.0f);
+      }
+      gemm(of_f32, a_wide, trans_a, bt, trans_b, 0.5f, 2.0f);
+      std::vector<double> want, bound;
+      gemm_reference(want, bound, c0, wide, trans_a, b, trans_b, 0.5, 2.0, m, n, k);
+      SCOPED_TRACE(std::string("trans ") + (trans_a ? "a" : "-") + (trans_b ? "b" : "-"));
+      EXPECT_TRUE(test::near_each(test::values_of(one), want, bound, n));
+      EXPECT_TRUE(test::bitwise_equal(test::values_of(two), test::values_of(one), n));
+      if (!trans_a) {
+        EXPECT_TRUE(test::bitwise_equal(test::values_of(one), test::values_of(of_f32), n));
+      }
+    }
+  }
+  // No rows (K = 0 transposed): c = beta * c.
+  const Tensor none(0, 3, DType::BF16), b0(0, 2);
+  Tensor halved = test::tensor_from(std::vector<float>(6, 2.0f), 3, 2);
+  gemm(halved, none, true, b0, false, 1.0f, 0.5f);
+  for (const float v : test::values_of(halved)) EXPECT_EQ(v, 1.0f);
+  Tensor c(k_a, n), b(n, rows);
+  EXPECT_TRUE(throws_error([&] { gemm(c, a, true, b, true); }, ErrorCategory::InvalidArgument,
+                           "a in bf16 transposed takes b as it is stored"));
+  Tensor c2(rows, n);
+  const Tensor b_bf16(k_a, n, DType::BF16);
+  EXPECT_TRUE(throws_error([&] { gemm(c2, a_wide, false, b_bf16, false); },
+                           ErrorCategory::InvalidArgument, "b must be f32, found bf16"));
+}
+
+// dropout_forward of bf16 rows (two widening blocks) gives the bits of dropout of their widening;
+// and gather_rows of bf16 rows their widened rows.
+TEST(Rows, Bf16InputsAreReadAsTheirWidening) {
+  const std::int64_t rows = 2100, f = 1100;
+  const Tensor x_f32 = test::random_tensor(rows, f, 16);
+  const Tensor x = bf16_of(x_f32);
+  const Tensor wide = widened(x_f32);
+  std::vector<GlobalId> ids(static_cast<std::size_t>(rows));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<GlobalId>(7 * i + 3);
+  const CounterRng rng(5, 2, 1, RngPurpose::Dropout);
+  Tensor want(rows, f), got(rows, f);
+  dropout_forward(want, wide, 0.3f, rng, ids);
+  dropout_forward(got, x, 0.3f, rng, ids);
+  EXPECT_EQ(0, std::memcmp(got.raw(), want.raw(), want.bytes()));
+  const std::vector<NodeId> listed = {2099, 0, 1500, 1500, 7};
+  Tensor gathered(5, f), gathered_wide(5, f);
+  gather_rows(gathered, x, listed);
+  gather_rows(gathered_wide, wide, listed);
+  EXPECT_EQ(0, std::memcmp(gathered.raw(), gathered_wide.raw(), gathered_wide.bytes()));
+  Tensor bf16_out(rows, f, DType::BF16);
+  EXPECT_TRUE(throws_error([&] { dropout_forward(bf16_out, x, 0.3f, rng, ids); },
+                           ErrorCategory::InvalidArgument, "y must be f32, found bf16"));
+  EXPECT_TRUE(throws_error([&] { dropout_backward(want, x, 0.3f, rng, ids); },
+                           ErrorCategory::InvalidArgument, "d_y must be f32, found bf16"));
+}
+
 // ---- axpy, column_sums ----
 
 TEST(Axpy, AddsScaledInput) {

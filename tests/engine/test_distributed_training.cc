@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // K ranks equal 1 rank (under mpiexec at 2 and 4 ranks): GCN and GraphSAGE on Cora (skipped
 // when ../shared/datasets is absent) and on a synthetic graph, GCNII at 8 layers on it, with batch
-// norm, METIS and random parts, bf16 aggregation, and a multi-label task (ROC-AUC gathered on
-// rank 0), with weight decay but for batch norm. Every rank also trains the whole graph alone (the
-// 1-rank reference); per-epoch losses must agree to 1e-5 relative and the accuracies exactly.
+// norm, METIS and random parts, bf16 aggregation and features, and a multi-label task (ROC-AUC
+// gathered on rank 0), with weight decay but for batch norm. Every rank also trains the whole graph
+// alone (the 1-rank reference); per-epoch losses must agree to 1e-5 relative and the accuracies
+// exactly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "comm/mpi_communicator.h"
@@ -267,6 +269,40 @@ TEST_F(DistributedTraining, SyntheticBf16Aggregation) {
     const double rel = std::abs(exact.back().loss - rounded.back().loss) / exact.back().loss;
     EXPECT_GT(rel, 1e-6) << c.name << ": bf16 gave the f32 losses";
     EXPECT_LT(rel, 2e-2) << c.name << ": bf16 strays from f32";
+  }
+}
+
+// Features kept in bf16 (--feature-dtype bf16): rounded once, then read widened by every kernel
+// (the first layer's GEMMs and SpMM, the input dropout, the halo rows). K ranks give the 1-rank
+// run (the default tolerance: every rank rounds the same values the same way), which is the f32
+// run on the features rounded beforehand (the GEMMs sum in blocks of their own: 1e-5), and the
+// rounding is really applied (the losses leave those of the unrounded features). GCN transforms
+// first at 32 hidden channels and aggregates first at 96 (64 features).
+TEST_F(DistributedTraining, SyntheticBf16Features) {
+  const Dataset dataset = synthetic_graph();
+  Dataset rounded = synthetic_graph();
+  Tensor bits(rounded.features.rows(), rounded.features.cols(), DType::BF16);
+  to_bf16(bits, rounded.features);
+  to_f32(rounded.features, bits);
+  TrainConfig config = small_config(12);
+  config.feature_dtype = "bf16";
+  config.input_dropout = 0.2f;
+  for (const std::int64_t hidden : {32, 96}) {
+    config.hidden_channels = hidden;
+    for (const Case& c : {Case{"gcn metis", ModelKind::Gcn, PartitionMethod::Metis, false},
+                          Case{"sage random", ModelKind::Sage, PartitionMethod::Random, false}}) {
+      SCOPED_TRACE(std::string(c.name) + ", hidden " + std::to_string(hidden));
+      const std::vector<EpochRecord> kept_bf16 = check(dataset, config, c);
+      TrainConfig f32 = with_case(config, c);
+      f32.feature_dtype = "f32";
+      Trainer on_rounded(f32, rounded);
+      expect_same_training(kept_bf16, train_records(on_rounded), rounded, comm.rank(), Tolerance{});
+      Trainer on_f32(f32, dataset);
+      const std::vector<EpochRecord> exact = train_records(on_f32);
+      const double rel = std::abs(exact.back().loss - kept_bf16.back().loss) / exact.back().loss;
+      EXPECT_GT(rel, 1e-6) << "bf16 features gave the f32 losses";
+      EXPECT_LT(rel, 2e-2) << "bf16 features stray from f32";
+    }
   }
 }
 

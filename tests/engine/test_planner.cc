@@ -206,6 +206,49 @@ TEST(Planner, LoadAndExchangeFollowTheSourceAndTheCodec) {
   }
 }
 
+// --feature-dtype bf16: a part loads its features in f32 and trains with them in bf16, half their
+// bytes; while graph mode rounds them it holds both, which is the peak when the step is small
+// beside the features (1,000 of them here).
+TEST(Planner, Bf16FeaturesAreCountedAsTheyAreKept) {
+  if (ranks() > 1) GTEST_SKIP() << "one process plans";
+  const Data& d = data();
+  const int k = 2;
+  PlanInputs in;
+  in.config = small_config("gcn", "none");
+  in.data = d.info;
+  in.data.num_features = 1000;
+  in.entries = d.graph.nnz();
+  in.parts = part_shapes(d.graph, partition_block(d.info.num_nodes, k), d.dataset.train_idx);
+  in.facts.baseline = 100u << 20;
+  in.facts.load_peak = in.facts.dataset = 1u << 20;
+  in.ranks = k;
+  in.source = PartSourceKind::InProcess;
+  for (const double per_row : {40000.0, 0.0}) {
+    in.step = {.per_row = per_row, .fixed = 0.0, .parameters = 2000};
+    in.config.feature_dtype = "f32";
+    const PlanEstimate f32 = estimate_plan(in);
+    in.config.feature_dtype = "bf16";
+    const PlanEstimate bf16 = estimate_plan(in);
+    for (int r = 0; r < k; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      const double features = 2.0 * static_cast<double>(in.parts[i].owned * in.data.num_features);
+      EXPECT_EQ(bf16.memory[i].load, f32.memory[i].load) << "rank " << r;
+      if (per_row > 0.0) {  // the step is the peak: the bf16 features save half their bytes
+        EXPECT_NEAR(
+            static_cast<double>(f32.memory[i].train) - static_cast<double>(bf16.memory[i].train),
+            features, 128.0)
+            << "rank " << r;
+      } else {  // the rounding is: the loaded part and its bf16 features at once
+        const double loaded =
+            static_cast<double>(in.facts.baseline) + part_data_bytes(in.parts[i], in.data);
+        EXPECT_NEAR(static_cast<double>(bf16.memory[i].train), loaded + features, 128.0)
+            << "rank " << r;
+        EXPECT_GT(bf16.memory[i].train, f32.memory[i].train) << "rank " << r;
+      }
+    }
+  }
+}
+
 // A GPU keeps what the host's step reduces to signs: a 3-layer GCN's first hidden output (layer 1
 // aggregates first), 4 bytes a value instead of a bit; SAGE, whose backward reads every input,
 // and GCN with batch norm keep theirs on the host too, so their GPU holds the host's tensors.

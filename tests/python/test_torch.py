@@ -70,6 +70,18 @@ class Sources(unittest.TestCase):
             tt.aggregate(x, tt.DistributedGraph(data.edge_index.numpy(), x=data.x, y=data.y,
                                                 train_mask=data.train_mask), "gcn"), expected)
 
+    def test_bf16_aggregation_reads_the_rounded_rows(self):
+        """aggregate_dtype="bf16" sums the rows rounded to bf16 (as torch rounds them) in f32;
+        f32, the default, does not round."""
+        data = ring_data()
+        x = torch.randn(60, 33)
+        rounded = x.to(torch.bfloat16).float()
+        exact = tt.aggregate(x, tt.DistributedGraph(data), "gcn")
+        bf16 = tt.aggregate(x, tt.DistributedGraph(data, aggregate_dtype="bf16"), "gcn")
+        torch.testing.assert_close(bf16, tt.aggregate(rounded, tt.DistributedGraph(data), "gcn"),
+                                   rtol=0, atol=0)
+        self.assertGreater((bf16 - exact).abs().max().item(), 1e-4)
+
     def test_ogb_folder_matches_its_arrays(self):
         need_cora(self)
         data = ref.CoraData()
@@ -452,6 +464,8 @@ class BadInputIsValueError(unittest.TestCase):
             (r"codec=adaptive re-plans its bits", lambda: tt.DistributedGraph(data,
                                                                                codec="adaptive")),
             (r"parallel=pipeline", lambda: tt.DistributedGraph(data, parallel="pipeline")),
+            (r"feature_dtype=bf16 is how Tessera's own trainer keeps its features",
+             lambda: tt.DistributedGraph(data, feature_dtype="bf16")),
             (r"tensor: expected a float32 or float64 torch tensor",
              lambda: graph.all_reduce_(torch.ones(3, dtype=torch.int32))),
             (r"call 2 is not in \[0, num_layers = 2\)",
