@@ -13,6 +13,7 @@
 #include "comm/gpu_communicator.h"
 #include "comm/stall_injection.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/kernels.h"
 #include "engine/halo_propagator.h"
 #include "engine/modes.h"
@@ -174,10 +175,13 @@ void GraphRunner::build(const LossRows& loss) {
 
 void GraphRunner::place_data() {
   if (config_.features_dtype() == DType::BF16 && part_.features.dtype() != DType::BF16) {
-    // Rounded once, in place of the f32 rows: every kernel that reads them widens them.
+    // Rounded once, in place of the f32 rows: every kernel that reads them widens them. The f32
+    // rows' block goes back to the system (the block cache would keep it for a tensor of its
+    // size, which training does not make).
     Tensor rounded(part_.features.rows(), part_.features.cols(), DType::BF16);
     to_bf16(rounded, part_.features);
     part_.features = std::move(rounded);
+    host_block_cache().trim();
   }
   features_ = &part_.features;
   targets_ = &part_.targets;
