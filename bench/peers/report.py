@@ -492,12 +492,11 @@ def setup_lines(results):
     loads = [r["load_average"] for r in results["runs"] if r.get("load_average") is not None]
     load = (f"load average {min(loads):.1f}–{max(loads):.1f} at the runs' starts"
             if loads else "load average not recorded")
+    peers = [f"{k} {v[k]}" for k in ("torch", "torch_geometric", "torch_sparse", "dgl") if k in v]
     lines = [
         f"Machine: {m['cpu']}, {m['cores']} cores; {load}"
         + (f"; {results['minutes']:.0f} minutes in all" if results.get("minutes") else "") + ".",
-        f"Versions: Tessera {v.get('tessera', '?')}, " + ", ".join(
-            f"{k} {v[k]}" for k in ("torch", "torch_geometric", "torch_sparse", "dgl") if k in v)
-        + ".",
+        f"Versions: Tessera {v.get('tessera', '?')}" + "".join(", " + p for p in peers) + ".",
         f"Model: GCN, {s['num_layers']} layers, {s['hidden_channels']} hidden, dropout "
         f"{s['dropout']}, Adam lr {s['lr']}, full batch, evaluation every epoch; {s['threads']} "
         f"threads per system (tessera-2: 2 ranks × {s['threads'] // 2}).",
@@ -509,13 +508,15 @@ def setup_lines(results):
         f"median over the epochs after the first {s['warmup']}, then the median over "
         f"{s['reps']} repetition(s) (seeds {', '.join(map(str, s['seeds']))}), the systems' "
         f"order rotated per repetition; accuracies are mean ± std over those seeds.",
-        f"{SAGE}: after the first repetition, on each dataset but Cora, a sweep of "
-        f"{len(s.get('sage_sweep') or [None])} setting(s) (batch size, fan-outs, learning rate; "
-        f"{s.get('sage_reps', 1)} run(s) each) of at most {s['sage_epochs']} epochs, each run "
-        "stopped at the first evaluation at or above the time-to-accuracy target, or given up "
-        "at the first past the best time so far; the best setting is the anchor.",
         f"Command: `{results['command'].strip()}`.",
     ]
+    if any(is_sage(r["system"]) for r in results["runs"]):
+        lines.insert(-1, f"{SAGE}: after the first repetition, on each dataset but Cora, a sweep of "
+                     f"{len(s.get('sage_sweep') or [None])} setting(s) (batch size, fan-outs, "
+                     f"learning rate; {s.get('sage_reps', 1)} run(s) each) of at most "
+                     f"{s['sage_epochs']} epochs, each run stopped at the first evaluation at or "
+                     "above the time-to-accuracy target, or given up at the first past the best "
+                     "time so far; the best setting is the anchor.")
     for system, reason in (results.get("unavailable") or {}).items():
         lines.append(f"{system} not run: {reason}")
     builds = sorted({r["tessera_binary"] for r in results["runs"] if r.get("tessera_binary")})

@@ -271,6 +271,16 @@ class CannedRun(unittest.TestCase):
         self.assertEqual(self.results["table"]["arxiv-like"]["pyg-sage-minibatch"].get("ratios"),
                          None)
 
+    def test_the_setup_names_only_what_ran(self):
+        """A run of Tessera alone names no peer versions and no mini-batch sweep."""
+        self.assertIn("a sweep of", report.render(self.results))
+        manifest = json.loads(json.dumps(self.manifest))
+        manifest["runs"] = [e for e in manifest["runs"] if e["system"].startswith("tessera")]
+        manifest["versions"] = {"tessera": "abc"}
+        lines = report.setup_lines(report.results_from_manifest(manifest, peers_fixture.DATA))
+        self.assertIn("Versions: Tessera abc.", lines)
+        self.assertFalse(any("sweep" in line for line in lines), lines)
+
     def test_each_systems_blas_is_reported(self):
         # The peers' summaries name torch's BLAS; Tessera's its kernels and OpenBLAS's core.
         self.assertIn("pyg-gcn: torch's BLAS: mkl", report.render(self.results))
