@@ -145,13 +145,25 @@ void widen_rows(Tensor& block, const Tensor& x, std::int64_t begin, std::int64_t
   cpu::kernels().from_bf16(block.f32(), bf16_bits(x) + begin * x.cols(), count * x.cols());
 }
 
+// The rows of cpu::gemm's slabs (core/cpu/dense.cc): it splits a call of at least this many
+// rows into slabs of this many, and serves a smaller one in one call or in K-chunks.
+constexpr std::int64_t kGemmSlabRows = 1024;
+
 // Rows of a bf16 operand widened per block: about 8 MiB of f32 at a time, in whole slabs of
-// cpu::gemm (1024 rows, core/cpu/dense.cc), so that a block's rows are summed by the calls that
-// sum them in a gemm of all the f32 rows: the products are those, bit for bit.
+// cpu::gemm.
 std::int64_t widen_block_rows(std::int64_t cols) {
-  constexpr std::int64_t kSlab = 1024;
   const std::int64_t rows = (std::int64_t{2} << 20) / std::max<std::int64_t>(1, cols);
-  return std::max<std::int64_t>(1, rows / kSlab) * kSlab;
+  return std::max<std::int64_t>(1, rows / kGemmSlabRows) * kGemmSlabRows;
+}
+
+// The rows of the block of a bf16 operand from `begin`: a whole number of slabs, the last block
+// taking the rest, so that a block's rows are summed by the very calls that sum them in a gemm of
+// all the rows in f32 (a rest of under one slab left to a block of its own would be served in
+// K-chunks, where the whole gemm serves it as its last slab). The products are those, bit for
+// bit.
+std::int64_t widen_block_count(std::int64_t begin, std::int64_t rows, std::int64_t step) {
+  const std::int64_t left = rows - begin;
+  return left - step < kGemmSlabRows ? left : step;
 }
 
 // gemm with a in bf16 (CPU): a's stored rows widened a block at a time, one sgemm a block: the
@@ -166,8 +178,8 @@ void gemm_bf16_a(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool
   if (trans_a && rows == 0)  // K = 0: c = beta * c, reading neither a nor b
     return cpu::kernels().gemm(c.f32(), nullptr, true, b.f32(), false, alpha, beta, k_a, n, 0);
   Tensor block;
-  for (std::int64_t begin = 0; begin < rows; begin += step) {
-    const std::int64_t count = std::min(step, rows - begin);
+  for (std::int64_t begin = 0, count = 0; begin < rows; begin += count) {
+    count = widen_block_count(begin, rows, step);
     widen_rows(block, a, begin, count);
     if (!trans_a) {  // c[begin:+count] = alpha * a_block op(b) + beta * c[begin:+count]
       cpu::kernels().gemm(c.f32() + begin * n, block.f32(), false, b.f32(), trans_b, alpha, beta,

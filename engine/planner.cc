@@ -413,8 +413,11 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
     double load = load_bytes(in, r, own, largest_part);
     double train = baseline + own;
     if (e.stages == 1) {
+      // The features are rounded once the operator and the exchange's buffers exist: f32 and
+      // bf16 features at once beside them.
       const double kept = train_data_bytes[static_cast<std::size_t>(part)];
-      const double rounding = baseline + own + (own - kept);  // f32 and bf16 features at once
+      const double rounding =
+          baseline + own + (own - kept) + operator_bytes(p, c) + exchange_bytes(p, c, widths);
       train = std::max(rounding, baseline + kept + graph_train_bytes(in, p, widths));
     } else {
       const PipelineLayout layout = pipeline_layout(c, r, e.ranks, layer_cost);

@@ -463,12 +463,13 @@ TEST(ToF32, WidensEveryValueExactly) {
                            "y must be (3001, 7), found (7, 3001)"));
 }
 
-// a in bf16 is widened a block of rows at a time (at least 1024 rows, about 8 MiB): with 1100
-// columns, 2,100 rows are two blocks. The products are those of the widened rows within the
-// reference's bound; not transposed, each row of c is one sgemm's, as with the f32 rows; the
-// same bits with 1 and 2 threads.
-TEST(Gemm, BF16AIsTheGemmOfItsWidening) {
-  const std::int64_t rows = 2100, k_a = 1100, n = 9;
+// a in bf16 is widened a block of rows at a time (whole 1024-row slabs, about 8 MiB): with 1100
+// columns, 2,100 rows are two blocks (1024 and the rest); with 2,100 columns a block is one slab
+// and the rest of 52 rows goes with the last, where on its own it would be summed in K-chunks.
+// The products are those of the widened rows within the reference's bound; not transposed, the
+// bits of the f32 rows' gemm; the same bits with 1 and 2 threads.
+void check_bf16_gemm(std::int64_t k_a) {
+  const std::int64_t rows = 2100, n = 9;
   const Tensor a_f32 = test::random_tensor(rows, k_a, 13);
   const Tensor a = bf16_of(a_f32);
   const Tensor a_wide = widened(a_f32);
@@ -501,17 +502,25 @@ TEST(Gemm, BF16AIsTheGemmOfItsWidening) {
       }
     }
   }
+}
+
+TEST(Gemm, BF16AIsTheGemmOfItsWidening) {
+  for (const std::int64_t k_a : {1100, 2100}) {
+    SCOPED_TRACE("K " + std::to_string(k_a));
+    check_bf16_gemm(k_a);
+  }
   // No rows (K = 0 transposed): c = beta * c.
   const Tensor none(0, 3, DType::BF16), b0(0, 2);
   Tensor halved = test::tensor_from(std::vector<float>(6, 2.0f), 3, 2);
   gemm(halved, none, true, b0, false, 1.0f, 0.5f);
   for (const float v : test::values_of(halved)) EXPECT_EQ(v, 1.0f);
-  Tensor c(k_a, n), b(n, rows);
+  const Tensor a = bf16_of(test::random_tensor(5, 4, 13)), a_f32 = test::random_tensor(5, 4, 13);
+  Tensor c(4, 3), b(3, 5);
   EXPECT_TRUE(throws_error([&] { gemm(c, a, true, b, true); }, ErrorCategory::InvalidArgument,
                            "a in bf16 transposed takes b as it is stored"));
-  Tensor c2(rows, n);
-  const Tensor b_bf16(k_a, n, DType::BF16);
-  EXPECT_TRUE(throws_error([&] { gemm(c2, a_wide, false, b_bf16, false); },
+  Tensor c2(5, 3);
+  const Tensor b_bf16(4, 3, DType::BF16);
+  EXPECT_TRUE(throws_error([&] { gemm(c2, a_f32, false, b_bf16, false); },
                            ErrorCategory::InvalidArgument, "b must be f32, found bf16"));
 }
 
