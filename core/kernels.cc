@@ -145,15 +145,11 @@ void widen_rows(Tensor& block, const Tensor& x, std::int64_t begin, std::int64_t
   cpu::kernels().from_bf16(block.f32(), bf16_bits(x) + begin * x.cols(), count * x.cols());
 }
 
-// The rows of cpu::gemm's slabs (core/cpu/dense.cc): it splits a call of at least this many
-// rows into slabs of this many, and serves a smaller one in one call or in K-chunks.
-constexpr std::int64_t kGemmSlabRows = 1024;
-
 // Rows of a bf16 operand widened per block: about 8 MiB of f32 at a time, in whole slabs of
 // cpu::gemm.
 std::int64_t widen_block_rows(std::int64_t cols) {
   const std::int64_t rows = (std::int64_t{2} << 20) / std::max<std::int64_t>(1, cols);
-  return std::max<std::int64_t>(1, rows / kGemmSlabRows) * kGemmSlabRows;
+  return std::max<std::int64_t>(1, rows / cpu::kGemmSlabRows) * cpu::kGemmSlabRows;
 }
 
 // The rows of the block of a bf16 operand from `begin`: a whole number of slabs, the last block
@@ -163,7 +159,7 @@ std::int64_t widen_block_rows(std::int64_t cols) {
 // bit.
 std::int64_t widen_block_count(std::int64_t begin, std::int64_t rows, std::int64_t step) {
   const std::int64_t left = rows - begin;
-  return left - step < kGemmSlabRows ? left : step;
+  return left - step < cpu::kGemmSlabRows ? left : step;
 }
 
 // gemm with a in bf16 (CPU): a's stored rows widened a block at a time, one sgemm a block: the

@@ -41,23 +41,17 @@ void pin_blas_to_one_thread() {
 }
 
 constexpr std::int64_t kSerialFlops = std::int64_t{1} << 21;  // below this, one call
-constexpr std::int64_t kMinRowsForSlabs = 1024;               // M from which rows are split
-// Rows per slab: fixed, so that every row is summed by a call of the same shape at any thread
-// count. (OpenBLAS's kernels sum a call's rows in an order that depends on their place in the
-// call: Prescott's and Haswell's, measured, sum some rows near a call's end otherwise. Slabs
-// of M / threads rows made the results depend on the thread count.)
-constexpr std::int64_t kSlabRows = 1024;
 constexpr std::int64_t kMinChunkK = 1024;                     // K per partial product
 constexpr std::int64_t kMaxChunks = 64;
 
 }  // namespace
 
 // c (M, N) = alpha op(a) op(b) + beta c. Parallel over the OpenMP team in one of three ways:
-// fixed slabs of kSlabRows rows of c when M is large (the forward X W of every layer), else fixed
-// K-chunks whose partial products are summed in chunk order (the weight gradients X^T dY, M =
-// F_in small and K = nodes large), else one call. Slabs and K-chunks depend on the shape alone,
-// so results do not depend on the thread count. (Slabs of columns would not do: OpenBLAS's
-// blocking changes with the slab width.)
+// fixed slabs of kGemmSlabRows rows of c when M is large (the forward X W of every layer), else
+// fixed K-chunks whose partial products are summed in chunk order (the weight gradients X^T dY,
+// M = F_in small and K = nodes large), else one call. Slabs and K-chunks depend on the shape
+// alone, so results do not depend on the thread count. (Slabs of columns would not do:
+// OpenBLAS's blocking changes with the slab width.)
 void gemm(float* c, const float* a, bool trans_a, const float* b, bool trans_b, float alpha,
           float beta, std::int64_t m, std::int64_t n, std::int64_t k) {
   if (m == 0 || n == 0) return;
@@ -76,11 +70,11 @@ void gemm(float* c, const float* a, bool trans_a, const float* b, bool trans_b, 
   const int ldc = static_cast<int>(n);
   // The choice of method depends on the shape alone, never on the thread count.
   const std::int64_t chunks = std::min(kMaxChunks, k / kMinChunkK);
-  if (m >= kMinRowsForSlabs) {
-    const std::int64_t slabs = (m + kSlabRows - 1) / kSlabRows;
+  if (m >= kGemmSlabRows) {
+    const std::int64_t slabs = (m + kGemmSlabRows - 1) / kGemmSlabRows;
 #pragma omp parallel for schedule(dynamic, 1) if (m * n * k >= kSerialFlops)
     for (std::int64_t q = 0; q < slabs; ++q) {
-      const std::int64_t m0 = q * kSlabRows, m1 = std::min(m, m0 + kSlabRows);
+      const std::int64_t m0 = q * kGemmSlabRows, m1 = std::min(m, m0 + kGemmSlabRows);
       // Rows m0.. of op(a): rows of a, or columns of a when it is transposed.
       const float* a_slab = trans_a ? a + m0 : a + m0 * lda;
       sgemm(a_slab, lda, trans_a, b, ldb, trans_b, c + m0 * ldc, ldc, m1 - m0, n, k, alpha, beta);

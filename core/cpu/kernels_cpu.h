@@ -32,7 +32,13 @@ using SpmmRowsBf16Fn = void(float* out, const CsrView& a, const std::uint16_t* x
 
 // ---- dense (dense.cc) ----
 // gemm(c, a, trans_a, b, trans_b, alpha, beta, m, n, k): c (M, N) = alpha * op(a) (M, K) *
-// op(b) (K, N) + beta * c, row-major, no aliasing.
+// op(b) (K, N) + beta * c, row-major, no aliasing. A call of at least kGemmSlabRows rows is split
+// into fixed slabs of that many (the last takes the rest), one BLAS call each, so that every row
+// is summed by a call of the same shape at any thread count; a smaller one is served in one call
+// or in K-chunks. (OpenBLAS's kernels sum a call's rows in an order that depends on their place
+// in the call: Prescott's and Haswell's, measured, sum some rows near a call's end otherwise.
+// Slabs of M / threads rows made the results depend on the thread count.)
+inline constexpr std::int64_t kGemmSlabRows = 1024;
 using GemmFn = void(float* c, const float* a, bool trans_a, const float* b, bool trans_b,
                     float alpha, float beta, std::int64_t m, std::int64_t n, std::int64_t k);
 // axpy(y, alpha, x, n): y (n) += alpha * x (n).
