@@ -242,11 +242,14 @@ TEST_F(DistributedTraining, SyntheticGatAttentionAcrossParts) {
   config.dropout = 0.2f;
   // Adam amplifies the summation-order rounding of GAT's near-zero gradients fastest at high
   // learning rates (at 0.01 the 1-rank and 4-rank losses part by 1e-4 within 8 epochs, from
-  // 1e-7 at epoch 1); at 0.003 they stay within 3e-6.
+  // 1e-7 at epoch 1). At 0.003 the last epochs' losses part by 0.8e-6 to 1.04e-5, depending on
+  // OpenBLAS's kernels (Prescott, Haswell, Cooperlake at 2 and 4 ranks, measured on an AMD
+  // EPYC): 5e-5 for them, while the first epoch's, where a halo error shows, keeps 1e-5.
   config.lr = 0.003f;
+  constexpr Tolerance kGatTolerance{.loss = 5e-5};
   for (const Case& c : {Case{"gat metis", ModelKind::Gat, PartitionMethod::Metis, false},
                         Case{"gat random", ModelKind::Gat, PartitionMethod::Random, false}}) {
-    check(dataset, config, c);
+    check(dataset, config, c, kGatTolerance);
   }
 }
 
