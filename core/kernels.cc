@@ -145,21 +145,19 @@ void widen_rows(Tensor& block, const Tensor& x, std::int64_t begin, std::int64_t
   cpu::kernels().from_bf16(block.f32(), bf16_bits(x) + begin * x.cols(), count * x.cols());
 }
 
-// Rows of a bf16 operand widened per block: about 8 MiB of f32 at a time, in whole slabs of
-// cpu::gemm.
-std::int64_t widen_block_rows(std::int64_t cols) {
-  const std::int64_t rows = (std::int64_t{2} << 20) / std::max<std::int64_t>(1, cols);
-  return std::max<std::int64_t>(1, rows / cpu::kGemmSlabRows) * cpu::kGemmSlabRows;
-}
+// Rows of a bf16 operand widened per block: one slab of cpu::gemm, so that the f32 block is
+// 4 KiB a column whatever the rows (a fixed cost, which the planner's probes of a few thousand
+// rows see as fixed, not as bytes a row).
+constexpr std::int64_t kWidenBlockRows = cpu::kGemmSlabRows;
 
 // The rows of the block of a bf16 operand from `begin`: a whole number of slabs, the last block
 // taking the rest, so that a block's rows are summed by the very calls that sum them in a gemm of
 // all the rows in f32 (a rest of under one slab left to a block of its own would be served in
 // K-chunks, where the whole gemm serves it as its last slab). The products are those, bit for
 // bit.
-std::int64_t widen_block_count(std::int64_t begin, std::int64_t rows, std::int64_t step) {
+std::int64_t widen_block_count(std::int64_t begin, std::int64_t rows) {
   const std::int64_t left = rows - begin;
-  return left - step < cpu::kGemmSlabRows ? left : step;
+  return left - kWidenBlockRows < cpu::kGemmSlabRows ? left : kWidenBlockRows;
 }
 
 // gemm with a in bf16 (CPU): a's stored rows widened a block at a time, one sgemm a block: the
@@ -170,12 +168,11 @@ void gemm_bf16_a(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool
   TESSERA_CHECK(!(trans_a && trans_b), InvalidArgument,
                 "gemm: a in bf16 transposed takes b as it is stored, not transposed");
   const std::int64_t rows = a.rows(), k_a = a.cols(), n = c.cols();
-  const std::int64_t step = widen_block_rows(k_a);
   if (trans_a && rows == 0)  // K = 0: c = beta * c, reading neither a nor b
     return cpu::kernels().gemm(c.f32(), nullptr, true, b.f32(), false, alpha, beta, k_a, n, 0);
   Tensor block;
   for (std::int64_t begin = 0, count = 0; begin < rows; begin += count) {
-    count = widen_block_count(begin, rows, step);
+    count = widen_block_count(begin, rows);
     widen_rows(block, a, begin, count);
     if (!trans_a) {  // c[begin:+count] = alpha * a_block op(b) + beta * c[begin:+count]
       cpu::kernels().gemm(c.f32() + begin * n, block.f32(), false, b.f32(), trans_b, alpha, beta,
@@ -184,6 +181,22 @@ void gemm_bf16_a(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool
       cpu::kernels().gemm(c.f32(), block.f32(), true, b.f32() + begin * n, false, alpha,
                           begin == 0 ? beta : 1.0f, k_a, n, count);
     }
+  }
+}
+
+// gemm with c in bf16 (CPU; a f32 not transposed, beta 0): c's rows made in f32 a block of
+// whole slabs of cpu::gemm at a time, then rounded, so that they are the f32 gemm's rounded, bit
+// for bit, through an f32 block of one slab or two instead of an (M, N) f32 tensor.
+void gemm_bf16_c(Tensor& c, const Tensor& a, const Tensor& b, bool trans_b, float alpha) {
+  const std::int64_t rows = c.rows(), n = c.cols(), k = a.cols();
+  auto* bits = static_cast<std::uint16_t*>(c.raw());
+  Tensor block;
+  for (std::int64_t begin = 0, count = 0; begin < rows; begin += count) {
+    count = widen_block_count(begin, rows);
+    block.resize_within(count, n, c.device());
+    cpu::kernels().gemm(block.f32(), a.f32() + begin * k, false, b.f32(), trans_b, alpha, 0.0f,
+                        count, n, k);
+    cpu::kernels().to_bf16(bits + begin * n, block.f32(), count * n);
   }
 }
 
@@ -276,8 +289,11 @@ void positive_bits(Tensor& bits, const Tensor& y) {
 void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha,
           float beta) {
   const Device device = c.device();
-  check_input(c, device, "gemm", "c");
+  check_input_or_bf16(c, device, "gemm", "c");
   check_input_or_bf16(a, device, "gemm", "a");
+  TESSERA_CHECK(c.dtype() != DType::BF16 || (a.dtype() == DType::F32 && !trans_a && beta == 0.0f),
+                InvalidArgument,
+                "gemm: c in bf16 takes a in f32, not transposed, and beta 0 (it is overwritten)");
   check_input(b, device, "gemm", "b");
   const std::int64_t m = trans_a ? a.cols() : a.rows();
   const std::int64_t k = trans_a ? a.rows() : a.cols();
@@ -293,6 +309,7 @@ void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_
   switch (device.kind) {
     case DeviceKind::Cpu:
       if (a.dtype() == DType::BF16) return gemm_bf16_a(c, a, trans_a, b, trans_b, alpha, beta);
+      if (c.dtype() == DType::BF16) return gemm_bf16_c(c, a, b, trans_b, alpha);
       return cpu::kernels().gemm(c.f32(), a.f32(), trans_a, b.f32(), trans_b, alpha, beta, m, n, k);
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL(
@@ -408,7 +425,7 @@ void check_dropout(const Tensor& out, const Tensor& in, float p,
 // of each row's global id, so the blocks draw exactly the whole tensor's.
 void dropout_bf16_x(Tensor& y, const Tensor& x, float p, const CounterRng& rng,
                     std::span<const GlobalId> global_ids) {
-  const std::int64_t rows = x.rows(), f = x.cols(), step = widen_block_rows(f);
+  const std::int64_t rows = x.rows(), f = x.cols(), step = kWidenBlockRows;
   Tensor block;
   for (std::int64_t begin = 0; begin < rows; begin += step) {
     const std::int64_t count = std::min(step, rows - begin);

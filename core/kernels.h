@@ -37,7 +37,8 @@ void to_f32(Tensor& y, const Tensor& x);
 // c = alpha * op(a) * op(b) + beta * c, op = transpose when the flag is set (cblas_sgemm). On the
 // CPU a may be bf16 (features stored in bf16): its rows are widened exactly a block at a time
 // (transposed, with b not transposed), so the products are those of its f32 widening, summed
-// in a block order of their own.
+// in a block order of their own. Or c may be bf16 on the CPU (a in f32, not transposed, beta 0):
+// its rows are made in f32 a block at a time and rounded, the f32 products rounded bit for bit.
 void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
           float alpha = 1.0f, float beta = 0.0f);
 // y += alpha * x (same shape).

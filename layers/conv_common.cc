@@ -2,6 +2,8 @@
 // Shared pieces of the graph convolutions.
 #include "layers/conv_common.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace tessera {
@@ -31,6 +33,22 @@ void check_conv_args(const char* layer_name, const Tensor& x, const Tensor& weig
                 bias_size);
 }
 
+bool keeps_bf16_mixed(const Propagator& propagator) {
+  return propagator.operand_dtype() == DType::BF16;
+}
+
+void keep_bf16(Tensor& kept, const Tensor& sums) {
+  if (kept.dtype() != DType::BF16) kept = Tensor(0, 0, DType::BF16, sums.device());
+  kept.resize(sums.rows(), sums.cols(), sums.device());
+  to_bf16(kept, sums);
+}
+
+Tensor& f32_workspace(Tensor& kept, Tensor& own, std::int64_t rows, std::int64_t cols) {
+  Tensor& workspace = kept.dtype() == DType::F32 ? kept : own;
+  workspace.resize(rows, cols, kept.device());
+  return workspace;
+}
+
 const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor& d_out,
                             const Tensor& out, Activation act) {
   if (act == Activation::None) {
@@ -45,15 +63,27 @@ const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor
 void propagate_linear_forward(Tensor& out, Tensor& mixed, bool transform_first, const Tensor& x,
                               const Tensor& weight, Propagator& propagator, int layer) {
   const std::int64_t n = x.rows(), f_in = weight.rows(), f_out = weight.cols();
+  const Device device = x.device();
+  const bool bf16 = !transform_first && keeps_bf16_mixed(propagator);
+  if (!bf16 && mixed.dtype() != DType::F32) mixed = Tensor();  // bf16 in an earlier call
   if (transform_first) {
-    mixed.resize(n, f_out, x.device());  // (N, F_out) = X W
+    mixed.resize(n, f_out, device);  // (N, F_out) = X W
     gemm(mixed, x, false, weight, false);
-    out.resize(n, f_out, x.device());
+    out.resize(n, f_out, device);
     propagator.forward(out, mixed, layer);  // (N, F_out) = P (X W)
+  } else if (bf16) {
+    // P X in f32 in out's memory (F_in <= F_out in the automatic order), kept rounded to bf16;
+    // (P X) W reads the rounded rows, so that the weight gradient is that of this forward.
+    out.resize_within(n, std::max(f_in, f_out), device);
+    out.resize_within(n, f_in, device);
+    propagator.forward(out, x, layer);
+    keep_bf16(mixed, out);
+    out.resize_within(n, f_out, device);
+    gemm(out, mixed, false, weight, false);
   } else {
-    mixed.resize(n, f_in, x.device());
+    mixed.resize(n, f_in, device);
     propagator.forward(mixed, x, layer);  // (N, F_in) = P X
-    out.resize(n, f_out, x.device());     // (N, F_out) = (P X) W
+    out.resize(n, f_out, device);         // (N, F_out) = (P X) W
     gemm(out, mixed, false, weight, false);
   }
 }
@@ -71,9 +101,11 @@ void propagate_linear_backward(Tensor* d_x, Tensor& d_weight, Tensor& mixed, boo
       gemm(*d_x, d_xw, false, weight, true);
     }
   } else {
-    gemm(d_weight, mixed, true, d_pre, false, 1.0f, 1.0f);  // += (P X)^T d_pre
+    gemm(d_weight, mixed, true, d_pre, false, 1.0f, 1.0f);  // += (P X)^T d_pre (f32 or bf16)
     if (d_x) {
-      Tensor& d_px = mixed;  // (N, F_in) = d_pre W^T, reused: P X was read above
+      // (N, F_in) = d_pre W^T in P X's memory, read above: in bf16 when P X was, rounded as the
+      // propagator would round it (which reads bf16 rows as they are).
+      Tensor& d_px = mixed;
       gemm(d_px, d_pre, false, weight, true);
       d_x->resize(n, f_in, x.device());
       propagator.backward(*d_x, d_px, layer);  // (N, F_in) = P^T d(P X)

@@ -38,14 +38,26 @@ void check_conv_args(const char* layer_name, const Tensor& x, const Tensor& weig
 const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor& d_out,
                             const Tensor& out, Activation act);
 
+// Whether an aggregate-first layer keeps P X in bf16 (half the bytes from its forward to its
+// backward): when the propagator aggregates bf16 rows (--aggregate-dtype bf16), whose sums are
+// then rounded once more. The weight gradient reads them widened exactly, in f32.
+bool keeps_bf16_mixed(const Propagator& propagator);
+// kept (N, F) = sums rounded to bf16 (kept becomes a bf16 tensor of that shape).
+void keep_bf16(Tensor& kept, const Tensor& sums);
+// An f32 (rows, cols) backward workspace: `kept` itself when it is f32 (what it held was read),
+// else `own`; resized.
+Tensor& f32_workspace(Tensor& kept, Tensor& own, std::int64_t rows, std::int64_t cols);
+
 // out (N, F_out) = P x W, x (N, F_in), weight (F_in, F_out): transform-first computes
 // mixed = X W (N, F_out) then P mixed; aggregate-first mixed = P X (N, F_in) then mixed W.
-// `mixed` is what the backward needs (aggregate-first) or scratch (transform-first).
+// `mixed` is what the backward needs (aggregate-first: f32, or bf16 when keeps_bf16_mixed, and
+// then mixed W reads the rounded rows) or scratch (transform-first).
 void propagate_linear_forward(Tensor& out, Tensor& mixed, bool transform_first, const Tensor& x,
                               const Tensor& weight, Propagator& propagator, int layer);
 // Backward of propagate_linear_forward given d_pre (N, F_out) = d(P x W): d_weight (F_in, F_out)
 // ACCUMULATED; d_x (N, F_in) OVERWRITTEN, or skipped when null (then, aggregate-first, no
-// propagator backward runs at all). `mixed` is the forward's and is reused as workspace.
+// propagator backward runs at all). `mixed` is the forward's and is reused as workspace (bf16
+// P X holds d(P X) rounded to bf16, which a bf16 propagator would read anyway).
 void propagate_linear_backward(Tensor* d_x, Tensor& d_weight, Tensor& mixed, bool transform_first,
                                const Tensor& d_pre, const Tensor& x, const Tensor& weight,
                                Propagator& propagator, int layer);

@@ -108,9 +108,15 @@ class Gcn2Conv final : public Conv {
     ready_ = false;
     copy_param(weight_, params.subspan(weight_at_, weight_size()), f, f, x.device());
     mixed_weight(x.device());
-    mixed_.resize(n, f, x.device());
-    propagator.forward(mixed_, x, shape_.layer);  // Â h
-    if (alpha_ > 0.0f) axpy(mixed_, alpha_ / (1.0f - alpha_), *h0_);
+    // m (N, F) = Â h + alpha / (1 - alpha) h0, kept in bf16 under bf16 aggregation (made in
+    // out's memory, then read rounded by the GEMM, as propagate_linear_forward does).
+    const bool bf16 = keeps_bf16_mixed(propagator);
+    if (!bf16 && mixed_.dtype() != DType::F32) mixed_ = Tensor();  // bf16 in an earlier call
+    Tensor& sums = bf16 ? out : mixed_;
+    sums.resize(n, f, x.device());
+    propagator.forward(sums, x, shape_.layer);  // Â h
+    if (alpha_ > 0.0f) axpy(sums, alpha_ / (1.0f - alpha_), *h0_);
+    if (bf16) keep_bf16(mixed_, sums);
     out.resize(n, f, x.device());
     gemm(out, mixed_, false, weight_prime_, false, 1.0f - alpha_, 0.0f);
     if (act != Activation::None) bias_act_forward(out, out, {}, act);
@@ -131,7 +137,8 @@ class Gcn2Conv final : public Conv {
     copy_param(d_weight_, d_w, f, f, x.device());
     gemm(d_weight_, mixed_, true, d_pre, false, (1.0f - alpha_) * beta_, 1.0f);
     copy_grad(d_w, d_weight_);
-    Tensor& d_mixed = mixed_;  // reused: m was read above
+    Tensor own;  // d_m (N, F), in m's memory (read above) unless m is bf16
+    Tensor& d_mixed = f32_workspace(mixed_, own, n, f);
     gemm(d_mixed, d_pre, false, weight_prime_, true, 1.0f - alpha_, 0.0f);
     if (alpha_ > 0.0f && d_h0_ != nullptr) axpy(*d_h0_, alpha_ / (1.0f - alpha_), d_mixed);
     if (d_x == nullptr) return;
@@ -173,7 +180,7 @@ class Gcn2Conv final : public Conv {
   Tensor weight_, d_weight_;  // (F, F) copies of W and its gradient
   Tensor identity_;           // (F, F) I
   Tensor weight_prime_;       // (F, F) (1 - beta) I + beta W
-  Tensor mixed_;              // (N, F) m; the backward's d_m
+  Tensor mixed_;              // (N, F) m (f32, or bf16: keeps_bf16_mixed); the backward's d_m
   Tensor d_pre_;              // the lent workspace during backward
 };
 

@@ -524,6 +524,30 @@ TEST(Gemm, BF16AIsTheGemmOfItsWidening) {
                            ErrorCategory::InvalidArgument, "b must be f32, found bf16"));
 }
 
+// gemm into a bf16 c: the f32 gemm's products rounded, bit for bit, over two blocks of rows (the
+// last one taking the rest) and with b transposed or not; the other combinations are refused.
+TEST(Gemm, BF16CIsTheF32GemmRounded) {
+  const std::int64_t m = 2500, n = 1100, k = 40;  // blocks of 1,024 rows at this width
+  const Tensor a = test::random_tensor(m, k, 17);
+  for (const bool trans_b : {false, true}) {
+    SCOPED_TRACE(trans_b ? "b transposed" : "b as stored");
+    const Tensor b = trans_b ? test::random_tensor(n, k, 18) : test::random_tensor(k, n, 18);
+    Tensor want(m, n), got(m, n, DType::BF16);
+    gemm(want, a, false, b, trans_b, 0.5f);
+    gemm(got, a, false, b, trans_b, 0.5f);
+    EXPECT_EQ(bits_of(got), bits_of(bf16_of(want)));
+  }
+  Tensor c(5, 3, DType::BF16), c_t(4, 3, DType::BF16);
+  const Tensor a_f32 = test::random_tensor(5, 4, 19), b(4, 3), a_bf16 = bf16_of(a_f32);
+  const char* refusal = "c in bf16 takes a in f32, not transposed, and beta 0";
+  EXPECT_TRUE(throws_error([&] { gemm(c, a_f32, false, b, false, 1.0f, 1.0f); },
+                           ErrorCategory::InvalidArgument, refusal));
+  EXPECT_TRUE(throws_error([&] { gemm(c, a_bf16, false, b, false); },
+                           ErrorCategory::InvalidArgument, refusal));
+  EXPECT_TRUE(throws_error([&] { gemm(c_t, a_f32, true, test::random_tensor(5, 3, 20), false); },
+                           ErrorCategory::InvalidArgument, refusal));
+}
+
 // dropout_forward of bf16 rows (two widening blocks) gives the bits of dropout of their widening;
 // and gather_rows of bf16 rows their widened rows.
 TEST(Rows, Bf16InputsAreReadAsTheirWidening) {

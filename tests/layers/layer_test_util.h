@@ -48,6 +48,14 @@ inline std::span<const float> span_of(const Tensor& t) {
   return {t.f32(), static_cast<std::size_t>(t.numel())};
 }
 
+// x (R, F) rounded to bf16 and widened back: the values a bf16 operand holds.
+inline Tensor bf16_rounded(const Tensor& x) {
+  Tensor bits(x.rows(), x.cols(), DType::BF16), out(x.rows(), x.cols());
+  to_bf16(bits, x);
+  to_f32(out, bits);
+  return out;
+}
+
 // sum(out * r) in double: a loss whose gradient w.r.t. out is r.
 inline double dot(const Tensor& out, const Tensor& r) {
   double sum = 0.0;

@@ -2,7 +2,8 @@
 // GCNConv: forward against a dense Â = D^-1/2 (A + I) D^-1/2 built by hand from the definition;
 // transform-first == aggregate-first; every gradient (d_x, d_weight, d_bias) against central
 // finite differences on a small random graph with a zero-degree node and odd widths; skipping
-// d_x; backward overwrites d_x and accumulates parameter gradients.
+// d_x; backward overwrites d_x and accumulates parameter gradients; bf16 aggregation keeps P X
+// rounded and differentiates the forward it made.
 #include "layers/gcn.h"
 
 #include <gtest/gtest.h>
@@ -201,6 +202,60 @@ TEST_P(GcnTest, BackwardOverwritesInputGradientAndAccumulatesParameters) {
   // Doubling is exact in float, but the second add rounds: relative 1e-6.
   expect_close(span_of(d_w), span_of(d_w_once), 1e-6, "d_weight accumulated twice");
   expect_close(d_b, d_b_once, 1e-6, "d_bias accumulated twice");
+}
+
+// bf16 aggregation (--aggregate-dtype bf16), aggregating first in either order of widths: the
+// layer keeps P X rounded to bf16 until its backward, and its GEMM reads those rounded sums, so
+// the weight and bias gradients are exactly those of the forward (finite differences); d_x is
+// P^T over the rounded rows of d_pre W^T.
+TEST_P(GcnTest, Bf16AggregationKeepsRoundedSumsAndDifferentiatesThem) {
+  const Case c = GetParam();
+  const test::EdgeList edges = test::random_edges(kNodes, 16);
+  LocalPropagator exact(test::weighted_csr(edges, 9)), prop(test::weighted_csr(edges, 9));
+  prop.set_operand_dtype(DType::BF16);
+  Tensor x = random_tensor(kNodes, c.f_in, 1);
+  Tensor w = random_tensor(c.f_in, c.f_out, 2);
+  std::vector<float> b = random_vector(static_cast<std::size_t>(c.f_out), 3);
+  Tensor r = random_tensor(kNodes, c.f_out, 4);  // loss = sum(out * r), d_out = r
+
+  Tensor out;
+  GcnCache cache;
+  gcn_forward(out, cache, x, w, b, c.act, prop, 0, ConvOrder::AggregateFirst);
+  ASSERT_EQ(cache.mixed.dtype(), DType::BF16);
+  check_shape(cache.mixed, kNodes, c.f_in, "kept P X");
+  Tensor kept(kNodes, c.f_in), px;
+  to_f32(kept, cache.mixed);
+  exact.forward(px, test::bf16_rounded(x), 0);
+  expect_close(span_of(kept), span_of(test::bf16_rounded(px)), 0.0,
+               "kept P X: P round(x), rounded");
+  Tensor ref(kNodes, c.f_out);
+  gemm(ref, kept, false, w, false);
+  bias_act_forward(ref, ref, b, c.act);
+  expect_close(span_of(out), span_of(ref), 1e-6, "out = act(round(P X) W + b)");
+
+  Tensor d_x, d_w = Tensor::zeros(c.f_in, c.f_out);
+  std::vector<float> d_b(static_cast<std::size_t>(c.f_out), 0.0f);
+  gcn_backward(&d_x, d_w, d_b, cache, r, x, out, w, c.act, prop, 0);
+  Tensor d_pre(kNodes, c.f_out), d_px(kNodes, c.f_in), d_x_ref;
+  for (std::int64_t i = 0; i < r.numel(); ++i)
+    d_pre.f32()[i] = c.act == Activation::Relu && out.f32()[i] <= 0.0f ? 0.0f : r.f32()[i];
+  gemm(d_px, d_pre, false, w, true);
+  exact.backward(d_x_ref, test::bf16_rounded(d_px), 0);
+  expect_close(span_of(d_x), span_of(d_x_ref), 1e-6, "d_x = P^T round(d_pre W^T)");
+
+  Tensor probe_out;
+  GcnCache probe_cache;
+  auto loss = [&] {
+    gcn_forward(probe_out, probe_cache, x, w, b, c.act, prop, 0, ConvOrder::AggregateFirst);
+    return dot(probe_out, r);
+  };
+  auto pattern = [&] {
+    std::vector<bool> on(static_cast<std::size_t>(probe_out.numel()));
+    for (std::size_t i = 0; i < on.size(); ++i) on[i] = probe_out.f32()[i] > 0.0f;
+    return on;
+  };
+  expect_gradient("d_weight", span_of(w), span_of(d_w), loss, 1e-2f, 3e-4, pattern);
+  expect_gradient("d_bias", b, d_b, loss, 1e-2f, 3e-4, pattern);
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, GcnTest,

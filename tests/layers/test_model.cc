@@ -5,7 +5,7 @@
 // gradient, eval mode, moves, buffers reused between epochs; slices of a deeper model against the
 // whole model (parameters, logits, gradients) and a slice's input gradient against finite
 // differences; forward slots against separate single-slot models; GCNII's forward against
-// the paper's formula.
+// the paper's formula; GCNII's gradients under bf16 aggregation.
 #include "layers/model.h"
 
 #include <gtest/gtest.h>
@@ -380,6 +380,37 @@ TEST(Model, GcniiMatchesThePaperFormula) {
     for (double v : row) want.push_back(static_cast<float>(v));
   expect_close(span_of(logits), want, 1e-5, "gcnii logits");
   expect_close(span_of(inferred), span_of(logits), 0.0, "inference-only slot");
+}
+
+// bf16 aggregation in GCNII: a GCNII layer keeps m = Â h + alpha / (1 - alpha) h0 rounded to
+// bf16 and its GEMM reads it so. With one GCNII layer between the dense ends, the loss is smooth
+// in every parameter after that rounding (the layer's weight, the output layer's), so their
+// gradients match finite differences; the losses differ from f32's by the rounding.
+TEST(Model, Bf16AggregationDifferentiatesGcniiAfterTheRounding) {
+  const ModelConfig config = gcnii_config(3, false);
+  Graph g(config.out_channels, 31);
+  g.gcn.set_operand_dtype(DType::BF16);
+  Tensor x = random_tensor(kNodes, config.in_channels, 1);
+  Model model(config);
+  Tensor d_logits;
+  const double rounded = training_loss(model, g, x, 0, &d_logits);
+  model.zero_grad();
+  model.backward(d_logits, g.context);
+  const std::vector<float> analytic(model.grads().begin(), model.grads().end());
+  auto loss = [&] { return training_loss(model, g, x, 0); };
+  auto pattern = [&] { return relu_pattern(model); };
+  for (const ParamInfo& info : model.param_info()) {
+    if (info.name.starts_with("convs.0.")) continue;  // before the rounding
+    const auto offset = static_cast<std::size_t>(info.offset);
+    const auto size = static_cast<std::size_t>(info.rows * info.cols);
+    expect_gradient(info.name, model.params().subspan(offset, size),
+                    std::span<const float>(analytic).subspan(offset, size), loss, 5e-3f, 2e-4,
+                    pattern);
+  }
+  g.gcn.set_operand_dtype(DType::F32);
+  const double exact = training_loss(model, g, x, 0);
+  EXPECT_GT(std::abs(rounded - exact), 1e-6 * std::abs(exact)) << "bf16 gave the f32 loss";
+  EXPECT_LT(std::abs(rounded - exact), 1e-2 * std::abs(exact)) << "bf16 strays from f32";
 }
 
 TEST(Model, InitialisationFollowsTheConvention) {

@@ -2,7 +2,8 @@
 // SAGEConv (PyG mean aggregator + root weight): forward against a dense reference computed from
 // the edge list; transform-first == aggregate-first; every gradient (d_x, d_weight, d_bias,
 // d_root_weight) against central finite differences on a small random graph with zero-degree
-// nodes and odd widths; skipping d_x; overwrite/accumulate semantics.
+// nodes and odd widths; skipping d_x; overwrite/accumulate semantics; bf16 aggregation keeps P X
+// rounded and differentiates the forward it made.
 #include "layers/sage.h"
 
 #include <gtest/gtest.h>
@@ -133,6 +134,41 @@ TEST_P(SageTest, GradientsMatchFiniteDifferences) {
   expect_gradient("d_root_weight", span_of(s.w_root), span_of(d_root), loss, kStep, kTol,
                   pattern);
   expect_gradient("d_bias", s.b, d_b, loss, kStep, kTol, pattern);
+}
+
+// bf16 aggregation (--aggregate-dtype bf16), aggregating first: the neighbour branch keeps P X
+// rounded to bf16 and reads it so; the root branch reads x as it is. The parameter gradients are
+// those of that forward (finite differences; x's are not: rounding is a step function).
+TEST_P(SageTest, Bf16AggregationKeepsRoundedSumsAndDifferentiatesThem) {
+  const Case c = GetParam();
+  LocalPropagator prop(test::weighted_csr(test::random_edges(kNodes, 26), 9));
+  prop.set_operand_dtype(DType::BF16);
+  Inputs s(c);
+  Tensor out;
+  SageCache cache;
+  sage_forward(out, cache, s.x, s.w, s.b, s.w_root, c.act, prop, 0, ConvOrder::AggregateFirst);
+  ASSERT_EQ(cache.mixed.dtype(), DType::BF16);
+  check_shape(cache.mixed, kNodes, c.f_in, "kept P X");
+  Tensor d_x, d_w = Tensor::zeros(c.f_in, c.f_out), d_root = Tensor::zeros(c.f_in, c.f_out);
+  std::vector<float> d_b(static_cast<std::size_t>(c.f_out), 0.0f);
+  sage_backward(&d_x, d_w, d_b, d_root, cache, s.r, s.x, out, s.w, s.w_root, c.act, prop, 0);
+  check_shape(d_x, kNodes, c.f_in, "d_x");
+
+  Tensor probe_out;
+  SageCache probe_cache;
+  auto loss = [&] {
+    sage_forward(probe_out, probe_cache, s.x, s.w, s.b, s.w_root, c.act, prop, 0,
+                 ConvOrder::AggregateFirst);
+    return dot(probe_out, s.r);
+  };
+  auto pattern = [&] {
+    std::vector<bool> on(static_cast<std::size_t>(probe_out.numel()));
+    for (std::size_t i = 0; i < on.size(); ++i) on[i] = probe_out.f32()[i] > 0.0f;
+    return on;
+  };
+  expect_gradient("d_weight", span_of(s.w), span_of(d_w), loss, 1e-2f, 3e-4, pattern);
+  expect_gradient("d_root_weight", span_of(s.w_root), span_of(d_root), loss, 1e-2f, 3e-4, pattern);
+  expect_gradient("d_bias", s.b, d_b, loss, 1e-2f, 3e-4, pattern);
 }
 
 TEST_P(SageTest, SkippingInputGradientKeepsParameterGradients) {
