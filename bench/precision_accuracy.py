@@ -11,8 +11,12 @@ resident memory of the largest rank.
   python3 bench/precision_accuracy.py [--build build] [--cora ../shared/datasets/cora]
                                       [--synthetic synth:arxiv-like] [--synthetic-epochs 100]
                                       [--cora-runs 5] [--synthetic-runs 2] [--ranks 1]
-                                      [--threads 2]
+                                      [--threads 2] [--synthetic-model FLAGS]
+                                      [--settings AGG:FEAT,...] [--no-cora]
 
+--synthetic-model replaces the synthetic graph's model flags (default: the 3-layer, 256-wide GCN),
+e.g. "--model gcnii --num-layers 16 --hidden-channels 256 --lr 0.01"; --settings picks the
+(--aggregate-dtype:--feature-dtype) pairs, f32:f32 first, e.g. f32:f32,bf16:f32.
 A missing Cora folder leaves its rows out (said so in the output). --ranks K > 1 runs under
 mpiexec with threads split over the ranks.
 """
@@ -71,15 +75,25 @@ def main():
     p.add_argument("--ranks", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--mpiexec", default="mpiexec")
+    p.add_argument("--synthetic-model", default=" ".join(WIDE_GCN))
+    p.add_argument("--settings", default=",".join(f"{a}:{f}" for a, f in SETTINGS))
+    p.add_argument("--no-cora", action="store_true")
     args = p.parse_args()
+    settings = [tuple(pair.split(":")) for pair in args.settings.split(",")]
+    if settings[0] != ("f32", "f32") or any(
+            len(s) != 2 or not set(s) <= {"f32", "bf16"} for s in settings):
+        p.error(f"--settings {args.settings}: AGG:FEAT pairs of f32 or bf16, f32:f32 first")
 
     graphs = []
-    if os.path.isdir(args.cora):
+    if args.no_cora:
+        pass
+    elif os.path.isdir(args.cora):
         graphs.append(("cora", args.cora, KIPF_WELLING, args.cora_runs))
     else:
         print(f"(no Cora at {args.cora}: its rows are left out)")
     graphs.append((args.synthetic, args.synthetic,
-                   WIDE_GCN + ["--epochs", str(args.synthetic_epochs)], args.synthetic_runs))
+                   args.synthetic_model.split() + ["--epochs", str(args.synthetic_epochs)],
+                   args.synthetic_runs))
 
     print(f"# bf16 rows against f32: {args.ranks} rank(s), {args.threads} thread(s) in all")
     print()
@@ -89,7 +103,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name, dataset, flags, runs in graphs:
             base = None
-            for setting in SETTINGS:
+            for setting in settings:
                 result, steps = train(args, dataset, flags, setting, runs, tmp)
                 step = statistics.median(steps)
                 rss = result["peak_rss_bytes_max"]

@@ -145,60 +145,9 @@ void widen_rows(Tensor& block, const Tensor& x, std::int64_t begin, std::int64_t
   cpu::kernels().from_bf16(block.f32(), bf16_bits(x) + begin * x.cols(), count * x.cols());
 }
 
-// Rows of a bf16 operand widened per block: one slab of cpu::gemm, so that the f32 block is
-// 4 KiB a column whatever the rows (a fixed cost, which the planner's probes of a few thousand
-// rows see as fixed, not as bytes a row).
+// Rows of a bf16 x that dropout_forward widens at a time: one slab of cpu::gemm, so that the f32
+// block is 4 KiB a column whatever the rows.
 constexpr std::int64_t kWidenBlockRows = cpu::kGemmSlabRows;
-
-// The rows of the block of a bf16 operand from `begin`: a whole number of slabs, the last block
-// taking the rest, so that a block's rows are summed by the very calls that sum them in a gemm of
-// all the rows in f32 (a rest of under one slab left to a block of its own would be served in
-// K-chunks, where the whole gemm serves it as its last slab). The products are those, bit for
-// bit.
-std::int64_t widen_block_count(std::int64_t begin, std::int64_t rows) {
-  const std::int64_t left = rows - begin;
-  return left - kWidenBlockRows < cpu::kGemmSlabRows ? left : kWidenBlockRows;
-}
-
-// gemm with a in bf16 (CPU): a's stored rows widened a block at a time, one sgemm a block: the
-// rows of c it makes (a not transposed), or its share of c = Σ a_blockᵀ b_block, added in block
-// order (a transposed; b not transposed, so that its block is its rows).
-void gemm_bf16_a(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                 float alpha, float beta) {
-  TESSERA_CHECK(!(trans_a && trans_b), InvalidArgument,
-                "gemm: a in bf16 transposed takes b as it is stored, not transposed");
-  const std::int64_t rows = a.rows(), k_a = a.cols(), n = c.cols();
-  if (trans_a && rows == 0)  // K = 0: c = beta * c, reading neither a nor b
-    return cpu::kernels().gemm(c.f32(), nullptr, true, b.f32(), false, alpha, beta, k_a, n, 0);
-  Tensor block;
-  for (std::int64_t begin = 0, count = 0; begin < rows; begin += count) {
-    count = widen_block_count(begin, rows);
-    widen_rows(block, a, begin, count);
-    if (!trans_a) {  // c[begin:+count] = alpha * a_block op(b) + beta * c[begin:+count]
-      cpu::kernels().gemm(c.f32() + begin * n, block.f32(), false, b.f32(), trans_b, alpha, beta,
-                          count, n, k_a);
-    } else {  // c = alpha * a_blockᵀ b[begin:+count] + (beta on the first block, else 1) * c
-      cpu::kernels().gemm(c.f32(), block.f32(), true, b.f32() + begin * n, false, alpha,
-                          begin == 0 ? beta : 1.0f, k_a, n, count);
-    }
-  }
-}
-
-// gemm with c in bf16 (CPU; a f32 not transposed, beta 0): c's rows made in f32 a block of
-// whole slabs of cpu::gemm at a time, then rounded, so that they are the f32 gemm's rounded, bit
-// for bit, through an f32 block of one slab or two instead of an (M, N) f32 tensor.
-void gemm_bf16_c(Tensor& c, const Tensor& a, const Tensor& b, bool trans_b, float alpha) {
-  const std::int64_t rows = c.rows(), n = c.cols(), k = a.cols();
-  auto* bits = static_cast<std::uint16_t*>(c.raw());
-  Tensor block;
-  for (std::int64_t begin = 0, count = 0; begin < rows; begin += count) {
-    count = widen_block_count(begin, rows);
-    block.resize_within(count, n, c.device());
-    cpu::kernels().gemm(block.f32(), a.f32() + begin * k, false, b.f32(), trans_b, alpha, 0.0f,
-                        count, n, k);
-    cpu::kernels().to_bf16(bits + begin * n, block.f32(), count * n);
-  }
-}
 
 }  // namespace
 
@@ -308,8 +257,15 @@ void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_
   check_no_alias(c, b, "gemm", "c", "b");
   switch (device.kind) {
     case DeviceKind::Cpu:
-      if (a.dtype() == DType::BF16) return gemm_bf16_a(c, a, trans_a, b, trans_b, alpha, beta);
-      if (c.dtype() == DType::BF16) return gemm_bf16_c(c, a, b, trans_b, alpha);
+      if (a.dtype() == DType::BF16) {
+        TESSERA_CHECK(!(trans_a && trans_b), InvalidArgument,
+                      "gemm: a in bf16 transposed takes b as it is stored, not transposed");
+        return cpu::kernels().gemm_bf16_a(c.f32(), bf16_bits(a), trans_a, b.f32(), trans_b, alpha,
+                                          beta, m, n, k);
+      }
+      if (c.dtype() == DType::BF16)
+        return cpu::kernels().gemm_bf16_c(static_cast<std::uint16_t*>(c.raw()), a.f32(), b.f32(),
+                                          trans_b, alpha, m, n, k);
       return cpu::kernels().gemm(c.f32(), a.f32(), trans_a, b.f32(), trans_b, alpha, beta, m, n, k);
     case DeviceKind::Cuda:
       TESSERA_CUDA_KERNEL(

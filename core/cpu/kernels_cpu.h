@@ -41,6 +41,19 @@ using SpmmRowsBf16Fn = void(float* out, const CsrView& a, const std::uint16_t* x
 inline constexpr std::int64_t kGemmSlabRows = 1024;
 using GemmFn = void(float* c, const float* a, bool trans_a, const float* b, bool trans_b,
                     float alpha, float beta, std::int64_t m, std::int64_t n, std::int64_t k);
+// gemm_bf16_a(c, a, trans_a, b, trans_b, alpha, beta, m, n, k): gemm with a in bf16 (its bits,
+// stored (M, K), or (K, M) when transposed, and then b not transposed), widened exactly a slab of
+// kGemmSlabRows stored rows at a time in each thread. Not transposed, the slabs are gemm's, so
+// the products are those of the widened rows, bit for bit; transposed, fixed groups of slabs are
+// summed in group order. A thread holds one widened slab (4 KiB a column).
+using GemmBf16AFn = void(float* c, const std::uint16_t* a, bool trans_a, const float* b,
+                         bool trans_b, float alpha, float beta, std::int64_t m, std::int64_t n,
+                         std::int64_t k);
+// gemm_bf16_c(c, a, b, trans_b, alpha, m, n, k): c (M, N, bf16 bits) = alpha * a (M, K) op(b),
+// made in f32 a slab of gemm at a time in each thread and rounded (nearest even): gemm's products
+// rounded, bit for bit.
+using GemmBf16CFn = void(std::uint16_t* c, const float* a, const float* b, bool trans_b,
+                         float alpha, std::int64_t m, std::int64_t n, std::int64_t k);
 // axpy(y, alpha, x, n): y (n) += alpha * x (n).
 using AxpyFn = void(float* y, float alpha, const float* x, std::int64_t n);
 // column_sums(out, x, accumulate, r, f): out (F) (+)= column sums of x (R, F).
@@ -152,6 +165,8 @@ using BatchNormBackwardFn = void(float* d_x, const float* d_y, const float* x_ha
   X(SpmmBf16Fn, spmm_bf16)                               \
   X(SpmmRowsBf16Fn, spmm_rows_bf16)                      \
   X(GemmFn, gemm)                                        \
+  X(GemmBf16AFn, gemm_bf16_a)                            \
+  X(GemmBf16CFn, gemm_bf16_c)                            \
   X(AxpyFn, axpy)                                        \
   X(ColumnSumsFn, column_sums)                           \
   X(AddDoublesFn, add_doubles)                           \

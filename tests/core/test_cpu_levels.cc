@@ -92,6 +92,26 @@ std::vector<Case> cases() {
                    }
                    return b;
                  }});
+  out.push_back({"gemm_bf16_a, gemm_bf16_c", [=](const KernelTable& k, std::int64_t f) {
+                   std::vector<std::byte> b;
+                   for (const std::int64_t rows : {kRows, std::int64_t{2100}}) {  // 1 and 3 slabs
+                     std::vector<std::uint16_t> a(static_cast<std::size_t>(rows * f));
+                     k.to_bf16(a.data(), random_floats(rows * f, 5).data(), rows * f);
+                     std::vector<float> c(static_cast<std::size_t>(rows * 37), 0.5f);
+                     k.gemm_bf16_a(c.data(), a.data(), false, random_floats(f * 37, 6).data(),
+                                   false, 1.0f, 0.5f, rows, 37, f);
+                     std::vector<float> g(static_cast<std::size_t>(f * 37));
+                     k.gemm_bf16_a(g.data(), a.data(), true, random_floats(rows * 37, 7).data(),
+                                   false, 1.0f, 0.0f, f, 37, rows);
+                     std::vector<std::uint16_t> r(static_cast<std::size_t>(rows * 37));
+                     k.gemm_bf16_c(r.data(), random_floats(rows * f, 8).data(),
+                                   random_floats(37 * f, 9).data(), true, 0.5f, rows, 37, f);
+                     append(b, c);
+                     append(b, g);
+                     append(b, r);
+                   }
+                   return b;
+                 }});
   out.push_back(
       {"axpy, column_sums, add_doubles, adam_update", [=](const KernelTable& k, std::int64_t f) {
          std::vector<float> y = x(f, 5), sums(static_cast<std::size_t>(f), 1.0f);

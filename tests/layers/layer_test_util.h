@@ -56,6 +56,13 @@ inline Tensor bf16_rounded(const Tensor& x) {
   return out;
 }
 
+// Which values of out are > 0: the on/off state of a ReLU layer's units, for expect_gradient.
+inline std::vector<bool> positive(const Tensor& out) {
+  std::vector<bool> on(static_cast<std::size_t>(out.numel()));
+  for (std::size_t i = 0; i < on.size(); ++i) on[i] = out.f32()[i] > 0.0f;
+  return on;
+}
+
 // sum(out * r) in double: a loss whose gradient w.r.t. out is r.
 inline double dot(const Tensor& out, const Tensor& r) {
   double sum = 0.0;

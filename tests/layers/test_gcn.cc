@@ -30,6 +30,18 @@ using test::kNodes;
 
 class GcnTest : public ::testing::TestWithParam<Case> {};
 
+// A GCN layer's inputs, with random contents: x, weight, bias and r (d_out; loss = sum(out * r)).
+struct Inputs {
+  Tensor x, w;
+  std::vector<float> b;
+  Tensor r;
+  explicit Inputs(const Case& c)
+      : x(random_tensor(kNodes, c.f_in, 1)),
+        w(random_tensor(c.f_in, c.f_out, 2)),
+        b(random_vector(static_cast<std::size_t>(c.f_out), 3)),
+        r(random_tensor(kNodes, c.f_out, 4)) {}
+};
+
 // Dense Â from the edge list: A symmetrised, plus I, degrees of A + I, 1/sqrt(deg_v deg_u).
 std::vector<double> dense_gcn_matrix(const test::EdgeList& e) {
   const auto n = static_cast<std::size_t>(e.num_nodes);
@@ -110,10 +122,9 @@ TEST_P(GcnTest, TransformFirstEqualsAggregateFirst) {
 TEST_P(GcnTest, GradientsMatchFiniteDifferences) {
   const Case c = GetParam();
   LocalPropagator prop(test::weighted_csr(test::random_edges(kNodes, 13), 6));
-  Tensor x = random_tensor(kNodes, c.f_in, 1);
-  Tensor w = random_tensor(c.f_in, c.f_out, 2);
-  std::vector<float> b = random_vector(static_cast<std::size_t>(c.f_out), 3);
-  Tensor r = random_tensor(kNodes, c.f_out, 4);  // loss = sum(out * r), d_out = r
+  Inputs in(c);
+  Tensor &x = in.x, &w = in.w, &r = in.r;
+  std::vector<float>& b = in.b;
 
   Tensor out;
   GcnCache cache;
@@ -213,10 +224,9 @@ TEST_P(GcnTest, Bf16AggregationKeepsRoundedSumsAndDifferentiatesThem) {
   const test::EdgeList edges = test::random_edges(kNodes, 16);
   LocalPropagator exact(test::weighted_csr(edges, 9)), prop(test::weighted_csr(edges, 9));
   prop.set_operand_dtype(DType::BF16);
-  Tensor x = random_tensor(kNodes, c.f_in, 1);
-  Tensor w = random_tensor(c.f_in, c.f_out, 2);
-  std::vector<float> b = random_vector(static_cast<std::size_t>(c.f_out), 3);
-  Tensor r = random_tensor(kNodes, c.f_out, 4);  // loss = sum(out * r), d_out = r
+  Inputs in(c);
+  Tensor &x = in.x, &w = in.w, &r = in.r;
+  std::vector<float>& b = in.b;
 
   Tensor out;
   GcnCache cache;
@@ -249,11 +259,7 @@ TEST_P(GcnTest, Bf16AggregationKeepsRoundedSumsAndDifferentiatesThem) {
     gcn_forward(probe_out, probe_cache, x, w, b, c.act, prop, 0, ConvOrder::AggregateFirst);
     return dot(probe_out, r);
   };
-  auto pattern = [&] {
-    std::vector<bool> on(static_cast<std::size_t>(probe_out.numel()));
-    for (std::size_t i = 0; i < on.size(); ++i) on[i] = probe_out.f32()[i] > 0.0f;
-    return on;
-  };
+  auto pattern = [&] { return test::positive(probe_out); };
   expect_gradient("d_weight", span_of(w), span_of(d_w), loss, 1e-2f, 3e-4, pattern);
   expect_gradient("d_bias", b, d_b, loss, 1e-2f, 3e-4, pattern);
 }
