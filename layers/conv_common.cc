@@ -33,20 +33,16 @@ void check_conv_args(const char* layer_name, const Tensor& x, const Tensor& weig
                 bias_size);
 }
 
-bool keeps_bf16_mixed(const Propagator& propagator) {
-  return propagator.operand_dtype() == DType::BF16;
+bool keeps_sums_in_bf16(Tensor& kept, bool aggregates_first, const Propagator& propagator) {
+  const bool bf16 = aggregates_first && propagator.operand_dtype() == DType::BF16;
+  if (!bf16 && kept.dtype() != DType::F32) kept = Tensor();  // bf16 in an earlier call
+  return bf16;
 }
 
 void keep_bf16(Tensor& kept, const Tensor& sums) {
   if (kept.dtype() != DType::BF16) kept = Tensor(0, 0, DType::BF16, sums.device());
   kept.resize(sums.rows(), sums.cols(), sums.device());
   to_bf16(kept, sums);
-}
-
-Tensor& f32_workspace(Tensor& kept, Tensor& own, std::int64_t rows, std::int64_t cols) {
-  Tensor& workspace = kept.dtype() == DType::F32 ? kept : own;
-  workspace.resize(rows, cols, kept.device());
-  return workspace;
 }
 
 const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor& d_out,
@@ -64,8 +60,7 @@ void propagate_linear_forward(Tensor& out, Tensor& mixed, bool transform_first, 
                               const Tensor& weight, Propagator& propagator, int layer) {
   const std::int64_t n = x.rows(), f_in = weight.rows(), f_out = weight.cols();
   const Device device = x.device();
-  const bool bf16 = !transform_first && keeps_bf16_mixed(propagator);
-  if (!bf16 && mixed.dtype() != DType::F32) mixed = Tensor();  // bf16 in an earlier call
+  const bool bf16 = keeps_sums_in_bf16(mixed, !transform_first, propagator);
   if (transform_first) {
     mixed.resize(n, f_out, device);  // (N, F_out) = X W
     gemm(mixed, x, false, weight, false);

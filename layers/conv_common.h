@@ -38,19 +38,18 @@ void check_conv_args(const char* layer_name, const Tensor& x, const Tensor& weig
 const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor& d_out,
                             const Tensor& out, Activation act);
 
-// Whether an aggregate-first layer keeps P X in bf16 (half the bytes from its forward to its
-// backward): when the propagator aggregates bf16 rows (--aggregate-dtype bf16), whose sums are
-// then rounded once more. The weight gradient reads them widened exactly, in f32.
-bool keeps_bf16_mixed(const Propagator& propagator);
+// Whether an aggregate-first layer keeps its sums P X in `kept` in bf16 this call (half the
+// bytes from its forward to its backward): when the propagator aggregates bf16 rows
+// (--aggregate-dtype bf16), whose sums are then rounded once more; the weight gradient reads
+// them widened exactly, in f32. When not, a bf16 `kept` of an earlier call is emptied, to be
+// made again in f32.
+bool keeps_sums_in_bf16(Tensor& kept, bool aggregates_first, const Propagator& propagator);
 // kept (N, F) = sums rounded to bf16 (kept becomes a bf16 tensor of that shape).
 void keep_bf16(Tensor& kept, const Tensor& sums);
-// An f32 (rows, cols) backward workspace: `kept` itself when it is f32 (what it held was read),
-// else `own`; resized.
-Tensor& f32_workspace(Tensor& kept, Tensor& own, std::int64_t rows, std::int64_t cols);
 
 // out (N, F_out) = P x W, x (N, F_in), weight (F_in, F_out): transform-first computes
 // mixed = X W (N, F_out) then P mixed; aggregate-first mixed = P X (N, F_in) then mixed W.
-// `mixed` is what the backward needs (aggregate-first: f32, or bf16 when keeps_bf16_mixed, and
+// `mixed` is what the backward needs (aggregate-first: f32, or bf16 when keeps_sums_in_bf16, and
 // then mixed W reads the rounded rows) or scratch (transform-first).
 void propagate_linear_forward(Tensor& out, Tensor& mixed, bool transform_first, const Tensor& x,
                               const Tensor& weight, Propagator& propagator, int layer);

@@ -24,6 +24,14 @@ namespace {
 
 bool is_gcnii_layer(const LayerShape& shape) { return !shape.first() && shape.hidden(); }
 
+// An f32 (rows, cols) backward workspace: `kept` itself when it is f32 (what it held was read),
+// else `own`; resized.
+Tensor& f32_workspace(Tensor& kept, Tensor& own, std::int64_t rows, std::int64_t cols) {
+  Tensor& workspace = kept.dtype() == DType::F32 ? kept : own;
+  workspace.resize(rows, cols, kept.device());
+  return workspace;
+}
+
 // beta_l of GCNII layer l (l >= 1: the model's layer index, the dense input layer being 0).
 float identity_beta(const LayerShape& shape) {
   return static_cast<float>(
@@ -110,8 +118,7 @@ class Gcn2Conv final : public Conv {
     mixed_weight(x.device());
     // m (N, F) = Â h + alpha / (1 - alpha) h0, kept in bf16 under bf16 aggregation (made in
     // out's memory, then read rounded by the GEMM, as propagate_linear_forward does).
-    const bool bf16 = keeps_bf16_mixed(propagator);
-    if (!bf16 && mixed_.dtype() != DType::F32) mixed_ = Tensor();  // bf16 in an earlier call
+    const bool bf16 = keeps_sums_in_bf16(mixed_, /*aggregates_first=*/true, propagator);
     Tensor& sums = bf16 ? out : mixed_;
     sums.resize(n, f, x.device());
     propagator.forward(sums, x, shape_.layer);  // Â h
@@ -180,7 +187,7 @@ class Gcn2Conv final : public Conv {
   Tensor weight_, d_weight_;  // (F, F) copies of W and its gradient
   Tensor identity_;           // (F, F) I
   Tensor weight_prime_;       // (F, F) (1 - beta) I + beta W
-  Tensor mixed_;              // (N, F) m (f32, or bf16: keeps_bf16_mixed); the backward's d_m
+  Tensor mixed_;              // (N, F) m (f32, or bf16: keeps_sums_in_bf16); the backward's d_m
   Tensor d_pre_;              // the lent workspace during backward
 };
 

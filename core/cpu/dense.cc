@@ -140,7 +140,7 @@ void gemm_bf16_a(float* c, const std::uint16_t* a, bool trans_a, const float* b,
   if (m == 0 || n == 0) return;
   check_blas_dims(m, n, k);
   const std::int64_t stored = trans_a ? k : m, width = trans_a ? m : k;  // a as stored
-  if (stored < kGemmSlabRows || width == 0 || k == 0) {  // under one slab: gemm's own way
+  if (stored < kGemmSlabRows || k == 0) {  // under one slab: gemm's own way
     std::vector<float> wide(static_cast<std::size_t>(stored * width));
     from_bf16(wide.data(), a, stored * width);
     return gemm(c, wide.data(), trans_a, b, trans_b, alpha, beta, m, n, k);
