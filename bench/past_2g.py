@@ -7,7 +7,8 @@ converted by `tessera_data convert` within --memory-mib, then planned by `train_
 block parts read from the file (streamed: the planner never loads it either). Prints the wall
 time and peak resident memory of each step, the file's counts and the plan's table.
 
-Usage: bench/past_2g.py --build build [--nodes 33554432] [--edges 1100000000] [--work DIR]
+Usage: bench/past_2g.py --build build [--graph uniform|local] [--nodes 33554432]
+       [--edges 1100000000] [--work DIR]
        [--memory-mib 1024] [--ranks 4,8,16,32] [--keep]"""
 import argparse
 import gzip
@@ -34,25 +35,37 @@ def npy_header(dtype, shape):
     return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode("latin1")
 
 
-def write_data_npz(path, nodes, edges, seed):
-    """raw/data.npz: edge_index (2, E) int64 (sources, then destinations, uniform over the nodes,
-    without self loops), node_feat (N, 1) float32, num_nodes_list, num_edges_list."""
+def edge_block(graph, row, begin, count, nodes, seed):
+    """Sources (row 0) or destinations (row 1) of edges [begin, begin + count). uniform: both
+    ends drawn uniformly, a destination equal to its source moved to the next node (no self
+    loops). local: edge e joins s = e mod N to s + 1 + e div N (mod N), so that every node meets
+    the nodes nearest to it in id order (a ring lattice: contiguous id ranges have halos of a few
+    nodes, the best case for block parts, as the uniform graph is the worst)."""
+    if graph == "local":
+        ids = np.arange(begin, begin + count, dtype=np.int64)
+        src = ids % nodes
+        return src if row == 0 else (src + 1 + ids // nodes) % nodes
+    block = begin // BLOCK
+    src = np.random.default_rng([seed, 0, block]).integers(0, nodes, count, dtype=np.int64)
+    if row == 0:
+        return src
+    dst = np.random.default_rng([seed, 1, block]).integers(0, nodes, count, dtype=np.int64)
+    return np.where(dst == src, (dst + 1) % nodes, dst)
+
+
+def write_data_npz(path, nodes, edges, seed, graph):
+    """raw/data.npz: edge_index (2, E) int64 (sources, then destinations: edge_block),
+    node_feat (N, 1) float32, num_nodes_list, num_edges_list."""
+    if graph == "local" and edges > nodes * ((nodes - 1) // 2):
+        sys.exit(f"--edges {edges}: a local graph of {nodes} nodes holds at most "
+                 f"{nodes * ((nodes - 1) // 2)} distinct edges")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
         with z.open("edge_index.npy", "w", force_zip64=True) as out:
             out.write(npy_header(np.int64, (2, edges)))
             for row in (0, 1):
                 for begin in range(0, edges, BLOCK):
                     count = min(BLOCK, edges - begin)
-                    block = begin // BLOCK
-                    src = np.random.default_rng([seed, 0, block]).integers(0, nodes, count,
-                                                                          dtype=np.int64)
-                    if row == 0:
-                        out.write(src.tobytes())
-                        continue
-                    dst = np.random.default_rng([seed, 1, block]).integers(0, nodes, count,
-                                                                          dtype=np.int64)
-                    # No self loops: a destination equal to its source moves to the next node.
-                    out.write(np.where(dst == src, (dst + 1) % nodes, dst).tobytes())
+                    out.write(edge_block(graph, row, begin, count, nodes, seed).tobytes())
         with z.open("node_feat.npy", "w", force_zip64=True) as out:
             out.write(npy_header(np.float32, (nodes, 1)))
             rng = np.random.default_rng([seed, 2])
@@ -64,10 +77,10 @@ def write_data_npz(path, nodes, edges, seed):
                 out.write(np.array([value], dtype=np.int64).tobytes())
 
 
-def make_folder(root, nodes, edges, seed=0):
+def make_folder(root, nodes, edges, graph, seed=0):
     raw = os.path.join(root, "raw")
     os.makedirs(raw, exist_ok=True)
-    write_data_npz(os.path.join(raw, "data.npz"), nodes, edges, seed)
+    write_data_npz(os.path.join(raw, "data.npz"), nodes, edges, seed, graph)
     rng = np.random.default_rng([seed, 3])
     classes = 16
     label = rng.integers(0, classes, nodes).astype(np.float64)
@@ -103,6 +116,8 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--nodes", type=int, default=1 << 25)
     parser.add_argument("--edges", type=int, default=1_100_000_000)
+    parser.add_argument("--graph", choices=("uniform", "local"), default="uniform",
+                        help="how edges are drawn (edge_block)")
     parser.add_argument("--memory-mib", type=int, default=1024)
     parser.add_argument("--ranks", default="4,8,16,32")
     parser.add_argument("--hidden-channels", type=int, default=16)
@@ -117,7 +132,7 @@ def main():
     try:
         if not os.path.exists(os.path.join(folder, "meta.json")):
             start = time.time()
-            make_folder(folder, args.nodes, args.edges)
+            make_folder(folder, args.nodes, args.edges, args.graph)
             rows.append(("write the folder (NumPy, a block at a time)", time.time() - start, None))
         if not os.path.exists(h5):
             seconds, mib, _ = measure([data_tool, "convert", "--dataset", folder, "--out", h5,
