@@ -122,9 +122,6 @@ void HaloPropagator::upload(Device device) {
 }
 
 void HaloPropagator::reserve(std::int64_t width, Device device) {
-  if (operand_dtype() != DType::F32) {
-    owned_operand_ = Tensor(owned_.num_rows(), width, operand_dtype(), device);
-  }
   if (!exchange_.has_traffic()) return;  // nothing crosses
   if (operand_dtype() != DType::F32) {
     halo_operand_ =

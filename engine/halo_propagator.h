@@ -40,7 +40,9 @@ class HaloPropagator final : public Propagator, private HaloAccess {
   void upload(Device device);
   // Sizes the halo buffers (received rows or halo gradients, gathered send rows) on `device` for
   // the widest exchange of the model, which every narrower layer then reuses; with a bf16
-  // operand dtype (set it first) also the bf16 rows the SpMMs read. The boundary rows' sums
+  // operand dtype (set it first) also the halo's bf16 rows the SpMMs read. The owned rows' bf16
+  // workspace grows to the widest rows it rounds: the layers that keep their sums in bf16 hand
+  // over rows already rounded (layers/conv_common.h, bf16_operand). The boundary rows' sums
   // (B, F) (A_halo·halo forward, d_out of the boundary rows backward) live in the exchange's
   // send rows between its exchanges (HaloExchange::idle_rows): the two are never needed at once.
   void reserve(std::int64_t width, Device device);
@@ -82,7 +84,8 @@ class HaloPropagator final : public Propagator, private HaloAccess {
   // forward is done with its rows when it returns.
   Tensor halo_rows_;
   // The bf16 rows the SpMMs read under set_operand_dtype(BF16): the owned rows of x or d_out
-  // (N, F), the received halo rows or the boundary rows' gradients (H or B, F).
+  // (N, F) when they come in f32 (grown to the widest), the received halo rows or the boundary
+  // rows' gradients (H or B, F).
   Tensor owned_operand_, halo_operand_;
   std::vector<double> halo_weight_;  // (H) for share_receiver_weights
   // The attention path: empty without column ids.

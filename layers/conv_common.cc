@@ -45,6 +45,12 @@ void keep_bf16(Tensor& kept, const Tensor& sums) {
   to_bf16(kept, sums);
 }
 
+const Tensor& bf16_operand(Tensor& kept, const Tensor& x) {
+  if (x.dtype() == DType::BF16) return x;  // features stored in bf16
+  keep_bf16(kept, x);
+  return kept;
+}
+
 const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor& d_out,
                             const Tensor& out, Activation act) {
   if (act == Activation::None) {
@@ -67,11 +73,13 @@ void propagate_linear_forward(Tensor& out, Tensor& mixed, bool transform_first, 
     out.resize(n, f_out, device);
     propagator.forward(out, mixed, layer);  // (N, F_out) = P (X W)
   } else if (bf16) {
-    // P X in f32 in out's memory (F_in <= F_out in the automatic order), kept rounded to bf16;
-    // (P X) W reads the rounded rows, so that the weight gradient is that of this forward.
+    // X rounded into the kept tensor, which the propagator reads as it is (no workspace of its
+    // own); P X in f32 in out's memory (F_in <= F_out in the automatic order), kept rounded to
+    // bf16 over the rounded X; (P X) W reads the rounded rows, so that the weight gradient is
+    // that of this forward.
     out.resize_within(n, std::max(f_in, f_out), device);
     out.resize_within(n, f_in, device);
-    propagator.forward(out, x, layer);
+    propagator.forward(out, bf16_operand(mixed, x), layer);
     keep_bf16(mixed, out);
     out.resize_within(n, f_out, device);
     gemm(out, mixed, false, weight, false);

@@ -46,6 +46,10 @@ const Tensor& bias_act_grad(Tensor& d_pre, std::span<float> d_bias, const Tensor
 bool keeps_sums_in_bf16(Tensor& kept, bool aggregates_first, const Propagator& propagator);
 // kept (N, F) = sums rounded to bf16 (kept becomes a bf16 tensor of that shape).
 void keep_bf16(Tensor& kept, const Tensor& sums);
+// The rows an aggregate-first layer that keeps its sums in bf16 aggregates: x itself when it is
+// bf16, else x rounded into `kept` (as keep_bf16), which the sums then overwrite. The propagator
+// reads bf16 rows as they are, so it rounds nothing into a workspace of its own for the layer.
+const Tensor& bf16_operand(Tensor& kept, const Tensor& x);
 
 // out (N, F_out) = P x W, x (N, F_in), weight (F_in, F_out): transform-first computes
 // mixed = X W (N, F_out) then P mixed; aggregate-first mixed = P X (N, F_in) then mixed W.

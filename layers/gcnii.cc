@@ -116,12 +116,13 @@ class Gcn2Conv final : public Conv {
     ready_ = false;
     copy_param(weight_, params.subspan(weight_at_, weight_size()), f, f, x.device());
     mixed_weight(x.device());
-    // m (N, F) = Â h + alpha / (1 - alpha) h0, kept in bf16 under bf16 aggregation (made in
-    // out's memory, then read rounded by the GEMM, as propagate_linear_forward does).
+    // m (N, F) = Â h + alpha / (1 - alpha) h0, kept in bf16 under bf16 aggregation (h rounded
+    // into m's tensor for the propagator, m made in out's memory, then read rounded by the GEMM,
+    // as propagate_linear_forward does).
     const bool bf16 = keeps_sums_in_bf16(mixed_, /*aggregates_first=*/true, propagator);
     Tensor& sums = bf16 ? out : mixed_;
     sums.resize(n, f, x.device());
-    propagator.forward(sums, x, shape_.layer);  // Â h
+    propagator.forward(sums, bf16 ? bf16_operand(mixed_, x) : x, shape_.layer);  // Â h
     if (alpha_ > 0.0f) axpy(sums, alpha_ / (1.0f - alpha_), *h0_);
     if (bf16) keep_bf16(mixed_, sums);
     out.resize(n, f, x.device());

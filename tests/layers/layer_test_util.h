@@ -56,6 +56,28 @@ inline Tensor bf16_rounded(const Tensor& x) {
   return out;
 }
 
+// Hands every call to `inner` and records the dtype of the rows each call was given: whether a
+// layer handed its rows over rounded (bf16) or left the rounding to the propagator (f32).
+class RecordingPropagator final : public Propagator {
+ public:
+  explicit RecordingPropagator(Propagator& inner) : inner_(inner) {
+    set_operand_dtype(inner.operand_dtype());
+  }
+  void forward(Tensor& out, const Tensor& x, int layer) override {
+    forward_dtypes.push_back(x.dtype());
+    inner_.forward(out, x, layer);
+  }
+  void backward(Tensor& d_x, const Tensor& d_out, int layer) override {
+    backward_dtypes.push_back(d_out.dtype());
+    inner_.backward(d_x, d_out, layer);
+  }
+  std::int64_t num_rows() const override { return inner_.num_rows(); }
+  std::vector<DType> forward_dtypes, backward_dtypes;
+
+ private:
+  Propagator& inner_;
+};
+
 // Which values of out are > 0: the on/off state of a ReLU layer's units, for expect_gradient.
 inline std::vector<bool> positive(const Tensor& out) {
   std::vector<bool> on(static_cast<std::size_t>(out.numel()));

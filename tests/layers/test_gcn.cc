@@ -3,7 +3,7 @@
 // transform-first == aggregate-first; every gradient (d_x, d_weight, d_bias) against central
 // finite differences on a small random graph with a zero-degree node and odd widths; skipping
 // d_x; backward overwrites d_x and accumulates parameter gradients; bf16 aggregation keeps P X
-// rounded and differentiates the forward it made.
+// rounded, hands the propagator rows it rounded itself, and differentiates the forward it made.
 #include "layers/gcn.h"
 
 #include <gtest/gtest.h>
@@ -222,8 +222,9 @@ TEST_P(GcnTest, BackwardOverwritesInputGradientAndAccumulatesParameters) {
 TEST_P(GcnTest, Bf16AggregationKeepsRoundedSumsAndDifferentiatesThem) {
   const Case c = GetParam();
   const test::EdgeList edges = test::random_edges(kNodes, 16);
-  LocalPropagator exact(test::weighted_csr(edges, 9)), prop(test::weighted_csr(edges, 9));
-  prop.set_operand_dtype(DType::BF16);
+  LocalPropagator exact(test::weighted_csr(edges, 9)), local(test::weighted_csr(edges, 9));
+  local.set_operand_dtype(DType::BF16);
+  test::RecordingPropagator prop(local);
   Inputs in(c);
   Tensor &x = in.x, &w = in.w, &r = in.r;
   std::vector<float>& b = in.b;
@@ -231,6 +232,8 @@ TEST_P(GcnTest, Bf16AggregationKeepsRoundedSumsAndDifferentiatesThem) {
   Tensor out;
   GcnCache cache;
   gcn_forward(out, cache, x, w, b, c.act, prop, 0, ConvOrder::AggregateFirst);
+  // x rounded by the layer into its kept tensor: the propagator rounds nothing of its own.
+  EXPECT_EQ(prop.forward_dtypes, std::vector<DType>{DType::BF16});
   ASSERT_EQ(cache.mixed.dtype(), DType::BF16);
   check_shape(cache.mixed, kNodes, c.f_in, "kept P X");
   Tensor kept(kNodes, c.f_in), px;
@@ -246,6 +249,7 @@ TEST_P(GcnTest, Bf16AggregationKeepsRoundedSumsAndDifferentiatesThem) {
   Tensor d_x, d_w = Tensor::zeros(c.f_in, c.f_out);
   std::vector<float> d_b(static_cast<std::size_t>(c.f_out), 0.0f);
   gcn_backward(&d_x, d_w, d_b, cache, r, x, out, w, c.act, prop, 0);
+  EXPECT_EQ(prop.backward_dtypes, std::vector<DType>{DType::BF16}) << "d(P X) handed over in bf16";
   Tensor d_pre(kNodes, c.f_out), d_px(kNodes, c.f_in), d_x_ref;
   for (std::int64_t i = 0; i < r.numel(); ++i)
     d_pre.f32()[i] = c.act == Activation::Relu && out.f32()[i] <= 0.0f ? 0.0f : r.f32()[i];

@@ -407,6 +407,13 @@ TEST(Model, Bf16AggregationDifferentiatesGcniiAfterTheRounding) {
                     std::span<const float>(analytic).subspan(offset, size), loss, 5e-3f, 2e-4,
                     pattern);
   }
+  // Every GCNII layer hands the propagator its input already rounded (into m's tensor).
+  test::RecordingPropagator recorder(g.gcn);
+  g.context.set_propagator(kGcnOperator, &recorder);
+  training_loss(model, g, x, 0);
+  g.context.set_propagator(kGcnOperator, &g.gcn);
+  EXPECT_FALSE(recorder.forward_dtypes.empty());
+  for (const DType t : recorder.forward_dtypes) EXPECT_EQ(t, DType::BF16);
   g.gcn.set_operand_dtype(DType::F32);
   const double exact = training_loss(model, g, x, 0);
   EXPECT_GT(std::abs(rounded - exact), 1e-6 * std::abs(exact)) << "bf16 gave the f32 loss";

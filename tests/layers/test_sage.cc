@@ -141,12 +141,14 @@ TEST_P(SageTest, GradientsMatchFiniteDifferences) {
 // those of that forward (finite differences; x's are not: rounding is a step function).
 TEST_P(SageTest, Bf16AggregationKeepsRoundedSumsAndDifferentiatesThem) {
   const Case c = GetParam();
-  LocalPropagator prop(test::weighted_csr(test::random_edges(kNodes, 26), 9));
-  prop.set_operand_dtype(DType::BF16);
+  LocalPropagator local(test::weighted_csr(test::random_edges(kNodes, 26), 9));
+  local.set_operand_dtype(DType::BF16);
+  test::RecordingPropagator prop(local);
   Inputs s(c);
   Tensor out;
   SageCache cache;
   sage_forward(out, cache, s.x, s.w, s.b, s.w_root, c.act, prop, 0, ConvOrder::AggregateFirst);
+  EXPECT_EQ(prop.forward_dtypes, std::vector<DType>{DType::BF16}) << "x rounded by the layer";
   ASSERT_EQ(cache.mixed.dtype(), DType::BF16);
   check_shape(cache.mixed, kNodes, c.f_in, "kept P X");
   Tensor d_x, d_w = Tensor::zeros(c.f_in, c.f_out), d_root = Tensor::zeros(c.f_in, c.f_out);
