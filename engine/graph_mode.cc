@@ -7,6 +7,7 @@
 // uploaded once, and several GPU ranks move halos and gradients over NCCL.
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "comm/agreement.h"
@@ -151,8 +152,12 @@ void GraphRunner::build(const LossRows& loss) {
     column_ids.assign(g.owned_ids.begin(), g.owned_ids.end());
     column_ids.insert(column_ids.end(), g.halo_ids.begin(), g.halo_ids.end());
   }
-  propagator_ = std::make_unique<HaloPropagator>(op.build(g.adjacency, g.degrees), op.symmetry,
-                                                 *exchange_, column_ids);
+  Csr weighted = op.build(g.adjacency, g.degrees);
+  // From here the operator is the part's graph: the adjacency (4 bytes an entry) goes back to
+  // the system before the operator is split into its blocks (a trainer builds its runner once).
+  g.adjacency = Csr();
+  propagator_ =
+      std::make_unique<HaloPropagator>(std::move(weighted), op.symmetry, *exchange_, column_ids);
   propagator_->upload(device_);
   propagator_->set_operand_dtype(config_.aggregation_dtype());
   // The halo buffers once, at the widest exchange of the model: every layer reuses them.

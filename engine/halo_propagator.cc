@@ -18,44 +18,64 @@ constexpr std::int64_t kPollChunks = 16;
 
 }  // namespace
 
-HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry, HaloExchange& exchange,
+HaloPropagator::HaloPropagator(Csr a, MatrixSymmetry owned_symmetry, HaloExchange& exchange,
                                std::span<const GlobalId> column_ids)
     : symmetric_(owned_symmetry == MatrixSymmetry::Symmetric), exchange_(exchange) {
   const std::int64_t n = a.num_rows();
   const std::int64_t h = a.num_cols() - n;
   TESSERA_CHECK(h >= 0, InvalidArgument, "HaloPropagator: operator is (", n, ", ", a.num_cols(),
                 "), expected (N, N + H)");
+  TESSERA_CHECK(column_ids.empty() || static_cast<std::int64_t>(column_ids.size()) == a.num_cols(),
+                InvalidArgument, "HaloPropagator: ", column_ids.size(),
+                " column ids for an operator of ", a.num_cols(), " columns");
   const EdgeOffset* indptr = a.indptr().data();
   const NodeId* indices = a.indices().data();
   const float* values = a.has_values() ? a.values().data() : nullptr;
-  // Columns are sorted within a row, so the owned columns (< N) come first.
+  // Owned columns (< N) go to the owned block, halo columns to the halo block, in their order
+  // within the row. The blocks get their exact sizes (a first pass counts them), so that no
+  // array grows by doubling beside the whole operator.
   std::vector<EdgeOffset> own_ptr(static_cast<std::size_t>(n) + 1, 0);
-  std::vector<EdgeOffset> halo_ptr(1, 0);
-  std::vector<NodeId> own_idx, halo_idx;
-  std::vector<float> own_val, halo_val;
-  own_idx.reserve(static_cast<std::size_t>(a.nnz()));
-  if (values) own_val.reserve(static_cast<std::size_t>(a.nnz()));
+  EdgeOffset halo_entries = 0;
+  std::int64_t boundary = 0;
   for (std::int64_t r = 0; r < n; ++r) {
-    bool boundary = false;
+    const auto owned = static_cast<EdgeOffset>(
+        std::count_if(indices + indptr[r], indices + indptr[r + 1],
+                      [n](NodeId c) { return static_cast<std::int64_t>(c) < n; }));
+    own_ptr[r + 1] = own_ptr[r] + owned;
+    halo_entries += indptr[r + 1] - indptr[r] - owned;
+    boundary += owned < indptr[r + 1] - indptr[r];
+  }
+  const auto own_entries = static_cast<std::size_t>(own_ptr[static_cast<std::size_t>(n)]);
+  const auto halo_size = static_cast<std::size_t>(halo_entries);
+  std::vector<NodeId> own_idx(own_entries), halo_idx(halo_size);
+  std::vector<float> own_val(values ? own_entries : 0), halo_val(values ? halo_size : 0);
+  std::vector<EdgeOffset> halo_ptr(1, 0);
+  halo_ptr.reserve(static_cast<std::size_t>(boundary) + 1);
+  boundary_rows_.reserve(static_cast<std::size_t>(boundary));
+  std::size_t next_own = 0, next_halo = 0;
+  for (std::int64_t r = 0; r < n; ++r) {
     for (EdgeOffset j = indptr[r]; j < indptr[r + 1]; ++j) {
       if (indices[j] < n) {
-        own_idx.push_back(indices[j]);
-        if (values) own_val.push_back(values[j]);
+        own_idx[next_own] = indices[j];
+        if (values) own_val[next_own] = values[j];
+        ++next_own;
       } else {
-        boundary = true;
-        halo_idx.push_back(static_cast<NodeId>(indices[j] - n));
-        if (values) halo_val.push_back(values[j]);
+        halo_idx[next_halo] = static_cast<NodeId>(indices[j] - n);
+        if (values) halo_val[next_halo] = values[j];
+        ++next_halo;
       }
     }
-    own_ptr[r + 1] = static_cast<EdgeOffset>(own_idx.size());
-    if (boundary) {
-      boundary_rows_.push_back(static_cast<NodeId>(r));
-      halo_ptr.push_back(static_cast<EdgeOffset>(halo_idx.size()));
-    }
+    if (static_cast<EdgeOffset>(next_halo) == halo_ptr.back()) continue;
+    boundary_rows_.push_back(static_cast<NodeId>(r));
+    halo_ptr.push_back(static_cast<EdgeOffset>(next_halo));
   }
+  const bool weighted = values != nullptr;
   const auto b = static_cast<std::int64_t>(boundary_rows_.size());
   owned_ = Csr(n, n, std::move(own_ptr), std::move(own_idx), std::move(own_val));
   halo_ = Csr(b, h, std::move(halo_ptr), std::move(halo_idx), std::move(halo_val));
+  // The whole operator is kept only for the attention path; otherwise it goes back to the
+  // system before the transposes are made.
+  if (column_ids.empty()) a = Csr();
   if (!symmetric_) owned_t_ = owned_.transpose();
   halo_t_ = halo_.transpose();
   boundary_list_ = DeviceIndexList(boundary_rows_);
@@ -64,14 +84,11 @@ HaloPropagator::HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry, Halo
   // How strongly each halo row enters this rank's output: Σ over its column of A[u][v]².
   halo_weight_.assign(static_cast<std::size_t>(h), 0.0);
   for (EdgeOffset j = 0; j < static_cast<EdgeOffset>(halo_.nnz()); ++j) {
-    const double v = values ? static_cast<double>(halo_.values()[j]) : 1.0;
+    const double v = weighted ? static_cast<double>(halo_.values()[j]) : 1.0;
     halo_weight_[static_cast<std::size_t>(halo_.indices()[j])] += v * v;
   }
   if (column_ids.empty()) return;
-  TESSERA_CHECK(static_cast<std::int64_t>(column_ids.size()) == a.num_cols(), InvalidArgument,
-                "HaloPropagator: ", column_ids.size(), " column ids for an operator of ",
-                a.num_cols(), " columns");
-  pattern_ = a;
+  pattern_ = std::move(a);
   column_ids_.assign(column_ids.begin(), column_ids.end());
   std::size_t next = 0;  // boundary_rows_ is sorted
   for (NodeId r = 0; r < static_cast<NodeId>(n); ++r) {

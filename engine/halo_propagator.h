@@ -25,8 +25,9 @@ class HaloPropagator final : public Propagator, private HaloAccess {
   // `a`: (N, N + H) weighted operator in local ids. owned_symmetry: whether A_own equals its
   // transpose (true for GCN weights on a symmetric graph), so backward reuses it. column_ids
   // (N + H global ids: the owned rows', then the halo rows'), when given, keeps `a` for
-  // halo_access().
-  HaloPropagator(const Csr& a, MatrixSymmetry owned_symmetry, HaloExchange& exchange,
+  // halo_access(); otherwise `a` is freed once split into its blocks (pass it by std::move to
+  // hold it only once).
+  HaloPropagator(Csr a, MatrixSymmetry owned_symmetry, HaloExchange& exchange,
                  std::span<const GlobalId> column_ids = {});
   void forward(Tensor& out, const Tensor& x, int layer) override;
   void backward(Tensor& d_x, const Tensor& d_out, int layer) override;

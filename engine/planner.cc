@@ -209,6 +209,26 @@ double part_data_bytes(const PartShape& p, const DatasetInfo& data, DType featur
 
 namespace {
 
+// The part's adjacency (graph mode frees it once the operator is built: graph_mode.cc).
+double adjacency_bytes(const PartShape& p) {
+  return 8.0 * (static_cast<double>(p.owned) + 1.0) + 4.0 * static_cast<double>(p.entries);
+}
+
+// What building a graph-mode rank's operator adds to its part at its height, less the part's
+// adjacency, which is freed on the way: GCN and attention kinds copy the adjacency with self
+// loops (4 bytes an entry) and weight the copy (8) beside it; then the adjacency goes and the
+// weighted operator (8) is split into its blocks (8) before it goes too.
+double operator_build_bytes(const PartShape& p, const TrainConfig& config) {
+  const LayerKind& kind = *config.kind();
+  const double n = static_cast<double>(p.owned);
+  const bool looped = kind.op == &kGcnOperator || kind.op == &kAttentionOperator;
+  const double entries = static_cast<double>(p.entries) + (looped ? n : 0.0);
+  const double weighted = 8.0 * (n + 1.0) + 8.0 * entries;
+  const double copy = looped ? 8.0 * (n + 1.0) + 4.0 * entries : 0.0;
+  const double adjacency = adjacency_bytes(p);
+  return std::max(adjacency + copy + weighted, 2.0 * weighted) - adjacency;
+}
+
 double codec_row_bytes(CodecKind codec, std::int64_t width) {
   return static_cast<double>(encoded_row_bytes(codec, width));
 }
@@ -413,12 +433,15 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
     double load = load_bytes(in, r, own, largest_part);
     double train = baseline + own;
     if (e.stages == 1) {
-      // The features are rounded once the operator and the exchange's buffers exist: f32 and
-      // bf16 features at once beside them.
-      const double kept = train_data_bytes[static_cast<std::size_t>(part)];
-      const double rounding =
-          baseline + own + (own - kept) + operator_bytes(p, c) + exchange_bytes(p, c, widths);
-      train = std::max(rounding, baseline + kept + graph_train_bytes(in, p, widths));
+      // The operator is built beside the part, which then holds no adjacency; the features are
+      // rounded once the operator and the exchange's buffers exist: f32 and bf16 features at
+      // once beside them.
+      const double adjacency = adjacency_bytes(p);
+      const double kept = train_data_bytes[static_cast<std::size_t>(part)] - adjacency;
+      const double setup = baseline + own + operator_build_bytes(p, c);
+      const double rounding = baseline + (own - adjacency) + (own - adjacency - kept) +
+                              operator_bytes(p, c) + exchange_bytes(p, c, widths);
+      train = std::max({setup, rounding, baseline + kept + graph_train_bytes(in, p, widths)});
     } else {
       const PipelineLayout layout = pipeline_layout(c, r, e.ranks, layer_cost);
       train += stage_train_bytes(in, p, layout);
