@@ -500,7 +500,18 @@ TrainConfig variant(const TrainConfig& c, const std::string& parallel, int stage
   return v;
 }
 
-bool pipelines(const TrainConfig& c) { return !c.kind()->initial_residual && !c.kind()->attention; }
+// Whether train_gcn would accept `variant`: the table offers only alternatives the user can run
+// (the pipelined modes refuse GCNII, GAT and the options of graph mode alone, such as
+// --aggregate-dtype and --feature-dtype bf16).
+bool accepted(const TrainConfig& variant) {
+  try {
+    validate(variant);
+    return true;
+  } catch (const Error& e) {
+    if (e.category() != ErrorCategory::InvalidArgument) throw;
+    return false;
+  }
+}
 
 // make_plan's steps over one report: the parts (a store's, or the dataset loaded and
 // partitioned here), the measured step, and the rows.
@@ -742,16 +753,18 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
                         backward_codec_name(config) == codec;
       if (!same) planner.add(variant(config, "graph", 0, codec, ""), requested, requested);
     }
-    // The pipelined modes, which run on the CPU only and refuse GCNII and GAT.
-    const bool pipelined = !gpu && !store && !streamed && pipelines(config);
-    if (pipelined && mode != ParallelMode::Pipeline && config.num_layers >= requested) {
-      planner.add(variant(config, "pipeline", requested, config.codec, config.codec_backward),
-                  requested, 1);
+    // The pipelined modes, which run on the CPU only, where they accept the configuration.
+    const bool pipelined = !gpu && !store && !streamed;
+    const TrainConfig pipeline =
+        variant(config, "pipeline", requested, config.codec, config.codec_backward);
+    if (pipelined && mode != ParallelMode::Pipeline && config.num_layers >= requested &&
+        accepted(pipeline)) {
+      planner.add(pipeline, requested, 1);
     }
+    const TrainConfig hybrid = variant(config, "hybrid", 2, config.codec, config.codec_backward);
     if (pipelined && mode != ParallelMode::Hybrid && requested >= 4 && requested % 2 == 0 &&
-        config.num_layers >= 2) {
-      planner.add(variant(config, "hybrid", 2, config.codec, config.codec_backward), requested,
-                  requested / 2);
+        config.num_layers >= 2 && accepted(hybrid)) {
+      planner.add(hybrid, requested, requested / 2);
     }
   }
   for (std::size_t i = 1; i < ranks.size(); ++i) {

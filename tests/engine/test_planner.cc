@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "comm/mpi_communicator.h"
@@ -429,6 +430,26 @@ TEST(Planner, TheConfigurationIsTheFirstRow) {
   bad.stages = 3;
   const std::vector<int> four = {4};
   EXPECT_THROW(make_plan(bad, four, false), Error);
+}
+
+// The table's alternatives are configurations train_gcn accepts: the pipelined modes for a GCN
+// in f32, none for one that aggregates in bf16 (graph mode alone), whose plan must not fail.
+TEST(Planner, AlternativesAreConfigurationsThatRun) {
+  if (ranks() > 1) GTEST_SKIP() << "one process plans";
+  const std::vector<int> plan_ranks = {4};
+  for (const char* dtype : {"f32", "bf16"}) {
+    TrainConfig config = small_config("gcn", "none");
+    config.dataset = "synth:default";
+    config.num_layers = 4;
+    config.aggregate_dtype = dtype;
+    const PlanReport r = make_plan(config, plan_ranks, /*progress=*/false);
+    std::set<std::string> modes;
+    for (const PlanEstimate& e : r.rows) modes.insert(e.mode);
+    const bool f32 = std::string(dtype) == "f32";
+    EXPECT_EQ(modes.count("pipeline"), f32 ? 1u : 0u) << dtype;
+    EXPECT_EQ(modes.count("hybrid"), f32 ? 1u : 0u) << dtype;
+    EXPECT_EQ(modes.count("graph"), 1u) << dtype;
+  }
 }
 
 }  // namespace
