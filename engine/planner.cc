@@ -500,9 +500,13 @@ TrainConfig variant(const TrainConfig& c, const std::string& parallel, int stage
   return v;
 }
 
+// The kinds whose pipeline stages the planner measures (a GCNII stage of one layer is not a
+// model of its own; GAT's stages are not validated against measured runs).
+bool pipelines(const TrainConfig& c) { return !c.kind()->initial_residual && !c.kind()->attention; }
+
 // Whether train_gcn would accept `variant`: the table offers only alternatives the user can run
-// (the pipelined modes refuse GCNII, GAT and the options of graph mode alone, such as
-// --aggregate-dtype and --feature-dtype bf16).
+// (the pipelined modes refuse the options of graph mode alone, such as --aggregate-dtype and
+// --feature-dtype bf16).
 bool accepted(const TrainConfig& variant) {
   try {
     validate(variant);
@@ -754,7 +758,7 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
       if (!same) planner.add(variant(config, "graph", 0, codec, ""), requested, requested);
     }
     // The pipelined modes, which run on the CPU only, where they accept the configuration.
-    const bool pipelined = !gpu && !store && !streamed;
+    const bool pipelined = !gpu && !store && !streamed && pipelines(config);
     const TrainConfig pipeline =
         variant(config, "pipeline", requested, config.codec, config.codec_backward);
     if (pipelined && mode != ParallelMode::Pipeline && config.num_layers >= requested &&

@@ -432,8 +432,9 @@ TEST(Planner, TheConfigurationIsTheFirstRow) {
   EXPECT_THROW(make_plan(bad, four, false), Error);
 }
 
-// The table's alternatives are configurations train_gcn accepts: the pipelined modes for a GCN
-// in f32, none for one that aggregates in bf16 (graph mode alone), whose plan must not fail.
+// The table's alternatives are configurations train_gcn accepts and the planner can measure: the
+// pipelined modes for a GCN in f32, none for one that aggregates in bf16 (graph mode alone) or
+// for GCNII; and the plan does not fail on them.
 TEST(Planner, AlternativesAreConfigurationsThatRun) {
   if (ranks() > 1) GTEST_SKIP() << "one process plans";
   const std::vector<int> plan_ranks = {4};
@@ -450,6 +451,12 @@ TEST(Planner, AlternativesAreConfigurationsThatRun) {
     EXPECT_EQ(modes.count("hybrid"), f32 ? 1u : 0u) << dtype;
     EXPECT_EQ(modes.count("graph"), 1u) << dtype;
   }
+  // GCNII runs pipelined, but a stage of one GCNII layer is no model the planner can measure.
+  TrainConfig gcnii = small_config("gcnii", "none");
+  gcnii.dataset = "synth:default";
+  gcnii.num_layers = 4;
+  for (const PlanEstimate& e : make_plan(gcnii, plan_ranks, /*progress=*/false).rows)
+    EXPECT_EQ(e.mode, "graph");
 }
 
 }  // namespace
