@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <numeric>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/kernels.h"
@@ -16,24 +18,20 @@ namespace {
 // Chunks of the overlapped SpMM: the exchange is polled this many times per aggregation.
 constexpr std::int64_t kPollChunks = 16;
 
-}  // namespace
+// The operator's owned columns (< N) and halo columns (renumbered from 0), each block with the
+// rows' entries in their order; the rows with a halo column, in order.
+struct ColumnSplit {
+  Csr owned, halo;
+  std::vector<NodeId> boundary_rows;
+};
 
-HaloPropagator::HaloPropagator(Csr a, MatrixSymmetry owned_symmetry, HaloExchange& exchange,
-                               std::span<const GlobalId> column_ids)
-    : symmetric_(owned_symmetry == MatrixSymmetry::Symmetric), exchange_(exchange) {
-  const std::int64_t n = a.num_rows();
-  const std::int64_t h = a.num_cols() - n;
-  TESSERA_CHECK(h >= 0, InvalidArgument, "HaloPropagator: operator is (", n, ", ", a.num_cols(),
-                "), expected (N, N + H)");
-  TESSERA_CHECK(column_ids.empty() || static_cast<std::int64_t>(column_ids.size()) == a.num_cols(),
-                InvalidArgument, "HaloPropagator: ", column_ids.size(),
-                " column ids for an operator of ", a.num_cols(), " columns");
+// The blocks get their exact sizes (a first pass counts them), so that no array grows by
+// doubling beside the whole operator.
+ColumnSplit split_columns(const Csr& a) {
+  const std::int64_t n = a.num_rows(), h = a.num_cols() - n;
   const EdgeOffset* indptr = a.indptr().data();
   const NodeId* indices = a.indices().data();
   const float* values = a.has_values() ? a.values().data() : nullptr;
-  // Owned columns (< N) go to the owned block, halo columns to the halo block, in their order
-  // within the row. The blocks get their exact sizes (a first pass counts them), so that no
-  // array grows by doubling beside the whole operator.
   std::vector<EdgeOffset> own_ptr(static_cast<std::size_t>(n) + 1, 0);
   EdgeOffset halo_entries = 0;
   std::int64_t boundary = 0;
@@ -51,7 +49,8 @@ HaloPropagator::HaloPropagator(Csr a, MatrixSymmetry owned_symmetry, HaloExchang
   std::vector<float> own_val(values ? own_entries : 0), halo_val(values ? halo_size : 0);
   std::vector<EdgeOffset> halo_ptr(1, 0);
   halo_ptr.reserve(static_cast<std::size_t>(boundary) + 1);
-  boundary_rows_.reserve(static_cast<std::size_t>(boundary));
+  ColumnSplit split;
+  split.boundary_rows.reserve(static_cast<std::size_t>(boundary));
   std::size_t next_own = 0, next_halo = 0;
   for (std::int64_t r = 0; r < n; ++r) {
     for (EdgeOffset j = indptr[r]; j < indptr[r + 1]; ++j) {
@@ -66,13 +65,32 @@ HaloPropagator::HaloPropagator(Csr a, MatrixSymmetry owned_symmetry, HaloExchang
       }
     }
     if (static_cast<EdgeOffset>(next_halo) == halo_ptr.back()) continue;
-    boundary_rows_.push_back(static_cast<NodeId>(r));
+    split.boundary_rows.push_back(static_cast<NodeId>(r));
     halo_ptr.push_back(static_cast<EdgeOffset>(next_halo));
   }
-  const bool weighted = values != nullptr;
-  const auto b = static_cast<std::int64_t>(boundary_rows_.size());
-  owned_ = Csr(n, n, std::move(own_ptr), std::move(own_idx), std::move(own_val));
-  halo_ = Csr(b, h, std::move(halo_ptr), std::move(halo_idx), std::move(halo_val));
+  const auto b = static_cast<std::int64_t>(split.boundary_rows.size());
+  split.owned = Csr(n, n, std::move(own_ptr), std::move(own_idx), std::move(own_val));
+  split.halo = Csr(b, h, std::move(halo_ptr), std::move(halo_idx), std::move(halo_val));
+  return split;
+}
+
+}  // namespace
+
+HaloPropagator::HaloPropagator(Csr a, MatrixSymmetry owned_symmetry, HaloExchange& exchange,
+                               std::span<const GlobalId> column_ids)
+    : symmetric_(owned_symmetry == MatrixSymmetry::Symmetric), exchange_(exchange) {
+  const std::int64_t n = a.num_rows();
+  const std::int64_t h = a.num_cols() - n;
+  TESSERA_CHECK(h >= 0, InvalidArgument, "HaloPropagator: operator is (", n, ", ", a.num_cols(),
+                "), expected (N, N + H)");
+  TESSERA_CHECK(column_ids.empty() || static_cast<std::int64_t>(column_ids.size()) == a.num_cols(),
+                InvalidArgument, "HaloPropagator: ", column_ids.size(),
+                " column ids for an operator of ", a.num_cols(), " columns");
+  const bool weighted = a.has_values();
+  ColumnSplit split = split_columns(a);
+  owned_ = std::move(split.owned);
+  halo_ = std::move(split.halo);
+  boundary_rows_ = std::move(split.boundary_rows);
   // The whole operator is kept only for the attention path; otherwise it goes back to the
   // system before the transposes are made.
   if (column_ids.empty()) a = Csr();
