@@ -86,7 +86,6 @@ HaloPropagator::HaloPropagator(Csr a, MatrixSymmetry owned_symmetry, HaloExchang
   TESSERA_CHECK(column_ids.empty() || static_cast<std::int64_t>(column_ids.size()) == a.num_cols(),
                 InvalidArgument, "HaloPropagator: ", column_ids.size(),
                 " column ids for an operator of ", a.num_cols(), " columns");
-  const bool weighted = a.has_values();
   ColumnSplit split = split_columns(a);
   owned_ = std::move(split.owned);
   halo_ = std::move(split.halo);
@@ -102,7 +101,7 @@ HaloPropagator::HaloPropagator(Csr a, MatrixSymmetry owned_symmetry, HaloExchang
   // How strongly each halo row enters this rank's output: Σ over its column of A[u][v]².
   halo_weight_.assign(static_cast<std::size_t>(h), 0.0);
   for (EdgeOffset j = 0; j < static_cast<EdgeOffset>(halo_.nnz()); ++j) {
-    const double v = weighted ? static_cast<double>(halo_.values()[j]) : 1.0;
+    const double v = halo_.has_values() ? static_cast<double>(halo_.values()[j]) : 1.0;
     halo_weight_[static_cast<std::size_t>(halo_.indices()[j])] += v * v;
   }
   if (column_ids.empty()) return;

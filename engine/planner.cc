@@ -209,6 +209,12 @@ double part_data_bytes(const PartShape& p, const DatasetInfo& data, DType featur
 
 namespace {
 
+// The self loops a kind's operator adds to the part's adjacency: one a row for GCN and attention.
+double self_loops(const PartShape& p, const LayerKind& kind) {
+  const bool looped = kind.op == &kGcnOperator || kind.op == &kAttentionOperator;
+  return looped ? static_cast<double>(p.owned) : 0.0;
+}
+
 // The part's adjacency (graph mode frees it once the operator is built: graph_mode.cc).
 double adjacency_bytes(const PartShape& p) {
   return 8.0 * (static_cast<double>(p.owned) + 1.0) + 4.0 * static_cast<double>(p.entries);
@@ -219,12 +225,10 @@ double adjacency_bytes(const PartShape& p) {
 // loops (4 bytes an entry) and weight the copy (8) beside it; then the adjacency goes and the
 // weighted operator (8) is split into its blocks (8) before it goes too.
 double operator_build_bytes(const PartShape& p, const TrainConfig& config) {
-  const LayerKind& kind = *config.kind();
-  const double n = static_cast<double>(p.owned);
-  const bool looped = kind.op == &kGcnOperator || kind.op == &kAttentionOperator;
-  const double entries = static_cast<double>(p.entries) + (looped ? n : 0.0);
+  const double n = static_cast<double>(p.owned), self = self_loops(p, *config.kind());
+  const double entries = static_cast<double>(p.entries) + self;
   const double weighted = 8.0 * (n + 1.0) + 8.0 * entries;
-  const double copy = looped ? 8.0 * (n + 1.0) + 4.0 * entries : 0.0;
+  const double copy = self > 0.0 ? 8.0 * (n + 1.0) + 4.0 * entries : 0.0;
   const double adjacency = adjacency_bytes(p);
   return std::max(adjacency + copy + weighted, 2.0 * weighted) - adjacency;
 }
@@ -240,7 +244,7 @@ double codec_row_bytes(CodecKind codec, std::int64_t width) {
 double operator_bytes(const PartShape& p, const TrainConfig& config) {
   const LayerKind& kind = *config.kind();
   const double n = static_cast<double>(p.owned), h = static_cast<double>(p.halo);
-  const double self = kind.op == &kGcnOperator || kind.op == &kAttentionOperator ? n : 0.0;
+  const double self = self_loops(p, kind);
   const double own_entries = static_cast<double>(p.entries - p.halo_entries) + self;
   const double halo_entries = static_cast<double>(p.halo_entries);
   const double b = static_cast<double>(p.boundary);
