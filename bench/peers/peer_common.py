@@ -128,8 +128,10 @@ class Metrics:
         os.replace(self.path + ".tmp", self.path)
 
     def results(self):
-        return {"best_valid_acc": self.best_valid, "best_epoch": self.best_epoch,
-                "test_acc_at_best_valid": self.test_at_best,
+        evaluated = self.last is not None  # a run given up in its first epoch has no figures
+        return {"best_valid_acc": self.best_valid if evaluated else None,
+                "best_epoch": self.best_epoch,
+                "test_acc_at_best_valid": self.test_at_best if evaluated else None,
                 "final_train_acc": self.last[0] if self.last else None,
                 "final_test_acc": self.last[2] if self.last else None}
 

@@ -43,8 +43,9 @@ def main():
     flags.add_argument("--stop-at-valid", type=float, default=None,
                        help="stop after the first evaluation with valid accuracy >= this")
     flags.add_argument("--give-up-after", type=float, default=None,
-                       help="stop after the first evaluation below --stop-at-valid that ends "
-                       "more than this many seconds after the script started")
+                       help="stop once more than this many seconds have passed since the script "
+                       "started without an evaluation at --stop-at-valid: checked after every "
+                       "step and every evaluation (a later evaluation could only end later)")
     flags.set_defaults(lr=0.003, epochs=10)
     args = flags.parse_args()
     import torch_geometric
@@ -80,11 +81,19 @@ def main():
 
     metrics = peer_common.Metrics(args.metrics)
     batches, stopped = 0, "epochs"
+
+    def past_give_up():
+        return args.give_up_after is not None and \
+            time.perf_counter() - started > args.give_up_after
+
     for epoch in range(1, args.epochs + 1):
         clock = time.perf_counter()
         model.train()
         total_loss, total_examples = 0.0, 0
         for batch in loader:
+            if past_give_up():
+                stopped = "gave_up"  # mid-epoch: the epoch is not recorded
+                break
             optimizer.zero_grad()
             out = model(batch.x, batch.edge_index)[:batch.batch_size]
             loss = F.cross_entropy(out, batch.y[:batch.batch_size])
@@ -93,6 +102,9 @@ def main():
             total_loss += float(loss) * batch.batch_size
             total_examples += batch.batch_size
             batches += 1
+        if stopped == "gave_up":
+            epoch -= 1
+            break
         epoch_s = time.perf_counter() - clock
         accs, eval_s = peer_common.evaluate_if_due(args, epoch, model,
                                                    lambda: model(data.x, adj_t), data.y, splits)
@@ -100,8 +112,7 @@ def main():
         if accs is not None and args.stop_at_valid is not None and accs[1] >= args.stop_at_valid:
             stopped = "target"
             break
-        if accs is not None and args.give_up_after is not None and \
-                time.perf_counter() - started > args.give_up_after:
+        if accs is not None and past_give_up():
             stopped = "gave_up"
             break
     metrics.close()

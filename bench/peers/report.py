@@ -206,7 +206,18 @@ def tta_target(entries, root, dataset="arxiv-like", minus_points=1.0):
     return None
 
 
-def time_to_accuracy_table(records, dataset, minus_points=1.0):
+def tessera_1_time_to_target(entries, root, dataset, target):
+    """tessera-1's seconds to `target` in repetition 0 on `dataset` (manifest runs); None if it
+    did not run or did not reach it."""
+    for e in entries:
+        if (e["system"], e["dataset"], e["rep"]) == (TESSERA_1, dataset, 0):
+            reached = time_to_accuracy(read_jsonl(os.path.join(root, e["metrics"])),
+                                       e["wall_s"], target)
+            return reached["seconds"] if reached else None
+    return None
+
+
+def time_to_accuracy_table(records, dataset, minus_points=1.0, give_up_factor=None):
     """Target: tessera-1's best validation accuracy in repetition 0, less `minus_points`; each
     run's time to reach it, medians per system."""
     runs = [r for r in records if r["dataset"] == dataset]
@@ -247,7 +258,10 @@ def time_to_accuracy_table(records, dataset, minus_points=1.0):
             r["tessera_1_over_this"] = t1["seconds"] / r["seconds"]
     rows.sort(key=lambda r: _order(r["system"]))
     return {"dataset": dataset, "target_valid_acc": target, "tessera_1_best_valid_acc": best,
-            "minus_points": minus_points, "systems": rows, "anchor": sweep_anchor(rows)}
+            "minus_points": minus_points, "systems": rows, "anchor": sweep_anchor(rows),
+            "give_up_factor": give_up_factor,
+            "give_up_s": give_up_factor * t1["seconds"] if give_up_factor and t1 and
+            t1["seconds"] else None}
 
 
 def sweep_anchor(rows):
@@ -355,6 +369,8 @@ def markdown_tta(tta):
     for r in tta["systems"]:
         ratio = r.get("tessera_1_over_this")
         why = "gave up: past the best so far" if r.get("gave_up") else "not reached"
+        if r.get("gave_up") and tta.get("give_up_s") and not tta.get("anchor"):
+            why = f"gave up: past {tta['give_up_factor']:g}× tessera-1's time"
         seconds = (_fmt(r["seconds"], 1) if r["reached"] else
                    f"> {_fmt(r['wall_s'], 0)} ({why})")
         shown = "—" if not ratio else (f"{ratio:.2f}" if r["system"].startswith("tessera")
@@ -371,8 +387,23 @@ def anchor_sentence(tta):
     anchor = tta.get("anchor")
     if not anchor:
         tried = [r for r in tta["systems"] if is_sage(r["system"])]
-        return (f"No setting of the mini-batch sweep ({len(tried)} tried) reached the target: "
-                "no anchor." if tried else "The mini-batch peer did not run: no anchor.")
+        if not tried:
+            return "The mini-batch peer did not run: no anchor."
+        limit = tta.get("give_up_s")
+        if not limit:
+            return f"No setting of the mini-batch sweep ({len(tried)} tried) reached the target: " \
+                "no anchor."
+        # A run that gave up was still short of the target at the limit; one that ran out of
+        # epochs, at its end.
+        bound = min(limit if r["gave_up"] else r["wall_s"] for r in tried)
+        text = (f"No setting of the mini-batch sweep ({len(tried)} tried) reached the target; "
+                f"each gave up past {tta['give_up_factor']:g}× tessera-1's time "
+                f"({limit:,.0f} s) or ran out of epochs. No anchor, but a bound: every setting "
+                f"needs more than {bound:,.0f} s.")
+        for r in tta["systems"]:
+            if r["system"] in (TESSERA_1, TESSERA_2) and r["seconds"] is not None:
+                text += f" {r['system']} / the best setting: < {r['seconds'] / bound:.2f}."
+        return text
     text = (f"Anchor, the best of {anchor['settings_tried']} mini-batch setting(s): "
             f"`{anchor['system']}`, {anchor['seconds']:.1f} s to the target.")
     for name in (TESSERA_1, TESSERA_2):
@@ -478,7 +509,9 @@ def results_from_manifest(manifest, root):
                 "load_average_before", "load_average_after", "minutes", "gemm_gflops",
                 "complete", "pip_freeze")}
     results["table"] = table
-    results["time_to_accuracy"] = [t for t in (time_to_accuracy_table(records, d)
+    factor = (manifest.get("settings") or {}).get("sage_give_up_factor")
+    results["time_to_accuracy"] = [t for t in (time_to_accuracy_table(records, d,
+                                                                      give_up_factor=factor)
                                                for d in datasets) if t]
     results["acceptance"] = acceptance(table, "arxiv-like")
     results["runs"] = records
@@ -515,8 +548,10 @@ def setup_lines(results):
                      f"{len(s.get('sage_sweep') or [None])} setting(s) (batch size, fan-outs, "
                      f"learning rate; {s.get('sage_reps', 1)} run(s) each) of at most "
                      f"{s['sage_epochs']} epochs, each run stopped at the first evaluation at or "
-                     "above the time-to-accuracy target, or given up at the first past the best "
-                     "time so far; the best setting is the anchor.")
+                     "above the time-to-accuracy target, or given up once past the best time so "
+                     "far" + (f" or past {s['sage_give_up_factor']:g}× tessera-1's time"
+                              if s.get("sage_give_up_factor") else "")
+                     + "; the best setting is the anchor.")
     for system, reason in (results.get("unavailable") or {}).items():
         lines.append(f"{system} not run: {reason}")
     builds = sorted({r["tessera_binary"] for r in results["runs"] if r.get("tessera_binary")})

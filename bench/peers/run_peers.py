@@ -84,6 +84,10 @@ def parse_flags(argv):
     p.add_argument("--sage-sweep", default=" ".join(DEFAULT_SWEEP),
                    help="pyg-sage-minibatch's settings, BATCH:FANOUTS:LR separated by spaces, "
                    "run in this order (default: %(default)s)")
+    p.add_argument("--sage-give-up-factor", type=float, default=None,
+                   help="pyg-sage-minibatch: every setting also gives up once it is past this "
+                   "many times tessera-1's time to the target (the race is decided; the report "
+                   "then gives a bound). Default: no such limit")
     p.add_argument("--sage-reps", type=int, default=1,
                    help="pyg-sage-minibatch repetitions of each setting")
     p.add_argument("--warmup", type=int, default=5, help="epochs left out of the epoch median")
@@ -124,6 +128,9 @@ def parse_flags(argv):
     for d in args.datasets:
         if d not in DATASETS:
             p.error(f"--datasets: unknown dataset {d!r} (expected some of {', '.join(DATASETS)})")
+    if args.sage_give_up_factor is not None and not args.sage_give_up_factor > 0:
+        p.error(f"--sage-give-up-factor: expected a positive number, got "
+                f"{args.sage_give_up_factor}")
     if args.threads < 2 and "tessera-2" in args.systems:
         p.error("--threads: tessera-2 needs at least 2 (one per rank)")
     return args
@@ -471,11 +478,15 @@ def run_all(args, manifest, paths, runnable):
 def sage_sweep(args, manifest, dataset, path):
     """Every setting of --sage-sweep in order, --sage-reps times each, each run stopped at the
     time-to-accuracy target that repetition 0 of tessera-1 set (its best validation accuracy
-    less 1 point) or, once one run has reached it, given up after the first evaluation past the
-    best time so far: such a run can no longer be the anchor, and the sweep costs little more
-    than its best setting."""
+    less 1 point) or, once one run has reached it, given up as soon as it is past the best time
+    so far: such a run can no longer be the anchor, and the sweep costs little more than its
+    best setting. With --sage-give-up-factor F every run also gives up past F times
+    tessera-1's own time to the target."""
     target = report.tta_target(manifest["runs"], args.work, dataset)
     best = None
+    if target is not None and args.sage_give_up_factor is not None:
+        t1 = report.tessera_1_time_to_target(manifest["runs"], args.work, dataset, target)
+        best = args.sage_give_up_factor * t1 if t1 is not None else None
     for setting in args.sage_sweep:
         for rep in range(args.sage_reps):
             entry = run_system(args, manifest, report.SAGE, dataset, path, rep, args.sage_epochs,
@@ -526,6 +537,7 @@ def main(argv):
                      "epochs_arxiv": args.epochs_arxiv, "epochs_products": args.epochs_products,
                      "sage_epochs": args.sage_epochs, "sage_reps": args.sage_reps,
                      "sage_sweep": args.sage_sweep,
+                     "sage_give_up_factor": args.sage_give_up_factor,
                      "num_layers": args.num_layers, "hidden_channels": args.hidden_channels,
                      "dropout": args.dropout, "lr": args.lr},
         "versions": dict(versions, tessera=tessera_version()),

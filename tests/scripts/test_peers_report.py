@@ -162,6 +162,55 @@ class Harness(unittest.TestCase):
             run_peers.run_system, report.tta_target = real_run, real_target
         self.assertEqual(calls, [(1, 0.7, None), (2, 0.7, 30.0), (3, 0.7, 30.0), (4, 0.7, 20.0)])
 
+    def test_the_give_up_factor_caps_every_setting_at_a_multiple_of_tessera_1(self):
+        # tessera-1 reached the target at 10 s; factor 4: a 40 s limit until a setting beats it.
+        args = run_peers.parse_flags(["--work", os.path.join(WORK, "sweep-cap"), "--sage-sweep",
+                                      "1:1,1,1:0.1 2:1,1,1:0.1 3:1,1,1:0.1",
+                                      "--sage-give-up-factor", "4"])
+        walls = {1: ([0.5], 45.0), 2: ([0.5, 0.71], 30.0), 3: ([0.5], 31.0)}
+        calls = []
+
+        def fake_run(args, manifest, system, dataset, path, rep, epochs, target, setting,
+                     give_up_after):
+            calls.append((setting["batch_size"], give_up_after))
+            valid, wall = walls[setting["batch_size"]]
+            stem = f"c{setting['batch_size']}.jsonl"
+            os.makedirs(args.work, exist_ok=True)
+            with open(os.path.join(args.work, stem), "w") as f:
+                for row in metrics(valid, epoch_s=1.0, eval_s=0.0):
+                    f.write(json.dumps(row) + "\n")
+            return {"metrics": stem, "wall_s": wall}
+
+        saved = run_peers.run_system, report.tta_target, report.tessera_1_time_to_target
+        run_peers.run_system = fake_run
+        report.tta_target = lambda runs, root, dataset: 0.7
+        report.tessera_1_time_to_target = lambda runs, root, dataset, target: 10.0
+        try:
+            run_peers.sage_sweep(args, {"runs": []}, "arxiv-like", "DATA")
+        finally:
+            run_peers.run_system, report.tta_target, report.tessera_1_time_to_target = saved
+        self.assertEqual(calls, [(1, 40.0), (2, 40.0), (3, 30.0)])
+        for bad in ("0", "-2", "nan"):
+            with self.subTest(bad=bad), contextlib.redirect_stderr(io.StringIO()) as err, \
+                    self.assertRaises(SystemExit):
+                run_peers.parse_flags(["--sage-give-up-factor", bad])
+            self.assertIn("--sage-give-up-factor", err.getvalue())
+
+    def test_tessera_1_time_to_target_reads_its_run(self):
+        root = os.path.join(WORK, "t1-tta")
+        os.makedirs(root, exist_ok=True)
+        with open(os.path.join(root, "t1.jsonl"), "w") as f:
+            for row in metrics([0.5, 0.7, 0.8], epoch_s=2.0, eval_s=1.0):
+                f.write(json.dumps(row) + "\n")
+        runs = [{"system": "tessera-2", "dataset": "g", "rep": 0, "metrics": "none",
+                 "wall_s": 1.0},
+                {"system": "tessera-1", "dataset": "g", "rep": 0, "metrics": "t1.jsonl",
+                 "wall_s": 20.0}]
+        # Epoch 2 reaches 0.7; epoch 3 (3 s) came after it.
+        self.assertEqual(report.tessera_1_time_to_target(runs, root, "g", 0.7), 17.0)
+        self.assertIsNone(report.tessera_1_time_to_target(runs, root, "g", 0.9))
+        self.assertIsNone(report.tessera_1_time_to_target(runs, root, "other", 0.7))
+
     def test_rotation_puts_every_system_first_once(self):
         systems = ["a", "b", "c", "d"]
         orders = [run_peers.rotation(systems, rep) for rep in range(len(systems))]
@@ -251,6 +300,18 @@ class CannedRun(unittest.TestCase):
         records = records[:2] + [record(quit, [0.6], 50.0, "gave_up")]
         self.assertIn("No setting of the mini-batch sweep (1 tried) reached the target",
                       report.markdown_tta(report.time_to_accuracy_table(records, "g")))
+        # Under a give-up factor (4 × tessera-1's 11 s = 44 s), a bound: a run that gave up
+        # counts from the limit, one that ran out of epochs from its end.
+        records = records[:2] + [record(quit, [0.6], 50.0, "gave_up"),
+                                 record(slow, [0.6, 0.7], 60.0, "epochs")]
+        text = report.markdown_tta(report.time_to_accuracy_table(records, "g", give_up_factor=4))
+        self.assertIn("No anchor, but a bound: every setting needs more than 44 s. tessera-1 / "
+                      "the best setting: < 0.25. tessera-2 / the best setting: < 0.50.", text)
+        self.assertIn("> 50 (gave up: past 4× tessera-1's time)", text)
+        records[-1] = record(slow, [0.6, 0.7], 30.0, "epochs")
+        text = report.markdown_tta(report.time_to_accuracy_table(records, "g", give_up_factor=4))
+        self.assertIn("every setting needs more than 30 s. tessera-1 / the best setting: < 0.37.",
+                      text)
 
     def test_acceptance_figures(self):
         acc = self.results["acceptance"]
