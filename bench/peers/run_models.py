@@ -217,7 +217,7 @@ def render(res):
              f"{res.get('minutes', 0):.1f} min in all.",
              f"- Tessera: {v['tessera']}; `train_gcn --version`: "
              f"{' / '.join(v['train_gcn'].splitlines())}.",
-             f"- PyG peer: " + ", ".join(f"{k} {v[k]}" for k in
+             "- PyG peer: " + ", ".join(f"{k} {v[k]}" for k in
                                          ("python", "torch", "torch_geometric") if k in v)
              + f"; torch BLAS: {v.get('torch_blas', '?')}.",
              f"- {s['threads']} threads per system (tessera-2: 2 ranks × {s['threads'] // 2}); "
