@@ -34,7 +34,8 @@ void reset_host_tensor_peak() {
   tensor_peak.store(tensor_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
-HostBlockCache::HostBlockCache(std::size_t capacity) : capacity_(capacity) {}
+HostBlockCache::HostBlockCache(std::size_t capacity, std::size_t hold)
+    : capacity_(capacity), hold_(std::max(capacity, hold)) {}
 
 HostBlockCache::~HostBlockCache() { trim(); }
 
@@ -49,6 +50,7 @@ void* HostBlockCache::allocate(std::size_t bytes) {
       cached_ -= size;
       return block;
     }
+    unmap_over(capacity_);  // what it held for other sizes goes before the mapping grows
   }
   // Over-map by one granule and cut the mapping to a 2 MiB boundary, so that the kernel can back
   // it with huge pages from its first byte.
@@ -70,18 +72,18 @@ void HostBlockCache::deallocate(void* block, std::size_t bytes) {
   if (block == nullptr) return;
   const std::size_t size = block_size(bytes);
   const std::lock_guard<std::mutex> lock(mutex_);
-  if (size > capacity_) {
+  if (size > hold_) {
     ::munmap(block, size);
     count_host_tensor_bytes(-static_cast<std::int64_t>(size));
     return;
   }
   free_.emplace(size, block);
   cached_ += size;
-  unmap_over_capacity();
+  unmap_over(hold_);
 }
 
-void HostBlockCache::unmap_over_capacity() {
-  while (cached_ > capacity_ && !free_.empty()) {
+void HostBlockCache::unmap_over(std::size_t limit) {
+  while (cached_ > limit && !free_.empty()) {
     const auto largest = std::prev(free_.end());
     ::munmap(largest->second, largest->first);
     count_host_tensor_bytes(-static_cast<std::int64_t>(largest->first));
@@ -113,7 +115,8 @@ HostBlockCache& host_block_cache() {
         pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
                               : std::size_t{0};
     const std::size_t limit = std::size_t{2} << 30;
-    return new HostBlockCache(physical > 0 ? std::min(limit, physical / 16) : limit);
+    return physical > 0 ? new HostBlockCache(std::min(limit, physical / 16), physical / 2)
+                        : new HostBlockCache(limit);
   }();
   return *cache;
 }

@@ -4,8 +4,15 @@
 // (madvise) and, when freed, kept for the next tensor of the same size: a training step frees
 // and allocates the same large activations and workspaces every epoch and evaluation, and the
 // C library unmaps blocks above 32 MiB on free, so each of them paid the kernel's page clearing
-// again (a third of a pipelined epoch at 4 ranks on synth:arxiv-like). Builds with
-// AddressSanitizer bypass the cache, so that use after free stays detectable.
+// again (a third of a pipelined epoch at 4 ranks on synth:arxiv-like, a seventh of an epoch on
+// synth:products-like). Builds with AddressSanitizer bypass the cache, so that use after free
+// stays detectable.
+//
+// Two bounds keep the cache from raising a run's peak: between new mappings it holds up to
+// `hold` bytes of freed blocks, which the next tensors of those sizes reuse; before it maps a
+// new block it first unmaps cached ones (largest first) down to `capacity`. The mapped total
+// grows only at a new mapping, so it never exceeds the tensors in use plus `capacity`, however
+// much is held in between.
 #pragma once
 
 #include <cstddef>
@@ -20,8 +27,9 @@ class HostBlockCache {
   static constexpr std::size_t kLargeBlock = std::size_t{4} << 20;  // smaller: the C library
   static constexpr std::size_t kGranule = std::size_t{2} << 20;     // a huge page
 
-  // Keeps at most `capacity` bytes of freed blocks (evicting the largest first).
-  explicit HostBlockCache(std::size_t capacity);
+  // Holds at most `hold` bytes of freed blocks, and at most `capacity` once it has to map a new
+  // block (evicting the largest first; `hold` below `capacity` counts as `capacity`).
+  explicit HostBlockCache(std::size_t capacity, std::size_t hold = 0);
   ~HostBlockCache();  // unmaps the cached blocks
   HostBlockCache(const HostBlockCache&) = delete;
   HostBlockCache& operator=(const HostBlockCache&) = delete;
@@ -33,6 +41,7 @@ class HostBlockCache {
   void deallocate(void* block, std::size_t bytes);
   std::size_t cached_bytes() const;
   std::size_t capacity() const { return capacity_; }
+  std::size_t hold() const { return hold_; }
   void trim();  // unmaps every cached block
 
   // The mapped size of a block of `bytes`: rounded up to kGranule.
@@ -41,15 +50,17 @@ class HostBlockCache {
   }
 
  private:
-  void unmap_over_capacity();  // lock held
+  void unmap_over(std::size_t limit);  // lock held
 
   const std::size_t capacity_;
+  const std::size_t hold_;
   mutable std::mutex mutex_;
   std::multimap<std::size_t, void*> free_;  // by mapped size
   std::size_t cached_ = 0;
 };
 
-// The process's cache of large host blocks: capacity min(2 GiB, physical memory / 16).
+// The process's cache of large host blocks: capacity min(2 GiB, physical memory / 16), hold
+// physical memory / 2.
 HostBlockCache& host_block_cache();
 
 // The host memory of CPU tensors: large blocks mapped (in use or cached) plus small blocks in

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The cache of large host blocks (core/host_memory.h): blocks are 2 MiB aligned and rounded,
 // a freed block serves the next request of its rounded size, the cache never keeps more than
-// its capacity (largest blocks unmapped first), and CPU tensors of a large size reuse the
+// its hold, and no more than its capacity once it maps a new block (largest blocks unmapped
+// first), and CPU tensors of a large size reuse the
 // storage that one of the same size freed (except under AddressSanitizer, which bypasses it).
 // The count of host tensor memory (what the planner measures a step with) rises and falls with
 // tensors and with what the cache maps; resize_within keeps a workspace's memory for narrower
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "core/host_memory.h"
 #include "core/tensor.h"
@@ -51,6 +53,35 @@ TEST(HostBlockCache, KeepsAtMostItsCapacity) {
   void* over = cache.allocate(20 * kMiB);  // above the capacity: never cached
   cache.deallocate(over, 20 * kMiB);
   EXPECT_EQ(cache.cached_bytes(), 12 * kMiB);
+}
+
+TEST(HostBlockCache, HoldsMoreBetweenMappingsAndTrimsBeforeANewOne) {
+  host_block_cache().trim();
+  const std::size_t before = host_tensor_bytes().current;
+  HostBlockCache cache(8 * kMiB, 64 * kMiB);
+  EXPECT_EQ(std::pair(cache.capacity(), cache.hold()), std::pair(8 * kMiB, 64 * kMiB));
+  void* a = cache.allocate(20 * kMiB);
+  void* b = cache.allocate(10 * kMiB);
+  cache.deallocate(a, 20 * kMiB);
+  cache.deallocate(b, 10 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 30 * kMiB);  // over the capacity, within the hold
+  void* again = cache.allocate(20 * kMiB);     // served from what it held: no new mapping
+  EXPECT_EQ(again, a);
+  cache.deallocate(again, 20 * kMiB);
+  EXPECT_EQ(host_tensor_bytes().current, before + 30 * kMiB);
+  // Another size: the held blocks go down to the capacity (both are larger than it) before the
+  // new one is mapped, so the mapped total is what is in use plus at most the capacity.
+  void* other = cache.allocate(6 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 0u);
+  EXPECT_EQ(host_tensor_bytes().current, before + 6 * kMiB);
+  cache.deallocate(other, 6 * kMiB);
+  void* huge = cache.allocate(70 * kMiB);  // above the hold: never cached
+  cache.deallocate(huge, 70 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 6 * kMiB);
+  cache.trim();
+  EXPECT_EQ(host_tensor_bytes().current, before);
+  EXPECT_EQ(HostBlockCache(8 * kMiB, kMiB).hold(), 8 * kMiB);  // never below the capacity
+  EXPECT_GE(host_block_cache().hold(), host_block_cache().capacity());
 }
 
 TEST(HostBlockCache, LargeTensorsReuseFreedStorage) {
