@@ -31,6 +31,34 @@ def metrics(valid, epoch_s=1.0, eval_s=0.5):
             for i, v in enumerate(valid)]
 
 
+def run_sweep(args, curves, tessera_1_seconds=None):
+    """run_peers.sage_sweep with target 0.7 and each setting's run faked: curves[batch size] =
+    (validation accuracies, wall seconds). Returns (batch size, target, give_up_after) of each
+    run in order."""
+    calls = []
+
+    def fake_run(args, manifest, system, dataset, path, rep, epochs, target, setting,
+                 give_up_after):
+        calls.append((setting["batch_size"], target, give_up_after))
+        valid, wall = curves[setting["batch_size"]]
+        stem = f"m{setting['batch_size']}.jsonl"
+        os.makedirs(args.work, exist_ok=True)
+        with open(os.path.join(args.work, stem), "w") as f:
+            for row in metrics(valid, epoch_s=1.0, eval_s=0.0):
+                f.write(json.dumps(row) + "\n")
+        return {"metrics": stem, "wall_s": wall}
+
+    saved = run_peers.run_system, report.tta_target, report.tessera_1_time_to_target
+    run_peers.run_system = fake_run
+    report.tta_target = lambda runs, root, dataset: 0.7
+    report.tessera_1_time_to_target = lambda runs, root, dataset, target: tessera_1_seconds
+    try:
+        run_peers.sage_sweep(args, {"runs": []}, "arxiv-like", "DATA")
+    finally:
+        run_peers.run_system, report.tta_target, report.tessera_1_time_to_target = saved
+    return calls
+
+
 class TimeToAccuracy(unittest.TestCase):
     def test_wall_time_less_the_epochs_after_the_first_hit(self):
         got = report.time_to_accuracy(metrics([0.5, 0.7, 0.8, 0.9]), wall_s=10.0, target=0.75)
@@ -140,56 +168,17 @@ class Harness(unittest.TestCase):
                                       "1:1,1,1:0.1 2:1,1,1:0.1 3:1,1,1:0.1 4:1,1,1:0.1"])
         curves = {1: ([0.5, 0.71], 30.0), 2: ([0.5, 0.6], 50.0), 3: ([0.72], 20.0),
                   4: ([0.75], 10.0)}
-        calls = []
-
-        def fake_run(args, manifest, system, dataset, path, rep, epochs, target, setting,
-                     give_up_after):
-            calls.append((setting["batch_size"], target, give_up_after))
-            valid, wall = curves[setting["batch_size"]]
-            stem = f"m{setting['batch_size']}.jsonl"
-            os.makedirs(args.work, exist_ok=True)
-            with open(os.path.join(args.work, stem), "w") as f:
-                for row in metrics(valid, epoch_s=1.0, eval_s=0.0):
-                    f.write(json.dumps(row) + "\n")
-            return {"metrics": stem, "wall_s": wall}
-
-        real_run, real_target = run_peers.run_system, report.tta_target
-        run_peers.run_system = fake_run
-        report.tta_target = lambda runs, root, dataset: 0.7
-        try:
-            run_peers.sage_sweep(args, {"runs": []}, "arxiv-like", "DATA")
-        finally:
-            run_peers.run_system, report.tta_target = real_run, real_target
-        self.assertEqual(calls, [(1, 0.7, None), (2, 0.7, 30.0), (3, 0.7, 30.0), (4, 0.7, 20.0)])
+        self.assertEqual(run_sweep(args, curves),
+                         [(1, 0.7, None), (2, 0.7, 30.0), (3, 0.7, 30.0), (4, 0.7, 20.0)])
 
     def test_the_give_up_factor_caps_every_setting_at_a_multiple_of_tessera_1(self):
         # tessera-1 reached the target at 10 s; factor 4: a 40 s limit until a setting beats it.
         args = run_peers.parse_flags(["--work", os.path.join(WORK, "sweep-cap"), "--sage-sweep",
                                       "1:1,1,1:0.1 2:1,1,1:0.1 3:1,1,1:0.1",
                                       "--sage-give-up-factor", "4"])
-        walls = {1: ([0.5], 45.0), 2: ([0.5, 0.71], 30.0), 3: ([0.5], 31.0)}
-        calls = []
-
-        def fake_run(args, manifest, system, dataset, path, rep, epochs, target, setting,
-                     give_up_after):
-            calls.append((setting["batch_size"], give_up_after))
-            valid, wall = walls[setting["batch_size"]]
-            stem = f"c{setting['batch_size']}.jsonl"
-            os.makedirs(args.work, exist_ok=True)
-            with open(os.path.join(args.work, stem), "w") as f:
-                for row in metrics(valid, epoch_s=1.0, eval_s=0.0):
-                    f.write(json.dumps(row) + "\n")
-            return {"metrics": stem, "wall_s": wall}
-
-        saved = run_peers.run_system, report.tta_target, report.tessera_1_time_to_target
-        run_peers.run_system = fake_run
-        report.tta_target = lambda runs, root, dataset: 0.7
-        report.tessera_1_time_to_target = lambda runs, root, dataset, target: 10.0
-        try:
-            run_peers.sage_sweep(args, {"runs": []}, "arxiv-like", "DATA")
-        finally:
-            run_peers.run_system, report.tta_target, report.tessera_1_time_to_target = saved
-        self.assertEqual(calls, [(1, 40.0), (2, 40.0), (3, 30.0)])
+        curves = {1: ([0.5], 45.0), 2: ([0.5, 0.71], 30.0), 3: ([0.5], 31.0)}
+        self.assertEqual(run_sweep(args, curves, tessera_1_seconds=10.0),
+                         [(1, 0.7, 40.0), (2, 0.7, 40.0), (3, 0.7, 30.0)])
         for bad in ("0", "-2", "nan"):
             with self.subTest(bad=bad), contextlib.redirect_stderr(io.StringIO()) as err, \
                     self.assertRaises(SystemExit):
