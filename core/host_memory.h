@@ -11,8 +11,10 @@
 // Two bounds keep the cache from raising a run's peak: between new mappings it holds up to
 // `hold` bytes of freed blocks, which the next tensors of those sizes reuse; before it maps a
 // new block it first unmaps cached ones (largest first) down to `capacity`. The mapped total
-// grows only at a new mapping, so it never exceeds the tensors in use plus `capacity`, however
-// much is held in between.
+// grows only at a new mapping, where it is at most the tensors then in use plus `capacity`: its
+// highest is never above the most tensors in use at once plus `capacity`, as with `capacity`
+// alone, however much is held in between (a process's memory stays near its own peak between
+// steps instead of falling back).
 #pragma once
 
 #include <cstddef>
