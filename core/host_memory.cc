@@ -44,18 +44,26 @@ void* HostBlockCache::allocate(std::size_t bytes) {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto it = free_.find(size);
+    in_use_ += size;
+    peak_in_use_ = std::max(peak_in_use_, in_use_);
     if (it != free_.end()) {
       void* block = it->second;
       free_.erase(it);
       cached_ -= size;
       return block;
     }
-    unmap_over(capacity_);  // what it held for other sizes goes before the mapping grows
+    // What it holds for other sizes goes, largest first, until the mapping after this one stays
+    // within the most blocks in use at once plus the capacity.
+    unmap_over(peak_in_use_ + capacity_ - in_use_);
   }
   // Over-map by one granule and cut the mapping to a 2 MiB boundary, so that the kernel can back
   // it with huge pages from its first byte.
   const std::size_t span = size + kGranule;
   void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ -= size;
+  }
   TESSERA_CHECK(raw != MAP_FAILED, Internal, "out of host memory allocating ", bytes, " bytes");
   const auto at = reinterpret_cast<std::uintptr_t>(raw);
   const std::uintptr_t aligned = (at + kGranule - 1) / kGranule * kGranule;
@@ -72,6 +80,7 @@ void HostBlockCache::deallocate(void* block, std::size_t bytes) {
   if (block == nullptr) return;
   const std::size_t size = block_size(bytes);
   const std::lock_guard<std::mutex> lock(mutex_);
+  in_use_ -= size;
   if (size > hold_) {
     ::munmap(block, size);
     count_host_tensor_bytes(-static_cast<std::int64_t>(size));
@@ -105,6 +114,7 @@ void HostBlockCache::trim() {
   }
   free_.clear();
   cached_ = 0;
+  peak_in_use_ = in_use_;  // the bound starts again from what is in use now
 }
 
 HostBlockCache& host_block_cache() {

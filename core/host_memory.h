@@ -10,11 +10,11 @@
 //
 // Two bounds keep the cache from raising a run's peak: between new mappings it holds up to
 // `hold` bytes of freed blocks, which the next tensors of those sizes reuse; before it maps a
-// new block it first unmaps cached ones (largest first) down to `capacity`. The mapped total
-// grows only at a new mapping, where it is at most the tensors then in use plus `capacity`: its
-// highest is never above the most tensors in use at once plus `capacity`, as with `capacity`
-// alone, however much is held in between (a process's memory stays near its own peak between
-// steps instead of falling back).
+// new block it first unmaps cached ones (largest first) until the mapped total with the new
+// block is at most the most blocks in use at once (since the last trim) plus `capacity`. The
+// mapped total grows only at a new mapping, so its highest is never above that, as with
+// `capacity` alone, however much is held in between (a process's memory stays near its own peak
+// between steps instead of falling back).
 #pragma once
 
 #include <cstddef>
@@ -29,8 +29,9 @@ class HostBlockCache {
   static constexpr std::size_t kLargeBlock = std::size_t{4} << 20;  // smaller: the C library
   static constexpr std::size_t kGranule = std::size_t{2} << 20;     // a huge page
 
-  // Holds at most `hold` bytes of freed blocks, and at most `capacity` once it has to map a new
-  // block (evicting the largest first; `hold` below `capacity` counts as `capacity`).
+  // Holds at most `hold` bytes of freed blocks; before it maps a new block, at most what keeps
+  // the mapped total within the most blocks in use at once plus `capacity` (evicting the largest
+  // first; `hold` below `capacity` counts as `capacity`).
   explicit HostBlockCache(std::size_t capacity, std::size_t hold = 0);
   ~HostBlockCache();  // unmaps the cached blocks
   HostBlockCache(const HostBlockCache&) = delete;
@@ -44,7 +45,7 @@ class HostBlockCache {
   std::size_t cached_bytes() const;
   std::size_t capacity() const { return capacity_; }
   std::size_t hold() const { return hold_; }
-  void trim();  // unmaps every cached block
+  void trim();  // unmaps every cached block; the most in use at once restarts from now
 
   // The mapped size of a block of `bytes`: rounded up to kGranule.
   static std::size_t block_size(std::size_t bytes) {
@@ -59,6 +60,8 @@ class HostBlockCache {
   mutable std::mutex mutex_;
   std::multimap<std::size_t, void*> free_;  // by mapped size
   std::size_t cached_ = 0;
+  std::size_t in_use_ = 0;       // blocks handed out and not yet returned
+  std::size_t peak_in_use_ = 0;  // the most of them at once since the last trim
 };
 
 // The process's cache of large host blocks: capacity min(2 GiB, physical memory / 16), hold

@@ -61,7 +61,7 @@ TEST(HostBlockCache, HoldsMoreBetweenMappingsAndTrimsBeforeANewOne) {
   HostBlockCache cache(8 * kMiB, 64 * kMiB);
   EXPECT_EQ(std::pair(cache.capacity(), cache.hold()), std::pair(8 * kMiB, 64 * kMiB));
   void* a = cache.allocate(20 * kMiB);
-  void* b = cache.allocate(10 * kMiB);
+  void* b = cache.allocate(10 * kMiB);  // 30 MiB in use: the most at once so far
   cache.deallocate(a, 20 * kMiB);
   cache.deallocate(b, 10 * kMiB);
   EXPECT_EQ(cache.cached_bytes(), 30 * kMiB);  // over the capacity, within the hold
@@ -69,19 +69,42 @@ TEST(HostBlockCache, HoldsMoreBetweenMappingsAndTrimsBeforeANewOne) {
   EXPECT_EQ(again, a);
   cache.deallocate(again, 20 * kMiB);
   EXPECT_EQ(host_tensor_bytes().current, before + 30 * kMiB);
-  // Another size: the held blocks go down to the capacity (both are larger than it) before the
-  // new one is mapped, so the mapped total is what is in use plus at most the capacity.
+  // Another size: 6 MiB in use and 30 held map 36 MiB, within the 30 in use at most plus the
+  // capacity, so nothing held goes.
   void* other = cache.allocate(6 * kMiB);
-  EXPECT_EQ(cache.cached_bytes(), 0u);
-  EXPECT_EQ(host_tensor_bytes().current, before + 6 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 30 * kMiB);
+  EXPECT_EQ(host_tensor_bytes().current, before + 36 * kMiB);
+  // 22 MiB in use with 30 held would map 52: the largest held block goes (20 MiB), leaving 32,
+  // within 30 + 8.
+  void* more = cache.allocate(16 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 10 * kMiB);
+  EXPECT_EQ(host_tensor_bytes().current, before + 32 * kMiB);
   cache.deallocate(other, 6 * kMiB);
-  void* huge = cache.allocate(70 * kMiB);  // above the hold: never cached
+  cache.deallocate(more, 16 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 32 * kMiB);
+  // 70 MiB, above the hold: the held blocks go down to the capacity before it is mapped (the
+  // most in use at once is now 70 MiB itself), and it is never kept.
+  void* huge = cache.allocate(70 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 6 * kMiB);
+  EXPECT_EQ(host_tensor_bytes().current, before + 76 * kMiB);
   cache.deallocate(huge, 70 * kMiB);
   EXPECT_EQ(cache.cached_bytes(), 6 * kMiB);
   cache.trim();
   EXPECT_EQ(host_tensor_bytes().current, before);
   EXPECT_EQ(HostBlockCache(8 * kMiB, kMiB).hold(), 8 * kMiB);  // never below the capacity
   EXPECT_GE(host_block_cache().hold(), host_block_cache().capacity());
+}
+
+TEST(HostBlockCache, ATrimRestartsTheMostInUse) {
+  HostBlockCache cache(4 * kMiB, 64 * kMiB);
+  cache.deallocate(cache.allocate(40 * kMiB), 40 * kMiB);
+  cache.trim();  // 40 MiB in use at most before the trim; nothing in use now
+  void* a = cache.allocate(10 * kMiB);
+  cache.deallocate(a, 10 * kMiB);
+  void* b = cache.allocate(6 * kMiB);  // 6 + 10 held > 10 at most + 4: the 10 MiB block goes
+  EXPECT_EQ(cache.cached_bytes(), 0u);
+  cache.deallocate(b, 6 * kMiB);
+  cache.trim();
 }
 
 TEST(HostBlockCache, LargeTensorsReuseFreedStorage) {
