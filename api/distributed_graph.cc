@@ -102,6 +102,7 @@ const Options& DistributedGraph::options() const { return impl_->options; }
 
 void DistributedGraph::Impl::load(PartSource source) {
   source.partitions_dir = options.partitions;
+  source.plan_file = options.partition_file;
   source.parts = options.parts;
   source.method = run_agreed(*comm, "checking options",
                              [&] { return parse_partition_method(options.partition); });

@@ -309,6 +309,7 @@ const Options& Session::options() const { return impl_->options; }
 void Session::Impl::load(PartSource source) {
   const bool root = comm->rank() == 0;
   source.partitions_dir = options.partitions;
+  source.plan_file = options.partition_file;
   source.parts = options.parts;
   source.launcher_tasks = launch.slurm_tasks;
   source.method = run_agreed(*comm, "checking options",

@@ -293,7 +293,7 @@ void check_row_range(const std::string& label, std::int64_t begin, std::int64_t 
 }  // namespace
 
 DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_begin,
-                            std::int64_t row_end) {
+                            std::int64_t row_end, bool with_features) {
   hdf5::silence();
   const std::string label = file.string();
   hdf5::Reader in(file, label);
@@ -312,7 +312,7 @@ DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_
   if (in.has_attribute("fingerprint")) s.fingerprint = in.uint64_attribute("fingerprint");
   const std::int64_t rows = row_end - row_begin;
   s.rows = read_csr_rows(in, label, s.num_nodes, row_begin, row_end);
-  const std::int64_t width = feature_width(in, s.num_nodes);
+  const std::int64_t width = with_features ? feature_width(in, s.num_nodes) : 0;
   s.features = Tensor(rows, width);
   if (s.features.numel() > 0) {
     in.read_rows("/features", kFloat32, s.features.raw(), row_begin, rows, width);

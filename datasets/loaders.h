@@ -82,8 +82,9 @@ struct DatasetSlice {
   std::vector<GlobalId> valid_idx;
   std::vector<GlobalId> test_idx;
 };
+// Without `with_features` the slice's features are (rows, 0): what a partitioner needs.
 DatasetSlice read_hdf5_rows(const std::filesystem::path& file, std::int64_t row_begin,
-                            std::int64_t row_end);
+                            std::int64_t row_end, bool with_features = true);
 // A Tessera HDF5 dataset without its feature matrix, for the rank that partitions a file whose
 // ranks then read their own feature rows: everything else read and checked as read_hdf5 does,
 // the features streamed once through the fingerprint check a block of rows at a time (never

@@ -19,11 +19,15 @@
 #include "engine/sliced_part.h"
 #include "engine/system.h"
 #include "partition/partition_store.h"
+#include "partition/plan_file.h"
 
 namespace tessera {
 namespace {
 
 void check_parts_flag(const PartSource& source, const Communicator& comm) {
+  TESSERA_CHECK(source.plan_file.empty() || source.partitions_dir.empty(), InvalidArgument,
+                "--partition-file ", source.plan_file, " and --partitions ", source.partitions_dir,
+                ": a store has its parts already; give one of them");
   TESSERA_CHECK(source.parts == 0 || source.parts == comm.size(), InvalidArgument, "--parts ",
                 source.parts, " does not match the number of ranks (", comm.size(),
                 "): start one rank per part, e.g. mpiexec -n ", source.parts, " train_gcn ...");
@@ -158,6 +162,19 @@ Dataset load_to_partition(const PartSource& source, int k, DatasetInfo& info) {
   return dataset;
 }
 
+// The partitioning's name in summaries: the partitioner's, or "plan file".
+std::string method_name(const PartSource& source) {
+  return source.plan_file.empty() ? to_string(source.method) : "plan file";
+}
+
+// The plan of --partition-file, checked against the dataset and the job.
+PartitionPlan plan_from_file(const PartSource& source, std::int64_t num_nodes,
+                             std::uint64_t fingerprint, int parts) {
+  PlanFile file = read_plan_file(source.plan_file);
+  check_plan_matches(file, "--partition-file " + source.plan_file, num_nodes, fingerprint, parts);
+  return std::move(file.plan);
+}
+
 LoadedPart in_process(const PartSource& source, Communicator& comm) {
   LoadedPart out;
   const int k = comm.size();
@@ -176,14 +193,16 @@ LoadedPart in_process(const PartSource& source, Communicator& comm) {
     if (!root) return;
     graph = training_graph(dataset);
     Stopwatch partition_watch;
-    plan = make_partition(source.method, graph, dataset.train_idx, k, source.seed);
+    plan = source.plan_file.empty()
+               ? make_partition(source.method, graph, dataset.train_idx, k, source.seed)
+               : plan_from_file(source, dataset.num_nodes(), info.fingerprint, k);
     PartitionStats stats = partition_stats(graph, plan, dataset.train_idx);
     stats.seconds = partition_watch.seconds();
-    check_parts_usable(stats, to_string(source.method));
+    check_parts_usable(stats, method_name(source));
     out.stats = std::move(stats);
     hand_back_free_memory();
   });
-  out.method = to_string(source.method);
+  out.method = method_name(source);
   // Renumbered after partitioning, so that the parts (and their statistics) are those of the
   // dataset's ids whatever the order.
   std::vector<GlobalId> order;
@@ -281,22 +300,31 @@ void check_part_set(Communicator& comm, const GraphPart& part, const std::string
 
 namespace {
 
-// --partition block on a Tessera HDF5 file: every rank reads only its own rows and builds its
-// part with the others (sliced_block_part); no rank holds the whole graph or feature matrix.
+// --partition block or --partition-file on a Tessera HDF5 file: every rank reads only its own
+// rows and builds its part with the others (block_part_from_slice, planned_part_from_slice); no
+// rank holds the whole graph or feature matrix (a plan's N owners are on every rank).
 LoadedPart from_slices(const PartSource& source, Communicator& comm) {
   LoadedPart out;
-  out.method = to_string(PartitionMethod::Block);
+  out.method = method_name(source);
   out.sliced = true;
   Stopwatch watch;
   DatasetSlice slice = run_agreed(comm, "reading this rank's rows of the dataset", [&] {
     return read_block_slice(source.dataset, comm.rank(), comm.size());
   });
   check_same_dataset(slice, source.dataset, comm);
+  PartitionPlan plan;
+  if (!source.plan_file.empty()) {
+    plan = run_agreed(comm, "reading the plan file", [&] {
+      return plan_from_file(source, slice.num_nodes, slice.fingerprint, comm.size());
+    });
+  }
   out.load_s = watch.seconds();
   const std::string label = "part " + std::to_string(comm.rank()) + " of " + source.dataset;
   // The exchanges run between agreed phases; the part is checked in one.
   Stopwatch build_watch;
-  out.part = block_part_from_slice(std::move(slice), comm);
+  out.part = source.plan_file.empty() ? block_part_from_slice(std::move(slice), comm)
+                                      : planned_part_from_slice(std::move(slice), plan, comm);
+  plan = PartitionPlan();
   run_agreed(comm, "building the parts from the slices", [&] { validate(out.part, label); });
   PartitionStats stats = gathered_stats(out.part, comm);
   stats.seconds = build_watch.seconds();
@@ -311,11 +339,11 @@ LoadedPart from_slices(const PartSource& source, Communicator& comm) {
 LoadedPart load_part(const PartSource& source, Communicator& comm) {
   run_agreed(comm, "checking flags", [&] { check_parts_flag(source, comm); });
   if (!source.partitions_dir.empty()) return from_store(source, comm);
-  if (comm.size() == 1) {
+  if (comm.size() == 1 && source.plan_file.empty()) {
     return run_agreed(comm, "loading the dataset", [&] { return single_process(source); });
   }
-  if (source.method == PartitionMethod::Block && !source.make_dataset &&
-      is_hdf5_spec(source.dataset)) {
+  if ((source.method == PartitionMethod::Block || !source.plan_file.empty()) &&
+      !source.make_dataset && is_hdf5_spec(source.dataset)) {
     return from_slices(source, comm);
   }
   LoadedPart loaded = in_process(source, comm);

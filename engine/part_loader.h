@@ -29,6 +29,9 @@ struct PartSource {
   int launcher_tasks = 0;          // SLURM_NTASKS (0: not under Slurm): --parts must equal it too
   PartitionMethod method = PartitionMethod::Metis;
   std::uint64_t seed = 0;          // partitioner seed
+  // A plan file (partition/plan_file.h) whose parts replace the partitioner's: built from
+  // slices of a Tessera HDF5 file (planned_part_from_slice), else cut by rank 0.
+  std::string plan_file;
   // Renumbering for locality where one rank holds the whole graph (in process and alone); parts
   // read from a store or in slices keep the order they have.
   NodeOrder node_order = NodeOrder::None;
@@ -37,11 +40,11 @@ struct PartSource {
 
 struct LoadedPart {
   GraphPart part;
-  std::string method = "none";           // metis | random | block | none (one rank, no store)
+  std::string method = "none";  // metis | random | block | a plan file's | none (one rank alone)
   std::optional<PartitionStats> stats;   // on rank 0 (and on every rank with a store)
   double load_s = 0.0;                   // reading the dataset or the part
   std::string dataset_spec;              // a store's: the dataset it was made from
-  bool sliced = false;                   // each rank read only its rows (block parts of an .h5)
+  bool sliced = false;  // each rank read only its rows of an .h5 (block parts, or a plan file's)
   // Rank 0 partitioned an .h5 without its features, each rank read its own feature rows.
   bool features_by_owner = false;
   NodeOrder node_order = NodeOrder::None;  // what the nodes were renumbered by

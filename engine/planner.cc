@@ -21,6 +21,7 @@
 #include "engine/traffic_model.h"
 #include "engine/trainer.h"
 #include "partition/partition_store.h"
+#include "partition/plan_file.h"
 
 namespace tessera {
 
@@ -534,8 +535,12 @@ class Planner {
   }
   PlanReport& report() { return report_; }
 
-  // --partition block on a Tessera HDF5 file: every rank reads its own rows (part_loader.cc).
-  bool sliced() const { return config_.partition == "block" && is_hdf5_spec(config_.dataset); }
+  // --partition block or --partition-file on a Tessera HDF5 file: every rank reads its own rows
+  // (part_loader.cc).
+  bool sliced() const {
+    return (config_.partition == "block" || !config_.partition_file.empty()) &&
+           is_hdf5_spec(config_.dataset);
+  }
 
   // A store: its parts one at a time, each as its rank would read it. Returns its part count.
   int read_store() {
@@ -558,7 +563,8 @@ class Planner {
   // Whether the configuration's parts are planned from the file without loading it: block parts
   // of a Tessera HDF5 file in graph mode, which every rank reads in slices.
   bool streams(int ranks) const {
-    return sliced() && config_.mode() == ParallelMode::Graph && ranks >= 2;
+    return sliced() && config_.partition_file.empty() && config_.mode() == ParallelMode::Graph &&
+           ranks >= 2;
   }
 
   // The shapes of the block parts for each count of `needed` from 2 up (counts past the file's
@@ -614,12 +620,22 @@ class Planner {
                        " nodes, " + std::to_string(report_.entries) + " adjacency entries)");
     check_num_parts(report_.data.num_nodes, config_parts);
     const PartitionMethod method = parse_partition_method(config_.partition);
+    // --partition-file: its plan for its part count (the partitioner's for the alternatives).
+    PlanFile file;
+    if (!config_.partition_file.empty()) {
+      file = read_plan_file(config_.partition_file);
+      check_plan_matches(file, "--partition-file " + config_.partition_file, report_.data.num_nodes,
+                         report_.data.fingerprint, file.plan.num_parts);
+      report_.partition_method = "plan file";
+    }
     for (const int k : needed) {
       if (shapes_.count(k) || k > report_.data.num_nodes) continue;  // too many parts: no row
       PartitionPlan plan;
       plan.num_parts = 1;
       plan.owner.assign(static_cast<std::size_t>(report_.data.num_nodes), 0);
-      if (k > 1) plan = partition(method, graph, dataset, k);
+      if (k > 1) {
+        plan = k == file.plan.num_parts ? file.plan : partition(method, graph, dataset, k);
+      }
       shapes_[k] = part_shapes(graph, plan, dataset.train_idx);
     }
   }
@@ -819,7 +835,9 @@ std::string plan_table(const PlanReport& r) {
           : r.streamed ? r.partition_method + ", streamed from the file (never loaded; " +
                              std::to_string(r.sampled) + " entries looked up" +
                              (r.entries_exact ? ", all)" : ")")
-                       : r.partition_method + " (run here)")
+          : r.partition_method == "plan file" ? std::string("the plan file (other part counts: ") +
+                                                    "partitioned here by --partition)"
+                                              : r.partition_method + " (run here)")
       << "\n";
   out << "Measured here: process " << gib(static_cast<double>(r.facts.baseline))
       << " GiB before loading";

@@ -20,6 +20,7 @@ namespace {
 constexpr int kReverseTag = 0x5c11;
 constexpr int kRequestTag = 0x5c12;
 constexpr int kDegreeTag = 0x5c13;
+constexpr int kRowTag = 0x5c20;  // .. 0x5c25: per-node data moved to its owner
 
 // Sends out[q] to every peer q and returns what each peer sent here (in[q]; in[self] is
 // out[self]). The K x K counts are agreed first through one all-reduce.
@@ -52,41 +53,82 @@ std::vector<std::vector<T>> exchange(Communicator& comm, std::vector<std::vector
   return in;
 }
 
-// The block partition's boundaries: part q owns [first(q), first(q + 1)).
-struct Blocks {
-  std::int64_t n = 0;
-  int k = 1;
-  std::int64_t first(int q) const { return n * q / k; }
-  int owner(std::int64_t v) const {
-    int q = static_cast<int>(v * k / n);
-    while (q + 1 < k && first(q + 1) <= v) ++q;
+// Who owns each node: the block partition (boundaries only: part q owns [first(q), first(q + 1)),
+// no array of N owners), or a plan's owners. owned() are this rank's nodes, increasing; local(v)
+// is the index among them of a node owned here.
+class Owners {
+ public:
+  Owners(std::int64_t n, int k, int me) : n_(n), k_(k), me_(me) {
+    for (GlobalId v = first(me); v < first(me + 1); ++v) owned_.push_back(v);
+  }
+  Owners(const PartitionPlan& plan, int me)
+      : n_(static_cast<std::int64_t>(plan.owner.size())),
+        k_(plan.num_parts),
+        me_(me),
+        plan_(&plan),
+        local_(plan.owner.size(), -1) {
+    for (std::int64_t v = 0; v < n_; ++v) {
+      if (plan.owner[static_cast<std::size_t>(v)] != me) continue;
+      local_[static_cast<std::size_t>(v)] = static_cast<NodeId>(owned_.size());
+      owned_.push_back(v);
+    }
+  }
+  int k() const { return k_; }
+  int me() const { return me_; }
+  bool block() const { return plan_ == nullptr; }
+  std::int64_t first(int q) const { return n_ * q / k_; }
+  int of(GlobalId v) const {
+    if (plan_) return plan_->owner[static_cast<std::size_t>(v)];
+    int q = static_cast<int>(v * k_ / n_);
+    while (q + 1 < k_ && first(q + 1) <= v) ++q;
     while (first(q) > v) --q;
     return q;
   }
+  bool owns(GlobalId v) const { return v >= 0 && v < n_ && of(v) == me_; }
+  const std::vector<GlobalId>& owned() const { return owned_; }
+  NodeId local(GlobalId v) const {
+    return plan_ ? local_[static_cast<std::size_t>(v)] : static_cast<NodeId>(v - first(me_));
+  }
+  // Halo order: by owner, then by id (PartBuilder's).
+  bool before(GlobalId a, GlobalId b) const { return std::pair(of(a), a) < std::pair(of(b), b); }
+
+ private:
+  std::int64_t n_ = 0;
+  int k_ = 1;
+  int me_ = 0;
+  const PartitionPlan* plan_ = nullptr;
+  std::vector<GlobalId> owned_;
+  std::vector<NodeId> local_;  // (N) with a plan: local(v) of owned nodes, -1 elsewhere
 };
 
-// Rows of the symmetrised training graph (no self loops) for the owned nodes: each slice row's
-// columns, and the reverse of every entry the other ranks (and this one) hold whose column is
-// owned here. Returns sorted unique global columns per owned row.
-std::vector<std::vector<GlobalId>> training_rows(const DatasetSlice& s, const Blocks& blocks,
+// Rows of the symmetrised training graph (no self loops) for the owned nodes: every entry
+// (v, u) of every slice and its reverse (u, v), each sent to the owner of its row (kept when that
+// is this rank). Returns sorted unique global columns per owned row.
+std::vector<std::vector<GlobalId>> training_rows(const DatasetSlice& s, const Owners& owners,
                                                  Communicator& comm) {
-  const std::int64_t n = s.row_end - s.row_begin;
-  std::vector<std::vector<GlobalId>> reverse(static_cast<std::size_t>(blocks.k));  // (u, v) pairs
-  std::vector<std::vector<GlobalId>> rows(static_cast<std::size_t>(n));
-  for (std::int64_t r = 0; r < n; ++r) {
+  std::vector<std::vector<GlobalId>> out(static_cast<std::size_t>(owners.k()));  // (row, col)
+  std::vector<std::vector<GlobalId>> rows(owners.owned().size());
+  const auto add = [&](GlobalId row, GlobalId col) {
+    const int q = owners.of(row);
+    if (q == owners.me()) {
+      rows[static_cast<std::size_t>(owners.local(row))].push_back(col);
+    } else {
+      out[static_cast<std::size_t>(q)].push_back(row);
+      out[static_cast<std::size_t>(q)].push_back(col);
+    }
+  };
+  for (std::int64_t r = 0; r < s.row_end - s.row_begin; ++r) {
     const GlobalId v = s.row_begin + r;
     for (EdgeOffset e = s.rows.indptr()[r]; e < s.rows.indptr()[r + 1]; ++e) {
       const GlobalId u = s.rows.indices()[e];
       if (u == v) continue;
-      rows[static_cast<std::size_t>(r)].push_back(u);
-      auto& to = reverse[static_cast<std::size_t>(blocks.owner(u))];
-      to.push_back(u);
-      to.push_back(v);
+      add(v, u);
+      add(u, v);
     }
   }
-  for (const auto& from : exchange(comm, std::move(reverse), kReverseTag)) {
+  for (const auto& from : exchange(comm, std::move(out), kReverseTag)) {
     for (std::size_t i = 0; i + 1 < from.size(); i += 2) {
-      rows[static_cast<std::size_t>(from[i] - s.row_begin)].push_back(from[i + 1]);
+      rows[static_cast<std::size_t>(owners.local(from[i]))].push_back(from[i + 1]);
     }
   }
   for (auto& row : rows) {
@@ -98,12 +140,12 @@ std::vector<std::vector<GlobalId>> training_rows(const DatasetSlice& s, const Bl
 
 // The block plan's fingerprint (plan_fingerprint of partition_block) without its N owners in
 // memory: the owner section hashed a block of nodes at a time.
-std::uint64_t block_plan_fingerprint(const Blocks& blocks) {
+std::uint64_t block_plan_fingerprint(const Owners& blocks) {
   Hasher hasher;
-  hasher.add_word(static_cast<std::uint64_t>(blocks.k));
-  hasher.begin_section(1, static_cast<std::uint64_t>(blocks.n));
+  hasher.add_word(static_cast<std::uint64_t>(blocks.k()));
+  hasher.begin_section(1, static_cast<std::uint64_t>(blocks.first(blocks.k())));
   std::vector<std::int32_t> owners;
-  for (int q = 0; q < blocks.k; ++q) {
+  for (int q = 0; q < blocks.k(); ++q) {
     for (std::int64_t v = blocks.first(q); v < blocks.first(q + 1);) {
       const std::int64_t count = std::min<std::int64_t>(1 << 20, blocks.first(q + 1) - v);
       owners.assign(static_cast<std::size_t>(count), q);
@@ -115,17 +157,18 @@ std::uint64_t block_plan_fingerprint(const Blocks& blocks) {
   return hasher.finish();
 }
 
-// The halo (columns owned elsewhere, increasing: grouped by owner, as the block owners
-// increase with the id), the local adjacency, and the receive offsets.
-void localise(LocalGraph& g, const std::vector<std::vector<GlobalId>>& rows, const Blocks& blocks) {
+// The halo (columns owned elsewhere, grouped by owner, increasing within), the local adjacency,
+// and the receive offsets.
+void localise(LocalGraph& g, const std::vector<std::vector<GlobalId>>& rows, const Owners& owners) {
   const std::int64_t n = g.num_owned();
-  const GlobalId begin = g.owned_ids.empty() ? 0 : g.owned_ids.front();
+  const auto here = [&](GlobalId u) { return owners.of(u) == owners.me(); };
   for (const auto& row : rows) {
     for (const GlobalId u : row) {
-      if (u < begin || u >= begin + n) g.halo_ids.push_back(u);
+      if (!here(u)) g.halo_ids.push_back(u);
     }
   }
-  std::sort(g.halo_ids.begin(), g.halo_ids.end());
+  const auto before = [&](GlobalId a, GlobalId b) { return owners.before(a, b); };
+  std::sort(g.halo_ids.begin(), g.halo_ids.end(), before);
   g.halo_ids.erase(std::unique(g.halo_ids.begin(), g.halo_ids.end()), g.halo_ids.end());
   TESSERA_CHECK(n + g.num_halo() < (std::int64_t{1} << 31), InvalidInput, "part ", g.part, " has ",
                 n + g.num_halo(), " local nodes; local ids are 32-bit");
@@ -133,20 +176,20 @@ void localise(LocalGraph& g, const std::vector<std::vector<GlobalId>>& rows, con
   std::vector<NodeId> indices;
   for (std::int64_t r = 0; r < n; ++r) {
     for (const GlobalId u : rows[static_cast<std::size_t>(r)]) {
-      const bool owned = u >= begin && u < begin + n;
-      indices.push_back(static_cast<NodeId>(
-          owned ? u - begin
-                : n + (std::lower_bound(g.halo_ids.begin(), g.halo_ids.end(), u) -
-                       g.halo_ids.begin())));
+      indices.push_back(
+          here(u) ? owners.local(u)
+                  : static_cast<NodeId>(
+                        n + (std::lower_bound(g.halo_ids.begin(), g.halo_ids.end(), u, before) -
+                             g.halo_ids.begin())));
     }
     indptr[static_cast<std::size_t>(r) + 1] = static_cast<EdgeOffset>(indices.size());
     std::sort(indices.begin() + indptr[static_cast<std::size_t>(r)], indices.end());
   }
   g.adjacency = Csr(n, n + g.num_halo(), std::move(indptr), std::move(indices));
-  g.halo.recv_offsets.assign(static_cast<std::size_t>(blocks.k) + 1, 0);
+  g.halo.recv_offsets.assign(static_cast<std::size_t>(owners.k()) + 1, 0);
   for (const GlobalId u : g.halo_ids)
-    ++g.halo.recv_offsets[static_cast<std::size_t>(blocks.owner(u)) + 1];
-  for (int q = 0; q < blocks.k; ++q) {
+    ++g.halo.recv_offsets[static_cast<std::size_t>(owners.of(u)) + 1];
+  for (int q = 0; q < owners.k(); ++q) {
     g.halo.recv_offsets[static_cast<std::size_t>(q) + 1] +=
         g.halo.recv_offsets[static_cast<std::size_t>(q)];
   }
@@ -154,10 +197,9 @@ void localise(LocalGraph& g, const std::vector<std::vector<GlobalId>>& rows, con
 
 // The send lists (what each peer holds of this rank's rows as halo) and every local node's
 // degree in the whole training graph plus its self loop (the halo's from their owners).
-void plan_halo(LocalGraph& g, Communicator& comm) {
+void plan_halo(LocalGraph& g, const Owners& owners, Communicator& comm) {
   const int k = g.num_parts;
   const std::int64_t n = g.num_owned();
-  const GlobalId begin = g.owned_ids.empty() ? 0 : g.owned_ids.front();
   std::vector<std::vector<GlobalId>> wanted(static_cast<std::size_t>(k));
   for (int q = 0; q < k; ++q) {
     wanted[static_cast<std::size_t>(q)].assign(
@@ -173,11 +215,11 @@ void plan_halo(LocalGraph& g, Communicator& comm) {
   std::vector<std::vector<float>> degrees(static_cast<std::size_t>(k));
   for (int q = 0; q < k; ++q) {
     for (const GlobalId v : requested[static_cast<std::size_t>(q)]) {
-      TESSERA_CHECK(v >= begin && v < begin + n, InvalidInput, "part ", g.part, ": rank ", q,
-                    " asked for node ", v, ", which this part does not own");
-      g.halo.send_rows.push_back(static_cast<NodeId>(v - begin));
-      degrees[static_cast<std::size_t>(q)].push_back(
-          g.degrees[static_cast<std::size_t>(v - begin)]);
+      TESSERA_CHECK(owners.owns(v), InvalidInput, "part ", g.part, ": rank ", q, " asked for node ",
+                    v, ", which this part does not own");
+      const NodeId local = owners.local(v);
+      g.halo.send_rows.push_back(local);
+      degrees[static_cast<std::size_t>(q)].push_back(g.degrees[static_cast<std::size_t>(local)]);
     }
     g.halo.send_offsets[static_cast<std::size_t>(q) + 1] =
         static_cast<std::int64_t>(g.halo.send_rows.size());
@@ -195,22 +237,110 @@ void plan_halo(LocalGraph& g, Communicator& comm) {
   }
 }
 
-std::vector<NodeId> local_rows(const std::vector<GlobalId>& ids, GlobalId begin) {
+// The local rows of split nodes (global ids owned here), increasing.
+std::vector<NodeId> local_rows(const std::vector<GlobalId>& ids, const Owners& owners) {
   std::vector<NodeId> rows;
   rows.reserve(ids.size());
-  for (const GlobalId v : ids) rows.push_back(static_cast<NodeId>(v - begin));
+  for (const GlobalId v : ids) rows.push_back(owners.local(v));
   std::sort(rows.begin(), rows.end());
   return rows;
+}
+
+// Rows [0, rows) of `values` (width `width` per row) sent to the owners of the slice's nodes;
+// returns this rank's owned rows, in increasing id: peer q's come from q's slice, and the slices
+// increase with q.
+template <class T>
+std::vector<T> rows_to_owners(const DatasetSlice& s, const T* values, std::int64_t width,
+                              const Owners& owners, Communicator& comm, int tag) {
+  std::vector<std::vector<T>> out(static_cast<std::size_t>(owners.k()));
+  for (std::int64_t r = 0; r < s.row_end - s.row_begin; ++r) {
+    auto& to = out[static_cast<std::size_t>(owners.of(s.row_begin + r))];
+    to.insert(to.end(), values + r * width, values + (r + 1) * width);
+  }
+  std::vector<T> in_order;
+  for (auto& from : exchange(comm, std::move(out), tag))
+    in_order.insert(in_order.end(), from.begin(), from.end());
+  return in_order;
+}
+
+// Split ids sent to their owners.
+std::vector<GlobalId> ids_to_owners(const std::vector<GlobalId>& ids, const Owners& owners,
+                                    Communicator& comm, int tag) {
+  std::vector<std::vector<GlobalId>> out(static_cast<std::size_t>(owners.k()));
+  for (const GlobalId v : ids) out[static_cast<std::size_t>(owners.of(v))].push_back(v);
+  std::vector<GlobalId> mine;
+  for (auto& from : exchange(comm, std::move(out), tag))
+    mine.insert(mine.end(), from.begin(), from.end());
+  return mine;
+}
+
+Tensor matrix_to_owners(const DatasetSlice& s, const Tensor& m, const Owners& owners,
+                        Communicator& comm, int tag) {
+  TESSERA_CHECK(m.dtype() == DType::F32, InvalidInput, "sliced parts move float32 rows only");
+  const std::vector<float> rows = rows_to_owners(s, m.f32(), m.cols(), owners, comm, tag);
+  const auto n = static_cast<std::int64_t>(owners.owned().size());
+  Tensor mine(m.rows() == 0 && m.cols() == 0 ? 0 : n, m.cols());
+  std::copy(rows.begin(), rows.end(), mine.f32());
+  return mine;
+}
+
+// The slice's per-node data (features, labels or targets, splits) moved to the part that owns
+// each node, when the plan is not the blocks the slices were read in.
+void move_node_data(GraphPart& part, DatasetSlice& s, const Owners& owners, Communicator& comm) {
+  if (owners.block()) {
+    part.features = std::move(s.features);
+    part.labels = std::move(s.labels);
+    part.targets = std::move(s.targets);
+  } else {
+    part.features = matrix_to_owners(s, s.features, owners, comm, kRowTag);
+    part.targets = matrix_to_owners(s, s.targets, owners, comm, kRowTag + 1);
+    if (s.task == TaskType::MultiClass)
+      part.labels = rows_to_owners(s, s.labels.data(), 1, owners, comm, kRowTag + 2);
+    s.train_idx = ids_to_owners(s.train_idx, owners, comm, kRowTag + 3);
+    s.valid_idx = ids_to_owners(s.valid_idx, owners, comm, kRowTag + 4);
+    s.test_idx = ids_to_owners(s.test_idx, owners, comm, kRowTag + 5);
+  }
+  part.train_rows = local_rows(s.train_idx, owners);
+  part.valid_rows = local_rows(s.valid_idx, owners);
+  part.test_rows = local_rows(s.test_idx, owners);
+}
+
+// A rank's part from its slice under `owners`: the graph, the halo plan, the node data.
+GraphPart part_from_slice(DatasetSlice s, const Owners& owners, std::uint64_t fingerprint,
+                          Communicator& comm) {
+  GraphPart part;
+  LocalGraph& g = part.graph;
+  g.part = owners.me();
+  g.num_parts = owners.k();
+  g.plan_fingerprint = fingerprint;
+  g.owned_ids = owners.owned();
+  localise(g, training_rows(s, owners, comm), owners);
+  plan_halo(g, owners, comm);
+
+  DatasetInfo& info = part.dataset;
+  info.name = s.name;
+  info.task = s.task;
+  info.eval_metric = s.eval_metric;
+  info.num_classes = s.num_classes;
+  info.num_tasks = s.num_tasks;
+  info.num_nodes = s.num_nodes;
+  info.num_features = s.features.cols();
+  info.fingerprint = s.fingerprint;
+  std::vector<std::int64_t> entries(static_cast<std::size_t>(owners.k()), 0);
+  entries[static_cast<std::size_t>(owners.me())] = s.rows.nnz();
+  comm.all_reduce_max(entries);
+  for (const std::int64_t e : entries) info.num_edges += e;
+  s.rows = Csr();  // the slice's graph is in the part now
+  move_node_data(part, s, owners, comm);
+  return part;
 }
 
 }  // namespace
 
 DatasetSlice read_block_slice(const std::filesystem::path& file, int rank, int ranks) {
-  Blocks blocks;
-  blocks.k = ranks;
-  blocks.n = read_hdf5_rows(file, 0, 0).num_nodes;
-  check_num_parts(blocks.n, blocks.k);
-  return read_hdf5_rows(file, blocks.first(rank), blocks.first(rank + 1));
+  const std::int64_t n = read_hdf5_rows(file, 0, 0).num_nodes;
+  check_num_parts(n, ranks);
+  return read_hdf5_rows(file, n * rank / ranks, n * (rank + 1) / ranks);
 }
 
 void check_same_dataset(const DatasetSlice& slice, const std::string& file, Communicator& comm) {
@@ -225,42 +355,21 @@ void check_same_dataset(const DatasetSlice& slice, const std::string& file, Comm
 }
 
 GraphPart block_part_from_slice(DatasetSlice s, Communicator& comm) {
-  Blocks blocks;
-  blocks.k = comm.size();
-  blocks.n = s.num_nodes;
-  const int me = comm.rank();
-  GraphPart part;
-  LocalGraph& g = part.graph;
-  g.part = me;
-  g.num_parts = blocks.k;
-  g.plan_fingerprint = block_plan_fingerprint(blocks);
-  g.owned_ids.resize(static_cast<std::size_t>(s.row_end - s.row_begin));
-  for (std::size_t i = 0; i < g.owned_ids.size(); ++i)
-    g.owned_ids[i] = s.row_begin + static_cast<GlobalId>(i);
-  localise(g, training_rows(s, blocks, comm), blocks);
-  plan_halo(g, comm);
+  const Owners blocks(s.num_nodes, comm.size(), comm.rank());
+  TESSERA_CHECK(
+      s.row_begin == blocks.first(comm.rank()) && s.row_end == blocks.first(comm.rank() + 1),
+      InvalidArgument, "rank ", comm.rank(), " read rows [", s.row_begin, ", ", s.row_end,
+      "), not its block");
+  return part_from_slice(std::move(s), blocks, block_plan_fingerprint(blocks), comm);
+}
 
-  DatasetInfo& info = part.dataset;
-  info.name = s.name;
-  info.task = s.task;
-  info.eval_metric = s.eval_metric;
-  info.num_classes = s.num_classes;
-  info.num_tasks = s.num_tasks;
-  info.num_nodes = s.num_nodes;
-  info.num_features = s.features.cols();
-  info.fingerprint = s.fingerprint;
-  std::vector<std::int64_t> entries(static_cast<std::size_t>(blocks.k), 0);
-  entries[static_cast<std::size_t>(me)] = s.rows.nnz();
-  comm.all_reduce_max(entries);
-  for (const std::int64_t e : entries) info.num_edges += e;
-
-  part.features = std::move(s.features);
-  part.labels = std::move(s.labels);
-  part.targets = std::move(s.targets);
-  part.train_rows = local_rows(s.train_idx, s.row_begin);
-  part.valid_rows = local_rows(s.valid_idx, s.row_begin);
-  part.test_rows = local_rows(s.test_idx, s.row_begin);
-  return part;
+GraphPart planned_part_from_slice(DatasetSlice s, const PartitionPlan& plan, Communicator& comm) {
+  TESSERA_CHECK(
+      plan.num_parts == comm.size() && static_cast<std::int64_t>(plan.owner.size()) == s.num_nodes,
+      InvalidArgument, "a plan of ", plan.num_parts, " parts of ", plan.owner.size(), " nodes for ",
+      comm.size(), " ranks and ", s.num_nodes, " nodes");
+  const Owners owners(plan, comm.rank());
+  return part_from_slice(std::move(s), owners, plan_fingerprint(plan), comm);
 }
 
 GraphPart sliced_block_part(const std::filesystem::path& file, Communicator& comm) {

@@ -26,8 +26,13 @@ GraphPart sliced_block_part(const std::filesystem::path& file, Communicator& com
 DatasetSlice read_block_slice(const std::filesystem::path& file, int rank, int ranks);
 void check_same_dataset(const DatasetSlice& slice, const std::string& file, Communicator& comm);
 GraphPart block_part_from_slice(DatasetSlice slice, Communicator& comm);
+// The same for any plan (a plan file's, from a partitioner run across the ranks): the slices are
+// still read in blocks, and each node's row of the training graph, features, labels or targets
+// and split membership go to the rank that owns it. Equals PartBuilder's part of `plan`.
+GraphPart planned_part_from_slice(DatasetSlice slice, const PartitionPlan& plan,
+                                  Communicator& comm);
 
-// The partitioning's statistics (partition_stats of the whole training graph under the block
+// The partitioning's statistics (partition_stats of the whole training graph under the parts'
 // plan) gathered from the parts: owned, halo and training nodes per part, the edge cut.
 PartitionStats gathered_stats(const GraphPart& part, Communicator& comm);
 

@@ -6,9 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# MPICH only: libhdf5-mpi-dev or mpi-default-dev would pull in Open MPI beside it.
+# Tessera runs on MPICH. PT-Scotch (libptscotch-dev, for partition_distributed alone) is built
+# against Open MPI, which it pulls in beside MPICH; the MPI alternatives are set back to MPICH
+# below, so that mpicc, mpiexec and mpi.h stay MPICH's.
 packages=(cmake make g++ pkg-config zlib1g-dev libzip-dev libopenblas-dev libhdf5-dev libgtest-dev
           libcli11-dev nlohmann-json3-dev mpich libmpich-dev libmetis-dev
+          libptscotch-dev openmpi-bin
           python3-dev python3-numpy python3-h5py python3-scipy python3-torch python3-venv python3-pip
           pybind11-dev python3-matplotlib slurm-wlm munge
           universal-ctags ninja-build)
@@ -24,6 +27,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -q -o DPkg::Lock::Timeout=600
   $sudo apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"
 fi
+
+# Open MPI's packages rank their alternatives above MPICH's: point mpi (mpicc, mpicxx), mpirun
+# (mpiexec) and the mpi include directory back at MPICH where they are not.
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+for choice in mpi:/usr/bin/mpicc.mpich mpirun:/usr/bin/mpirun.mpich \
+              "mpi-$arch:/usr/include/$arch/mpich"; do
+  name=${choice%%:*} path=${choice#*:}
+  if [ "$(update-alternatives --query "$name" 2>/dev/null | sed -n 's/^Value: //p')" != "$path" ]; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo update-alternatives --set "$name" "$path"
+  fi
+done
 
 build_dir=${TESSERA_BUILD_DIR:-build}
 # shellcheck disable=SC2086

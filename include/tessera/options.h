@@ -125,6 +125,11 @@
     ReportedAs("partition"), "partitioner when rank 0 partitions in process")                      \
   X(partitions, std::string, "", Flag(), Any(), Summary(),                                         \
     "a partition store made by partition_graph: each rank reads only its own part file")           \
+  X(partition_file, std::string, "", Flag(),                                                       \
+    RefusedBy(kPipelined, "plans the graph parts of --parallel graph; use --parallel graph"),      \
+    Summary(),                                                                                     \
+    "a plan file made by partition_distributed (PT-Scotch across ranks): the parts follow it; "    \
+    "with a Tessera .h5 dataset every rank reads only its own rows and no rank the whole graph")   \
   X(node_order, std::string, "rcm", Flag(), OneOf(node_order_names), IdentityUnless("none"),       \
     "how nodes are renumbered for locality before training, when rank 0 holds the whole graph: "   \
     "rcm (reverse Cuthill-McKee) or none; outputs keep the dataset's ids")                         \

@@ -21,10 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "tests/apps/cli_test_util.h"
 #include "datasets/loaders.h"
 #include "datasets/synthetic.h"
 #include "partition/partition_store.h"
+#include "partition/plan_file.h"
+#include "tests/apps/cli_test_util.h"
 
 namespace {
 
@@ -267,6 +268,138 @@ TEST(DistributedCli, FeatureRowsReadByTheirRanksTrainAsRankZerosWhole) {
   EXPECT_EQ(loss[file.string()].size(), 4u);
   EXPECT_EQ(loss[file.string()], loss["synth:default"]);
 }
+
+#ifdef PARTITION_DISTRIBUTED_PATH
+// partition_distributed (PT-Scotch across Open MPI ranks) on `ranks` ranks.
+Result partition_distributed(int ranks, const std::string& args) {
+  return run(std::string(OMPI_MPIEXEC_PATH) + " --oversubscribe -n " + std::to_string(ranks) + " " +
+                 PARTITION_DISTRIBUTED_PATH + " " + args,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+}
+
+// The edge cut a "Partitioned (...) into K parts: edge cut C, ..." line reports.
+std::int64_t reported_cut(const std::string& output) {
+  const auto at = output.find(": edge cut ");
+  return at == std::string::npos ? -1 : std::stoll(output.substr(at + 11));
+}
+
+// Default's HDF5 file, and a PT-Scotch plan of it for 2 or 4 ranks, made once.
+const fs::path& scotch_dataset() {
+  static const fs::path file = [] {
+    const fs::path f = work_dir() / "scotch.h5";
+    const Result made =
+        run(std::string(TESSERA_DATA_PATH) + " generate --preset default --out " + f.string());
+    EXPECT_EQ(made.exit_code, 0) << made.output;
+    return f;
+  }();
+  return file;
+}
+
+fs::path scotch_plan(int ranks) {
+  const fs::path plan = work_dir() / ("scotch-" + std::to_string(ranks) + ".plan.h5");
+  if (!fs::exists(plan)) {
+    const Result r = partition_distributed(
+        ranks, "--dataset " + scotch_dataset().string() + " --out " + plan.string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    expect_output_has(r, {"default: " + std::to_string(ranks) + " parts (ptscotch", "edge cut"});
+  }
+  return plan;
+}
+
+// A plan from PT-Scotch across 2 and 4 ranks: deterministic; the ranks build their parts from
+// slices of the file under it and train as the parts rank 0 cuts from the whole dataset under
+// the same plan, with the cut it reports; its cut is within 10% of serial METIS's.
+TEST(DistributedPartitioner, PlanTrainsAsRankZerosCutOfIt) {
+  for (const int ranks : {2, 4}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    const fs::path plan = scotch_plan(ranks);
+    const fs::path again = work_dir() / "again.plan.h5";
+    fs::remove(again);
+    ASSERT_EQ(partition_distributed(ranks, "--quiet --dataset " + scotch_dataset().string() +
+                                               " --out " + again.string())
+                  .exit_code,
+              0);
+    const tessera::PlanFile a = tessera::read_plan_file(plan), b = tessera::read_plan_file(again);
+    EXPECT_EQ(a.plan.owner, b.plan.owner) << "PT-Scotch gave another plan on the same input";
+    EXPECT_EQ(a.plan.num_parts, ranks);
+    EXPECT_EQ(a.method, "ptscotch");
+    const fs::path sliced = work_dir() / "plan_sliced.jsonl",
+                   whole = work_dir() / "plan_whole.jsonl";
+    const std::string args =
+        " --partition-file " + plan.string() + " --epochs 4 --hidden-channels 16 --metrics ";
+    const Result x =
+        run(train_gcn(ranks, "--dataset " + scotch_dataset().string() + args + sliced.string()));
+    ASSERT_EQ(x.exit_code, 0) << x.output;
+    const Result y =
+        run(train_gcn(ranks, "--dataset synth:default --node-order none" + args + whole.string()));
+    ASSERT_EQ(y.exit_code, 0) << y.output;
+    EXPECT_EQ(losses(sliced).size(), 4u);
+    EXPECT_EQ(losses(sliced), losses(whole));
+    EXPECT_NE(x.output.find("each rank its own rows"), std::string::npos) << x.output;
+    EXPECT_EQ(reported_cut(x.output), a.edge_cut) << x.output;
+    EXPECT_EQ(reported_cut(y.output), a.edge_cut) << y.output;
+    const Result metis =
+        run(train_gcn(ranks, "--dataset synth:default --partition metis --epochs 1"));
+    ASSERT_EQ(metis.exit_code, 0) << metis.output;
+    EXPECT_LE(static_cast<double>(a.edge_cut),
+              1.1 * static_cast<double>(reported_cut(metis.output)))
+        << metis.output;
+  }
+}
+
+TEST(DistributedPartitioner, BadInputEndsEveryRankNamingIt) {
+  const std::string data = "--dataset " + scotch_dataset().string();
+  const fs::path out = work_dir() / "bad.plan.h5";
+  fs::remove(out);
+  struct Case {
+    std::string args;
+    std::vector<std::string> pieces;
+  };
+  const std::vector<Case> cases = {
+      {"--dataset synth:default --out " + out.string(), {"synth:default", "not a Tessera HDF5"}},
+      {"--dataset " + (work_dir() / "none.h5").string() + " --out " + out.string(),
+       {"none.h5", "no such file"}},
+      {data + " --parts 5000 --out " + out.string(), {"--parts 5000", "3000 nodes"}},
+      {data + " --out " + scotch_dataset().string(), {"scotch.h5", "exists"}},
+      {data + " --imbalance 2 --out " + out.string(), {"--imbalance"}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const Result r = partition_distributed(2, c.args);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    expect_output_has(r, c.pieces);
+    EXPECT_FALSE(fs::exists(out)) << r.output;
+  }
+  for (const fs::directory_entry& e : fs::directory_iterator(work_dir()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+TEST(DistributedPartitioner, PlanFileMustFitTheJob) {
+  const fs::path plan = scotch_plan(2);
+  const std::string file = " --partition-file " + plan.string() + " --epochs 2";
+  const std::string data = "--dataset " + scotch_dataset().string();
+  expect_train_refused(4, data + file, {plan.string(), "a plan of 2 parts", "4 ranks"});
+  expect_train_refused(2, "--dataset synth:default:7" + file,
+                       {plan.string(), "a plan of another dataset"});
+  expect_train_refused(2, data + " --partition-file " + (work_dir() / "none.plan.h5").string(),
+                       {"none.plan.h5", "no such plan file"});
+  expect_train_refused(2, data + " --partition-file " + scotch_dataset().string(),
+                       {"scotch.h5", "not a Tessera plan file"});
+  const fs::path corrupt = work_dir() / "corrupt.plan.h5";
+  {
+    std::ofstream junk(corrupt);
+    junk << "not hdf5";
+  }
+  expect_train_refused(2, data + " --partition-file " + corrupt.string(), {"corrupt.plan.h5"});
+  ASSERT_EQ(store(2).made.exit_code, 0) << store(2).made.output;
+  expect_train_refused(2, "--partitions " + store(2).dir.string() + file,
+                       {"--partition-file", "--partitions", "give one of them"});
+  expect_train_refused(2, data + file + " --parallel pipeline", {"--partition-file"});
+}
+#else
+TEST(DistributedPartitioner, NotBuilt) {
+  GTEST_SKIP() << "partition_distributed was not built (no PT-Scotch or Open MPI)";
+}
+#endif
 
 class StoreRuns : public ::testing::TestWithParam<int> {};
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Parts built from slices of an HDF5 dataset (sliced_block_part: every rank reads only its rows)
-// against PartBuilder's parts of the same block plan cut from the whole dataset in memory: equal
-// field for field, at 1, 2 and 4 ranks, multi-class and multi-label; and they train alike.
+// Parts built from slices of an HDF5 dataset (sliced_block_part: every rank reads only its rows;
+// planned_part_from_slice: the rows then go to their owners under any plan) against
+// PartBuilder's parts of the same plan cut from the whole dataset in memory: equal field for
+// field, at 1, 2 and 4 ranks, multi-class and multi-label; and they train alike.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -137,6 +138,29 @@ TEST_F(SlicedPart, EqualsTheBlockPartOfTheWholeDataset) {
   }
 }
 
+// Under any plan (here a random one, whose parts interleave across every slice), the slices'
+// rows go to their owners and the parts equal PartBuilder's of that plan.
+TEST_F(SlicedPart, EqualsThePlannedPartOfTheWholeDataset) {
+  for (const bool multilabel : {false, true}) {
+    SCOPED_TRACE(multilabel ? "multi-label" : "multi-class");
+    const Dataset d = small_dataset(multilabel);
+    const fs::path file = written(d, multilabel ? "_pml" : "_pmc");
+    const PartitionPlan plan = partition_random(d.num_nodes(), comm.size(), 7);
+    DatasetSlice slice = read_block_slice(file, comm.rank(), comm.size());
+    const GraphPart sliced = planned_part_from_slice(std::move(slice), plan, comm);
+    validate(sliced, "planned part");
+    const Csr graph = training_graph(d);
+    const GraphPart whole = PartBuilder(d, graph, plan, dataset_info(d)).build(comm.rank());
+    expect_same_part(sliced, whole);
+    const PartitionStats got = gathered_stats(sliced, comm);
+    const PartitionStats want = partition_stats(graph, plan, d.train_idx);
+    EXPECT_EQ(got.edge_cut, want.edge_cut);
+    EXPECT_EQ(got.halo_nodes, want.halo_nodes);
+    EXPECT_EQ(got.train_nodes, want.train_nodes);
+    remove(file);
+  }
+}
+
 // Trained on the sliced parts, K ranks give the losses of the parts PartBuilder cuts.
 TEST_F(SlicedPart, TrainsAsThePartsCutInMemory) {
   const Dataset d = small_dataset(false);
@@ -145,14 +169,22 @@ TEST_F(SlicedPart, TrainsAsThePartsCutInMemory) {
   config.num_layers = 2;
   config.hidden_channels = 16;
   config.epochs = 5;
-  Trainer sliced(config, sliced_block_part(file, comm), comm);
   const Csr graph = training_graph(d);
-  const PartitionPlan plan = partition_block(d.num_nodes(), comm.size());
-  Trainer whole(config, PartBuilder(d, graph, plan, dataset_info(d)).build(comm.rank()), comm);
-  std::vector<double> a, b;
-  sliced.train_run(0, [&](const EpochRecord& r) { a.push_back(r.loss); });
-  whole.train_run(0, [&](const EpochRecord& r) { b.push_back(r.loss); });
-  EXPECT_EQ(a, b);
+  for (const bool block : {true, false}) {
+    SCOPED_TRACE(block ? "block plan" : "random plan");
+    const PartitionPlan plan = block ? partition_block(d.num_nodes(), comm.size())
+                                     : partition_random(d.num_nodes(), comm.size(), 3);
+    Trainer sliced(config,
+                   block ? sliced_block_part(file, comm)
+                         : planned_part_from_slice(read_block_slice(file, comm.rank(), comm.size()),
+                                                   plan, comm),
+                   comm);
+    Trainer whole(config, PartBuilder(d, graph, plan, dataset_info(d)).build(comm.rank()), comm);
+    std::vector<double> a, b;
+    sliced.train_run(0, [&](const EpochRecord& r) { a.push_back(r.loss); });
+    whole.train_run(0, [&](const EpochRecord& r) { b.push_back(r.loss); });
+    EXPECT_EQ(a, b);
+  }
   remove(file);
 }
 
