@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // partition_distributed: partitions a Tessera HDF5 dataset across MPI ranks with PT-Scotch
-// (SCOTCH_dgraphPart, 64-bit indices) without any rank reading or holding the whole graph, and
+// (SCOTCH_dgraphPart) without any rank reading or holding the whole graph, and
 // writes a plan file (partition/plan_file.h) for `train_gcn --partition-file`, whose ranks then
 // build their parts from slices of the file, and for `partition_graph --partition-file`.
 //
@@ -34,6 +34,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,13 +51,17 @@ namespace {
 
 using namespace tessera;
 using Num = SCOTCH_Num;
-static_assert(sizeof(Num) == 8, "partition_distributed needs PT-Scotch's 64-bit indices");
+// Built twice: against PT-Scotch's 32-bit indices (partition_distributed: about half the
+// memory) and its 64-bit ones (partition_distributed64: graphs past 2^31 - 1 entries).
+constexpr bool kWide = sizeof(Num) == 8;
+constexpr const char* kProgram = kWide ? "partition_distributed64" : "partition_distributed";
 
 struct Flags {
   std::string dataset;
   std::string out;
   int parts = 0;  // 0: one per rank
   double imbalance = 0.05;
+  std::string strategy = "quality";
   std::uint64_t seed = 0;
   bool quiet = false;
 };
@@ -261,8 +266,18 @@ void repair(std::vector<Num>& part, const DatasetSlice& s, int parts) {
 }
 
 // SCOTCH_dgraphPart with the quality strategy for `parts` parts within `imbalance`.
-std::vector<Num> run_ptscotch(const World& w, DistributedGraph& g, int parts, double imbalance,
-                              std::uint64_t seed) {
+// PT-Scotch's strategy flags by name (SCOTCH_STRAT*).
+const std::map<std::string, Num>& strategies() {
+  static const std::map<std::string, Num> names = {{"default", SCOTCH_STRATDEFAULT},
+                                                   {"quality", SCOTCH_STRATQUALITY},
+                                                   {"speed", SCOTCH_STRATSPEED},
+                                                   {"balance", SCOTCH_STRATBALANCE},
+                                                   {"scalability", SCOTCH_STRATSCALABILITY}};
+  return names;
+}
+
+std::vector<Num> run_ptscotch(const World& w, DistributedGraph& g, const Flags& f) {
+  const int parts = f.parts;
   const auto n = static_cast<Num>(g.xadj.size() - 1);
   const auto entries = static_cast<Num>(g.adjncy.size());
   std::vector<Num> part(static_cast<std::size_t>(n) + 1, 0);  // + 1: never an empty array
@@ -279,7 +294,7 @@ std::vector<Num> run_ptscotch(const World& w, DistributedGraph& g, int parts, do
     status = SCOTCH_contextOptionSetNum(&context, SCOTCH_OPTIONNUMRANDOMFIXEDSEED, 1);
   // One thread per rank: the ranks are the parallelism (and share the cores).
   if (status == 0) status = SCOTCH_contextThreadSpawn(&context, 1, nullptr);
-  SCOTCH_contextRandomSeed(&context, static_cast<SCOTCH_Num>(seed));
+  SCOTCH_contextRandomSeed(&context, static_cast<SCOTCH_Num>(f.seed));
   if (status == 0) {
     status = SCOTCH_dgraphBuild(&graph, 0, n, n, g.xadj.data(), g.xadj.data() + 1, g.vwgt.data(),
                                 nullptr, entries, entries, g.adjncy.data(), nullptr, nullptr);
@@ -287,7 +302,8 @@ std::vector<Num> run_ptscotch(const World& w, DistributedGraph& g, int parts, do
   const bool bind =
       status == 0 && (status = SCOTCH_contextBindDgraph(&context, &graph, &bound)) == 0;
   if (status == 0) {
-    status = SCOTCH_stratDgraphMapBuild(&strategy, SCOTCH_STRATQUALITY, w.size, parts, imbalance);
+    status = SCOTCH_stratDgraphMapBuild(&strategy, strategies().at(f.strategy), w.size, parts,
+                                        f.imbalance);
   }
   if (status == 0) status = SCOTCH_dgraphPart(&bound, parts, &strategy, part.data());
   SCOTCH_stratExit(&strategy);
@@ -314,7 +330,7 @@ std::int64_t edge_cut(const DistributedGraph& g, const std::vector<std::int32_t>
   return cut;
 }
 
-double peak_mb() {
+double peak_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
@@ -341,7 +357,7 @@ void print_summary(const Flags& f, const DatasetSlice& s, const PartCounts& c, i
                 static_cast<long long>(c.nodes[static_cast<std::size_t>(p)]),
                 static_cast<long long>(c.train[static_cast<std::size_t>(p)]));
   }
-  std::printf("Largest peak resident memory of a rank: %.0f MB\n", peak);
+  std::printf("Largest peak resident memory of a rank: %.0f MiB\n", peak);
   std::printf("Wrote %s\n", f.out.c_str());
 }
 
@@ -390,16 +406,22 @@ int run(const World& w, Flags f) {
     g = distributed_graph(w, s, train_total);
     s.rows = Csr();
   });
+  auto entries = static_cast<std::int64_t>(g.adjncy.size());
+  MPI_Allreduce(MPI_IN_PLACE, &entries, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  agreed(w, [&] {
+    TESSERA_CHECK(kWide || entries < std::int64_t{INT32_MAX}, InvalidArgument, f.dataset, ": ",
+                  entries,
+                  " entries in the training graph, past the 32-bit indices of this "
+                  "build of PT-Scotch; use partition_distributed64");
+  });
   std::vector<Num> part;
-  agreed(w, [&] { part = run_ptscotch(w, g, f.parts, f.imbalance, f.seed); });
+  agreed(w, [&] { part = run_ptscotch(w, g, f); });
   repair(part, s, f.parts);
   const PartCounts counts = part_counts(part, s, f.parts);
   PlanFile file;
   file.plan.num_parts = f.parts;
   file.plan.owner = gather_owners(w, part, s.num_nodes);
   file.edge_cut = edge_cut(g, file.plan.owner, s.row_begin);
-  auto entries = static_cast<std::int64_t>(g.adjncy.size());
-  MPI_Allreduce(MPI_IN_PLACE, &entries, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   const double seconds = watch.seconds();
   agreed(w, [&] {
     if (w.rank != 0) return;
@@ -408,7 +430,7 @@ int run(const World& w, Flags f) {
     file.dataset_fingerprint = s.fingerprint;
     write_plan_file(f.out, file);
   });
-  double peak = peak_mb();
+  double peak = peak_mib();
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   if (w.rank == 0 && !f.quiet)
     print_summary(f, s, counts, f.parts, file.edge_cut, entries, seconds, peak);
@@ -428,7 +450,7 @@ int main(int argc, char** argv) {
       "partition_distributed: partition a Tessera HDF5 dataset across MPI ranks with "
       "PT-Scotch into a plan file for train_gcn --partition-file (start it with "
       "mpiexec.openmpi)"};
-  app.set_version_flag("--version", "partition_distributed, " + build_text());
+  app.set_version_flag("--version", std::string(kProgram) + ", " + build_text());
   Flags f;
   app.add_option("--dataset", f.dataset, "Tessera HDF5 dataset (tessera_data convert makes one)")
       ->required();
@@ -439,6 +461,11 @@ int main(int argc, char** argv) {
                  "allowed imbalance of nodes and of training nodes per part")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  std::vector<std::string> strategy_names;
+  for (const auto& [name, flag] : strategies()) strategy_names.push_back(name);
+  app.add_option("--strategy", f.strategy, "PT-Scotch's strategy (SCOTCH_STRAT*)")
+      ->check(CLI::IsMember(strategy_names))
+      ->capture_default_str();
   app.add_option("--seed", f.seed, "PT-Scotch's random seed")->capture_default_str();
   app.add_flag("--quiet", f.quiet, "print nothing but errors");
   int status = 1;
@@ -446,15 +473,15 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     status = run(w, f);
   } catch (const CLI::ParseError& e) {
-    status = tessera_apps::report_parse_error(app, e, "partition_distributed", w.rank == 0);
+    status = tessera_apps::report_parse_error(app, e, kProgram, w.rank == 0);
   } catch (const AgreedFailure& e) {
     if (w.rank == 0) {
-      std::fprintf(stderr, "partition_distributed: error%s: %s\n",
+      std::fprintf(stderr, "%s: error%s: %s\n", kProgram,
                    e.rank == 0 ? "" : (" on rank " + std::to_string(e.rank)).c_str(),
                    e.message.c_str());
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "partition_distributed: error on rank %d: %s\n", w.rank, e.what());
+    std::fprintf(stderr, "%s: error on rank %d: %s\n", kProgram, w.rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();

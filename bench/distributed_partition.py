@@ -113,9 +113,9 @@ def main():
                            os.path.join(args.build, "apps", "partition_distributed"),
                            "--dataset", args.dataset, "--out", plan])
     # The program's own figure: the largest rank's peak (GNU time sees the launcher's tree).
-    own = re.search(r"Largest peak resident memory of a rank: (\d+) MB", out)
+    own = re.search(r"Largest peak resident memory of a rank: (\d+) MiB", out)
     rows.append((f"partition_distributed ({k} ranks: read slices, PT-Scotch, write the plan)",
-                 s, int(own.group(1)) * 1e6 / 2**20 if own else mib))
+                 s, int(own.group(1)) if own else mib))
     print(out.strip().splitlines()[0], flush=True)
     summary = os.path.join(work, "summary.json")
     s, built, line, j = train(args, plan, summary)

@@ -11,6 +11,9 @@ install(TARGETS tessera_api EXPORT TesseraTargets
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tessera
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(TARGETS train_gcn partition_graph tessera_data RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET partition_distributed)  # PT-Scotch, linked statically; Open MPI's libmpi from the system
+  install(TARGETS partition_distributed partition_distributed64 RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 
 set(tessera_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)
 install(EXPORT TesseraTargets NAMESPACE Tessera:: DESTINATION ${tessera_cmake_dir})

@@ -270,10 +270,11 @@ TEST(DistributedCli, FeatureRowsReadByTheirRanksTrainAsRankZerosWhole) {
 }
 
 #ifdef PARTITION_DISTRIBUTED_PATH
-// partition_distributed (PT-Scotch across Open MPI ranks) on `ranks` ranks.
-Result partition_distributed(int ranks, const std::string& args) {
+// partition_distributed (PT-Scotch across Open MPI ranks; `wide`: partition_distributed64, its
+// 64-bit build) on `ranks` ranks.
+Result partition_distributed(int ranks, const std::string& args, bool wide = false) {
   return run(std::string(OMPI_MPIEXEC_PATH) + " --oversubscribe -n " + std::to_string(ranks) + " " +
-                 PARTITION_DISTRIBUTED_PATH + " " + args,
+                 (wide ? PARTITION_DISTRIBUTED64_PATH : PARTITION_DISTRIBUTED_PATH) + " " + args,
              "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
 }
 
@@ -295,30 +296,31 @@ const fs::path& scotch_dataset() {
   return file;
 }
 
-fs::path scotch_plan(int ranks) {
-  const fs::path plan = work_dir() / ("scotch-" + std::to_string(ranks) + ".plan.h5");
+fs::path scotch_plan(int ranks, bool wide = false) {
+  const fs::path plan =
+      work_dir() / ("scotch-" + std::to_string(ranks) + (wide ? "-64" : "") + ".plan.h5");
   if (!fs::exists(plan)) {
     const Result r = partition_distributed(
-        ranks, "--dataset " + scotch_dataset().string() + " --out " + plan.string());
+        ranks, "--dataset " + scotch_dataset().string() + " --out " + plan.string(), wide);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     expect_output_has(r, {"default: " + std::to_string(ranks) + " parts (ptscotch", "edge cut"});
   }
   return plan;
 }
 
-// A plan from PT-Scotch across 2 and 4 ranks: deterministic; the ranks build their parts from
-// slices of the file under it and train as the parts rank 0 cuts from the whole dataset under
-// the same plan, with the cut it reports; its cut is within 10% of serial METIS's.
+// A plan from PT-Scotch across 2 and 4 ranks (and across 4 with its 64-bit build):
+// deterministic; the ranks build their parts from slices of the file under it and train as the
+// parts rank 0 cuts from the whole dataset under the same plan, with the cut it reports; its cut
+// is within 10% of serial METIS's.
 TEST(DistributedPartitioner, PlanTrainsAsRankZerosCutOfIt) {
-  for (const int ranks : {2, 4}) {
-    SCOPED_TRACE(std::to_string(ranks) + " ranks");
-    const fs::path plan = scotch_plan(ranks);
+  for (const auto& [ranks, wide] : {std::pair(2, false), std::pair(4, false), std::pair(4, true)}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks" + (wide ? ", 64-bit" : ""));
+    const fs::path plan = scotch_plan(ranks, wide);
     const fs::path again = work_dir() / "again.plan.h5";
     fs::remove(again);
-    ASSERT_EQ(partition_distributed(ranks, "--quiet --dataset " + scotch_dataset().string() +
-                                               " --out " + again.string())
-                  .exit_code,
-              0);
+    const Result rerun = partition_distributed(
+        ranks, "--quiet --dataset " + scotch_dataset().string() + " --out " + again.string(), wide);
+    ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
     const tessera::PlanFile a = tessera::read_plan_file(plan), b = tessera::read_plan_file(again);
     EXPECT_EQ(a.plan.owner, b.plan.owner) << "PT-Scotch gave another plan on the same input";
     EXPECT_EQ(a.plan.num_parts, ranks);
