@@ -112,52 +112,41 @@ class SlicedPart : public ::testing::Test {
   MpiCommunicator comm{MPI_COMM_WORLD, 120.0};
 };
 
-TEST_F(SlicedPart, EqualsTheBlockPartOfTheWholeDataset) {
-  for (const bool multilabel : {false, true}) {
-    SCOPED_TRACE(multilabel ? "multi-label" : "multi-class");
-    const Dataset d = small_dataset(multilabel);
-    const fs::path file = written(d, multilabel ? "_ml" : "_mc");
-    const GraphPart sliced = sliced_block_part(file, comm);
-    const Csr graph = training_graph(d);
-    const PartitionPlan plan = partition_block(d.num_nodes(), comm.size());
-    const GraphPart whole = PartBuilder(d, graph, plan, dataset_info(d)).build(comm.rank());
-    expect_same_part(sliced, whole);
-    const PartitionStats got = gathered_stats(sliced, comm);
-    const PartitionStats want = partition_stats(graph, plan, d.train_idx);
-    EXPECT_EQ(got.edge_cut, want.edge_cut);
-    EXPECT_EQ(got.owned_nodes, want.owned_nodes);
-    EXPECT_EQ(got.halo_nodes, want.halo_nodes);
-    EXPECT_EQ(got.train_nodes, want.train_nodes);
-    EXPECT_DOUBLE_EQ(got.replication_factor, want.replication_factor);
-    EXPECT_DOUBLE_EQ(got.node_imbalance, want.node_imbalance);
-    EXPECT_DOUBLE_EQ(got.train_imbalance, want.train_imbalance);
-    if (comm.size() > 1) {
-      EXPECT_GT(sliced.graph.num_halo(), 0) << "the blocks cut no edge";
+// Under the block plan (each rank owns the rows it read) and under a random one (whose parts
+// interleave across every slice, so that the rows go to their owners), the parts equal
+// PartBuilder's of that plan, and so do their gathered statistics.
+TEST_F(SlicedPart, EqualsThePartOfTheSamePlanCutFromTheWholeDataset) {
+  for (const bool block : {true, false}) {
+    for (const bool multilabel : {false, true}) {
+      SCOPED_TRACE(std::string(block ? "block plan, " : "random plan, ") +
+                   (multilabel ? "multi-label" : "multi-class"));
+      const Dataset d = small_dataset(multilabel);
+      const fs::path file =
+          written(d, std::string(block ? "_b" : "_p") + (multilabel ? "ml" : "mc"));
+      const PartitionPlan plan = block ? partition_block(d.num_nodes(), comm.size())
+                                       : partition_random(d.num_nodes(), comm.size(), 7);
+      const GraphPart sliced =
+          block ? sliced_block_part(file, comm)
+                : planned_part_from_slice(read_block_slice(file, comm.rank(), comm.size()), plan,
+                                          comm);
+      validate(sliced, "sliced part");
+      const Csr graph = training_graph(d);
+      const GraphPart whole = PartBuilder(d, graph, plan, dataset_info(d)).build(comm.rank());
+      expect_same_part(sliced, whole);
+      const PartitionStats got = gathered_stats(sliced, comm);
+      const PartitionStats want = partition_stats(graph, plan, d.train_idx);
+      EXPECT_EQ(got.edge_cut, want.edge_cut);
+      EXPECT_EQ(got.owned_nodes, want.owned_nodes);
+      EXPECT_EQ(got.halo_nodes, want.halo_nodes);
+      EXPECT_EQ(got.train_nodes, want.train_nodes);
+      EXPECT_DOUBLE_EQ(got.replication_factor, want.replication_factor);
+      EXPECT_DOUBLE_EQ(got.node_imbalance, want.node_imbalance);
+      EXPECT_DOUBLE_EQ(got.train_imbalance, want.train_imbalance);
+      if (comm.size() > 1) {
+        EXPECT_GT(sliced.graph.num_halo(), 0) << "the plan cut no edge";
+      }
+      remove(file);
     }
-    remove(file);
-  }
-}
-
-// Under any plan (here a random one, whose parts interleave across every slice), the slices'
-// rows go to their owners and the parts equal PartBuilder's of that plan.
-TEST_F(SlicedPart, EqualsThePlannedPartOfTheWholeDataset) {
-  for (const bool multilabel : {false, true}) {
-    SCOPED_TRACE(multilabel ? "multi-label" : "multi-class");
-    const Dataset d = small_dataset(multilabel);
-    const fs::path file = written(d, multilabel ? "_pml" : "_pmc");
-    const PartitionPlan plan = partition_random(d.num_nodes(), comm.size(), 7);
-    DatasetSlice slice = read_block_slice(file, comm.rank(), comm.size());
-    const GraphPart sliced = planned_part_from_slice(std::move(slice), plan, comm);
-    validate(sliced, "planned part");
-    const Csr graph = training_graph(d);
-    const GraphPart whole = PartBuilder(d, graph, plan, dataset_info(d)).build(comm.rank());
-    expect_same_part(sliced, whole);
-    const PartitionStats got = gathered_stats(sliced, comm);
-    const PartitionStats want = partition_stats(graph, plan, d.train_idx);
-    EXPECT_EQ(got.edge_cut, want.edge_cut);
-    EXPECT_EQ(got.halo_nodes, want.halo_nodes);
-    EXPECT_EQ(got.train_nodes, want.train_nodes);
-    remove(file);
   }
 }
 
