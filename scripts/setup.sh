@@ -6,12 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Tessera runs on MPICH. PT-Scotch (libptscotch-dev, for partition_distributed alone) is built
-# against Open MPI, which it pulls in beside MPICH; the MPI alternatives are set back to MPICH
-# below, so that mpicc, mpiexec and mpi.h stay MPICH's.
+# Tessera runs on MPICH. PT-Scotch (libptscotch-dev, for partition_distributed alone, linked
+# statically: libbz2-dev and liblzma-dev for its compressed-file readers) is built against Open
+# MPI, which it pulls in beside MPICH; the MPI alternatives are set back to MPICH below, so that
+# mpicc, mpiexec and mpi.h stay MPICH's.
 packages=(cmake make g++ pkg-config zlib1g-dev libzip-dev libopenblas-dev libhdf5-dev libgtest-dev
           libcli11-dev nlohmann-json3-dev mpich libmpich-dev libmetis-dev
-          libptscotch-dev openmpi-bin
+          libptscotch-dev openmpi-bin libbz2-dev liblzma-dev
           python3-dev python3-numpy python3-h5py python3-scipy python3-torch python3-venv python3-pip
           pybind11-dev python3-matplotlib slurm-wlm munge
           universal-ctags ninja-build)
