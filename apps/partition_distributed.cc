@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // partition_distributed: partitions a Tessera HDF5 dataset across MPI ranks with PT-Scotch
-// (SCOTCH_dgraphPart) without any rank reading or holding the whole graph, and
-// writes a plan file (partition/plan_file.h) for `train_gcn --partition-file`, whose ranks then
-// build their parts from slices of the file, and for `partition_graph --partition-file`.
+// (SCOTCH_dgraphPart) without any rank reading or holding the whole graph, and writes a plan
+// file (partition/plan_file.h) for `train_gcn --partition-file`, whose ranks then build their
+// parts from slices of the file.
 //
 // Debian builds PT-Scotch against Open MPI, so this one program is built against Open MPI too
 // and started with its launcher (mpiexec.openmpi); everything else in Tessera runs on MPICH.

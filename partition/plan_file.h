@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The plan file: one partitioning of a dataset (every node's part) in an HDF5 file, what a
 // partitioner that runs outside Tessera's ranks writes (partition_distributed, PT-Scotch across
-// ranks) and what `train_gcn --partition-file` and `partition_graph --partition-file` read. It
-// names the dataset it was cut from by node count and fingerprint, so a plan of another dataset
-// is refused.
+// ranks) and what `train_gcn --partition-file` reads. It names the dataset it was cut from by
+// node count and fingerprint, so a plan of another dataset is refused.
 #pragma once
 
 #include <cstdint>
