@@ -127,15 +127,6 @@ struct DistributedGraph {
   std::vector<Num> vwgt;    // (n)
 };
 
-std::int64_t first_row(std::int64_t n, int k, int q) { return n * q / k; }
-
-int block_owner(std::int64_t n, int k, std::int64_t v) {
-  int q = static_cast<int>(v * k / n);
-  while (q + 1 < k && first_row(n, k, q + 1) <= v) ++q;
-  while (first_row(n, k, q) > v) --q;
-  return q;
-}
-
 // The reverse (u, v) of every entry (v, u) of the slice but self loops, as pairs sent to the
 // rank whose rows hold u; what came in from every rank (this one too).
 std::vector<std::int64_t> reverse_entries(const World& w, const DatasetSlice& s) {
@@ -146,7 +137,7 @@ std::vector<std::int64_t> reverse_entries(const World& w, const DatasetSlice& s)
   for (std::int64_t r = 0; r < n; ++r) {
     for (EdgeOffset e = indptr[r]; e < indptr[r + 1]; ++e) {
       if (indices[e] != s.row_begin + r)
-        count[static_cast<std::size_t>(block_owner(s.num_nodes, w.size, indices[e]))] += 2;
+        count[static_cast<std::size_t>(block_part_of(s.num_nodes, w.size, indices[e]))] += 2;
     }
   }
   std::vector<int> counts(static_cast<std::size_t>(w.size)), at(static_cast<std::size_t>(w.size));
@@ -163,7 +154,7 @@ std::vector<std::int64_t> reverse_entries(const World& w, const DatasetSlice& s)
     for (EdgeOffset e = indptr[r]; e < indptr[r + 1]; ++e) {
       const GlobalId u = indices[e];
       if (u == s.row_begin + r) continue;
-      std::size_t& to = cursor[static_cast<std::size_t>(block_owner(s.num_nodes, w.size, u))];
+      std::size_t& to = cursor[static_cast<std::size_t>(block_part_of(s.num_nodes, w.size, u))];
       send[to++] = u;
       send[to++] = s.row_begin + r;
     }
@@ -368,9 +359,9 @@ std::vector<std::int32_t> gather_owners(const World& w, const std::vector<Num>& 
   std::vector<int> sizes(static_cast<std::size_t>(w.size)), at(static_cast<std::size_t>(w.size));
   for (int q = 0; q < w.size; ++q) {
     at[static_cast<std::size_t>(q)] = checked_count(
-        static_cast<std::size_t>(first_row(num_nodes, w.size, q)), "the nodes' parts");
+        static_cast<std::size_t>(block_first(num_nodes, w.size, q)), "the nodes' parts");
     sizes[static_cast<std::size_t>(q)] =
-        static_cast<int>(first_row(num_nodes, w.size, q + 1) - first_row(num_nodes, w.size, q));
+        static_cast<int>(block_first(num_nodes, w.size, q + 1) - block_first(num_nodes, w.size, q));
   }
   std::vector<std::int32_t> owner(static_cast<std::size_t>(num_nodes));
   MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_INT32_T, owner.data(),
@@ -383,8 +374,8 @@ DatasetSlice read_slice(const World& w, const Flags& f) {
   const std::int64_t n = read_hdf5_rows(f.dataset, 0, 0, false).num_nodes;
   TESSERA_CHECK(f.parts <= n && w.size <= n, InvalidArgument, "--parts ", f.parts, " on ", w.size,
                 " ranks: more parts or ranks than the ", n, " nodes of ", f.dataset);
-  return read_hdf5_rows(f.dataset, first_row(n, w.size, w.rank), first_row(n, w.size, w.rank + 1),
-                        false);
+  return read_hdf5_rows(f.dataset, block_first(n, w.size, w.rank),
+                        block_first(n, w.size, w.rank + 1), false);
 }
 
 int run(const World& w, Flags f) {

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "engine/planner.h"
+#include "partition/partition_plan.h"
 
 namespace tessera {
 namespace {
@@ -110,11 +111,7 @@ StreamedShapes block_shapes_from_file(Hdf5GraphReader& file, int parts, std::int
   check_num_parts(n, parts);
   TESSERA_CHECK(sample >= 1, InvalidArgument, "block_shapes_from_file: sample must be >= 1, got ",
                 sample);
-  std::vector<std::int64_t> bounds(static_cast<std::size_t>(parts) + 1);  // partition_block's
-  for (int p = 0; p <= parts; ++p) bounds[static_cast<std::size_t>(p)] = n * p / parts;
-  const auto owner = [&](std::int64_t v) {
-    return static_cast<int>(std::upper_bound(bounds.begin(), bounds.end(), v) - bounds.begin() - 1);
-  };
+  const auto owner = [&](std::int64_t v) { return block_part_of(n, parts, v); };
   std::vector<NodeBits> halo(static_cast<std::size_t>(parts), NodeBits(n));  // (K, N) bits
   NodeBits boundary(n);
   std::vector<StoredCounts> counts(static_cast<std::size_t>(parts));
@@ -148,8 +145,8 @@ StreamedShapes block_shapes_from_file(Hdf5GraphReader& file, int parts, std::int
   out.parts.resize(static_cast<std::size_t>(parts));
   const CounterRng rng(seed, 0, 0, RngPurpose::Init);
   for (int p = 0; p < parts; ++p) {
-    const std::int64_t begin = bounds[static_cast<std::size_t>(p)];
-    const std::int64_t end = bounds[static_cast<std::size_t>(p) + 1];
+    const std::int64_t begin = block_first(n, parts, p);
+    const std::int64_t end = block_first(n, parts, p + 1);
     const StoredCounts& c = counts[static_cast<std::size_t>(p)];
     const ReverseSample s = sample_reverses(file, begin, end, p, owner, sample, rng);
     out.sampled += s.looked;

@@ -177,12 +177,24 @@ void check_num_parts(std::int64_t num_nodes, int num_parts) {
                 ") than nodes (", num_nodes, ")");
 }
 
+std::int64_t block_first(std::int64_t num_nodes, int num_parts, int part) {
+  return num_nodes * part / num_parts;
+}
+
+int block_part_of(std::int64_t num_nodes, int num_parts, std::int64_t node) {
+  // node * K / N lands on the part or next to it; the two loops settle which.
+  int q = static_cast<int>(node * num_parts / num_nodes);
+  while (q + 1 < num_parts && block_first(num_nodes, num_parts, q + 1) <= node) ++q;
+  while (block_first(num_nodes, num_parts, q) > node) --q;
+  return q;
+}
+
 PartitionPlan partition_block(std::int64_t num_nodes, int num_parts) {
   check_num_parts(num_nodes, num_parts);
   PartitionPlan plan{num_parts, std::vector<std::int32_t>(static_cast<std::size_t>(num_nodes))};
   for (int p = 0; p < num_parts; ++p) {
-    std::int64_t begin = num_nodes * p / num_parts, end = num_nodes * (p + 1) / num_parts;
-    std::fill(plan.owner.begin() + begin, plan.owner.begin() + end, p);
+    std::fill(plan.owner.begin() + block_first(num_nodes, num_parts, p),
+              plan.owner.begin() + block_first(num_nodes, num_parts, p + 1), p);
   }
   return plan;
 }

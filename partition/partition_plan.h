@@ -34,6 +34,12 @@ void check_num_parts(std::int64_t num_nodes, int num_parts);
 
 // Contiguous id ranges of (almost) equal size: part p owns [p*N/K, (p+1)*N/K).
 PartitionPlan partition_block(std::int64_t num_nodes, int num_parts);
+// The same ranges without the (N) owners, for ranks that read their block of a file:
+// block_first(N, K, p) = p*N/K is the first node of part p (N for p = K), and block_part_of
+// the part that owns `node`, in O(1). Both take 1 <= K <= N (not checked here) and work in 64
+// bits for any N below 2^62 / K.
+std::int64_t block_first(std::int64_t num_nodes, int num_parts, int part);
+int block_part_of(std::int64_t num_nodes, int num_parts, std::int64_t node);
 // Each node to a part drawn from the counter RNG keyed by seed (balanced in expectation; a part
 // may come out empty when N is close to K).
 PartitionPlan partition_random(std::int64_t num_nodes, int num_parts, std::uint64_t seed);

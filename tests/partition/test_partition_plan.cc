@@ -3,6 +3,7 @@
 // graphs, and both halo-counting paths (bitmask for K <= 512, per part above) against std::set.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,6 +32,37 @@ TEST(PartitionPlan, BlockIsContiguousAndBalanced) {
   EXPECT_EQ(plan.num_parts, 3);
   std::vector<std::int32_t> expected{0, 0, 0, 1, 1, 1, 2, 2, 2, 2};
   EXPECT_EQ(plan.owner, expected);
+}
+
+// The owner of every node and the first node of every part, as ranks that read their block of a
+// file compute them: equal to partition_block's on small graphs, and exact at the ends of
+// every part past 2^32 nodes and offsets, where p * N overflows 32 bits.
+TEST(PartitionPlan, BlockBoundsWithoutTheOwners) {
+  for (std::int64_t n = 1; n <= 40; ++n) {
+    for (int k = 1; k <= n; ++k) {
+      const PartitionPlan plan = partition_block(n, k);
+      EXPECT_EQ(block_first(n, k, 0), 0);
+      EXPECT_EQ(block_first(n, k, k), n);
+      for (std::int64_t v = 0; v < n; ++v) {
+        const int p = plan.owner[static_cast<std::size_t>(v)];
+        ASSERT_EQ(block_part_of(n, k, v), p) << "node " << v << " of " << n << ", " << k;
+        ASSERT_LE(block_first(n, k, p), v);
+        ASSERT_GT(block_first(n, k, p + 1), v);
+      }
+    }
+  }
+  const std::int64_t n = (std::int64_t{1} << 33) + 12345;
+  for (int k : {2, 3, 7, 1000, 65536}) {
+    for (int p = 0; p < k; p += std::max(1, k / 16)) {
+      const std::int64_t begin = block_first(n, k, p), end = block_first(n, k, p + 1);
+      ASSERT_LE(begin * k, n * p);  // begin = floor(n p / k), in products below 2^51
+      ASSERT_GT((begin + 1) * k, n * p);
+      ASSERT_LT(begin, end);
+      for (const std::int64_t v : {begin, begin + 1, end - 2, end - 1}) {
+        ASSERT_EQ(block_part_of(n, k, v), p) << "node " << v << " of " << n << ", " << k;
+      }
+    }
+  }
 }
 
 TEST(PartitionPlan, RefusesMorePartsThanNodesAndNoParts) {
