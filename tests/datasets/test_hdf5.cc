@@ -111,6 +111,27 @@ class Hdf5Edit {
     H5Dclose(dataset);
     H5Sclose(space);
   }
+  // Replaces `path` by a 1-D dataset of `type` and `length` entries that holds `values` from
+  // entry `offset` on and was never written elsewhere: contiguous storage of the full length
+  // without a fill value, so that a file system with sparse files keeps the rest as a hole and
+  // the length can pass 2^31 at the disk cost of the values.
+  void replace_sparse_1d(const char* path, hid_t type, std::int64_t length, std::int64_t offset,
+                         const std::vector<std::int64_t>& values) {
+    remove(path);
+    hsize_t dims[1] = {static_cast<hsize_t>(length)};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t create = H5Pcreate(H5P_DATASET_CREATE);
+    EXPECT_GE(H5Pset_fill_time(create, H5D_FILL_TIME_NEVER), 0);
+    hid_t dataset = H5Dcreate2(file_, path, type, space, H5P_DEFAULT, create, H5P_DEFAULT);
+    hsize_t start[1] = {static_cast<hsize_t>(offset)}, count[1] = {values.size()};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    hid_t memory = H5Screate_simple(1, count, nullptr);
+    EXPECT_GE(H5Dwrite(dataset, H5T_NATIVE_INT64, memory, space, H5P_DEFAULT, values.data()), 0);
+    H5Sclose(memory);
+    H5Dclose(dataset);
+    H5Pclose(create);
+    H5Sclose(space);
+  }
   // Overwrites element `index` of a 1-D dataset (int64 in memory, converted on write).
   void set_element(const char* path, hsize_t index, std::int64_t value) {
     hid_t dataset = H5Dopen2(file_, path, H5P_DEFAULT);
@@ -220,6 +241,62 @@ TEST_F(Hdf5Test, SlicesOfRowsPutTogetherAreTheWhole) {
 // What the partitioning rank reads of a file whose ranks read their own feature rows: the
 // dataset less its features, with the whole file's fingerprint checked by streaming them; then
 // any rows in any order, read back as they are in the file.
+// Offsets past 2^31 in every read of a stretch of rows: the graph's entries moved 2^31 + 3
+// places on in a /graph/indices that many entries longer (a hole in a sparse file, so that the
+// gap takes no disk), and row 0 stretched over the gap. Rows 1..N, read as slices and through
+// Hdf5GraphReader, come back equal to the original's, and a range that starts past the
+// original's entry count names the offsets.
+TEST_F(Hdf5Test, RowsPastTwoToTheThirtyOneEntries) {
+  const Dataset d = generate_synthetic(small_config());
+  const fs::path file = dir_ / "offsets.h5";
+  write_hdf5(d, file);
+  const std::int64_t gap = (std::int64_t{1} << 31) + 3, n = d.num_nodes(), nnz = d.graph.nnz();
+  const std::vector<EdgeOffset>& indptr = d.graph.indptr();
+  std::vector<std::int64_t> moved(indptr.begin(), indptr.end());
+  for (std::size_t i = 1; i < moved.size(); ++i) moved[i] += gap;
+  {
+    Hdf5Edit edit(file);
+    edit.replace_1d("/graph/indptr", H5T_STD_I64LE, moved);
+    edit.replace_sparse_1d("/graph/indices", H5T_STD_I32LE, gap + nnz, gap,
+                           {d.graph.indices().begin(), d.graph.indices().end()});
+  }
+  const auto expect_rows = [&](const Csr& rows, std::int64_t begin) {
+    for (std::int64_t r = 0; r < rows.num_rows(); ++r) {
+      const auto from = d.graph.indices().begin() + indptr[begin + r];
+      const std::vector<NodeId> want(from, from + (indptr[begin + r + 1] - indptr[begin + r]));
+      const std::vector<NodeId> got(rows.indices().begin() + rows.indptr()[r],
+                                    rows.indices().begin() + rows.indptr()[r + 1]);
+      ASSERT_EQ(got, want) << "row " << begin + r;
+    }
+  };
+  for (const std::int64_t begin : {std::int64_t{1}, n / 2, n - 1}) {
+    SCOPED_TRACE("rows from " + std::to_string(begin));
+    const DatasetSlice s = read_hdf5_rows(file, begin, n);
+    EXPECT_EQ(s.rows.num_rows(), n - begin);
+    EXPECT_EQ(s.rows.nnz(), nnz - indptr[static_cast<std::size_t>(begin)]);
+    expect_rows(s.rows, begin);
+  }
+  {
+    Hdf5GraphReader reader(file);
+    EXPECT_EQ(reader.num_entries(), gap + nnz);
+    const std::vector<EdgeOffset> starts = reader.row_starts(1, n);
+    EXPECT_EQ(starts, std::vector<EdgeOffset>(moved.begin() + 1, moved.end()));
+    expect_rows(reader.rows(3, n), 3);
+    for (const EdgeOffset e : {EdgeOffset{0}, nnz / 2, nnz - 1}) {
+      EXPECT_EQ(reader.column(gap + e), d.graph.indices()[static_cast<std::size_t>(e)]);
+    }
+  }
+  Hdf5Edit(file).set_element("/graph/indptr", static_cast<hsize_t>(n), gap + nnz + 1);
+  try {
+    read_hdf5_rows(file, n - 1, n);
+    ADD_FAILURE() << "an offset past the entries was read";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::InvalidInput);
+    EXPECT_NE(error.message().find("of " + std::to_string(gap + nnz)), std::string::npos)
+        << error.message();
+  }
+}
+
 TEST_F(Hdf5Test, FeaturesStayInTheFileUntilTheirRowsAreAsked) {
   SyntheticConfig config = small_config();
   config.num_features = 1000;  // 4 kB a row: the 16 MiB spans hold 4,194 rows, so several reads
