@@ -357,7 +357,7 @@ Csr Csr::symmetrize() const {
   return Csr(num_rows_, num_cols_, std::move(out.indptr), std::move(out.indices));
 }
 
-Csr Csr::with_self_loops() const {
+Csr Csr::with_self_loops() const& {
   // Rows may be fewer than columns (a part's owned rows over owned + halo columns): the
   // diagonal is then (r, r) for every row r.
   TESSERA_CHECK(num_rows_ <= num_cols_, InvalidArgument, "with_self_loops: matrix is (",
@@ -391,6 +391,93 @@ Csr Csr::with_self_loops() const {
       });
   return Csr(num_rows_, num_cols_, std::move(out.indptr), std::move(out.indices),
              std::move(out.values));
+}
+
+Csr Csr::with_self_loops() && {
+  TESSERA_CHECK(num_rows_ <= num_cols_, InvalidArgument, "with_self_loops: matrix is (", num_rows_,
+                ", ", num_cols_, "), needs at least as many columns as rows");
+  const bool weighted = has_values();
+  const auto row_begin = [&](std::int64_t r) { return indices_.begin() + indptr_[r]; };
+  const auto has_loop = [&](std::int64_t r) {
+    return std::find(row_begin(r), row_begin(r + 1), static_cast<NodeId>(r)) != row_begin(r + 1);
+  };
+  EdgeOffset shift = 0;  // the loops still to insert, one a row without one
+  for (std::int64_t r = 0; r < num_rows_; ++r) shift += has_loop(r) ? 0 : 1;
+  indices_.resize(indices_.size() + static_cast<std::size_t>(shift));
+  if (weighted) values_.resize(indices_.size());
+  const auto move = [&](EdgeOffset from, EdgeOffset to, EdgeOffset by) {  // [from, to) right
+    for (EdgeOffset j = to; j > from; --j) {
+      indices_[j - 1 + by] = indices_[j - 1];
+      if (weighted) values_[j - 1 + by] = values_[j - 1];
+    }
+  };
+  // From the last row back, each row moves right by the loops inserted before it (and its own),
+  // so that no entry is overwritten before it has moved. A loop goes where the copy above puts
+  // it: before the row's first larger column.
+  for (std::int64_t r = num_rows_ - 1; r >= 0 && shift > 0; --r) {
+    const EdgeOffset begin = indptr_[r], end = indptr_[r + 1];
+    const bool looped = has_loop(r);
+    const EdgeOffset at =
+        std::find_if(row_begin(r), row_begin(r + 1), [r](NodeId c) { return c > r; }) -
+        indices_.begin();
+    indptr_[r + 1] = end + shift;
+    if (looped) {
+      move(begin, end, shift);
+      continue;
+    }
+    move(at, end, shift);
+    indices_[at + shift - 1] = static_cast<NodeId>(r);
+    if (weighted) values_[at + shift - 1] = 1.0f;
+    --shift;
+    move(begin, at, shift);
+  }
+  device_matrix_.reset();
+  device_ = Device::cpu();
+  return std::move(*this);
+}
+
+Csr Csr::with_values(std::vector<float> values) && {
+  TESSERA_CHECK(static_cast<EdgeOffset>(values.size()) == nnz(), InvalidArgument,
+                "with_values: ", values.size(), " values for ", nnz(), " entries");
+  values_ = std::move(values);
+  device_matrix_.reset();
+  device_ = Device::cpu();
+  return std::move(*this);
+}
+
+Csr::Arrays Csr::release() && {
+  Arrays out{std::move(indptr_), std::move(indices_), std::move(values_)};
+  *this = Csr();
+  return out;
+}
+
+Csr Csr::columns_below(std::int64_t num_cols) && {
+  TESSERA_CHECK(num_cols >= 0 && num_cols <= num_cols_, InvalidArgument,
+                "columns_below: ", num_cols, " columns of a matrix of ", num_cols_);
+  const bool weighted = has_values();
+  EdgeOffset kept = 0, begin = 0;
+  for (std::int64_t r = 0; r < num_rows_; ++r) {
+    const EdgeOffset end = indptr_[r + 1];
+    for (EdgeOffset j = begin; j < end; ++j) {
+      if (indices_[j] >= num_cols) continue;
+      indices_[kept] = indices_[j];
+      if (weighted) values_[kept] = values_[j];
+      ++kept;
+    }
+    indptr_[r + 1] = kept;
+    begin = end;
+  }
+  const EdgeOffset dropped = nnz() - kept;
+  indices_.resize(static_cast<std::size_t>(kept));
+  if (weighted) values_.resize(static_cast<std::size_t>(kept));
+  if (dropped > kept / 8) {
+    indices_.shrink_to_fit();
+    values_.shrink_to_fit();
+  }
+  num_cols_ = num_cols;
+  device_matrix_.reset();
+  device_ = Device::cpu();
+  return std::move(*this);
 }
 
 Csr Csr::without_self_loops() const {
@@ -436,7 +523,7 @@ Csr csr_from_edges(std::int64_t num_nodes, std::vector<std::array<NodeId, 2>> ed
   return csr_from_unsorted_rows(num_nodes, num_nodes, std::move(indptr), std::move(indices));
 }
 
-Csr gcn_normalized(const Csr& pattern, std::span<const float> row_degree,
+Csr gcn_normalized(Csr pattern, std::span<const float> row_degree,
                    std::span<const float> col_degree) {
   TESSERA_CHECK(static_cast<std::int64_t>(row_degree.size()) == pattern.num_rows(), InvalidArgument,
                 "gcn_normalized: row_degree must have num_rows = ", pattern.num_rows(),
@@ -455,8 +542,7 @@ Csr gcn_normalized(const Csr& pattern, std::span<const float> row_degree,
       values[static_cast<std::size_t>(j)] = static_cast<float>(row_scale[r] * col_scale[idx[j]]);
     }
   }
-  return Csr(pattern.num_rows(), pattern.num_cols(), pattern.indptr(), pattern.indices(),
-             std::move(values));
+  return std::move(pattern).with_values(std::move(values));
 }
 
 // deg(x) = the number of entries of row x (x's in-degree counting its self loop), used for both
@@ -471,7 +557,7 @@ Csr gcn_normalized(const Csr& pattern_with_self_loops) {
   return gcn_normalized(a, degree, degree);
 }
 
-Csr mean_normalized(const Csr& pattern) {
+Csr mean_normalized(Csr pattern) {
   std::vector<float> values(static_cast<std::size_t>(pattern.nnz()));
   const EdgeOffset* indptr = pattern.indptr().data();
 #pragma omp parallel for schedule(dynamic, 4096) if (pattern.nnz() >= kSerialItems)
@@ -479,8 +565,7 @@ Csr mean_normalized(const Csr& pattern) {
     const float w = static_cast<float>(1.0 / static_cast<double>(indptr[r + 1] - indptr[r]));
     std::fill(values.begin() + indptr[r], values.begin() + indptr[r + 1], w);
   }
-  return Csr(pattern.num_rows(), pattern.num_cols(), pattern.indptr(), pattern.indices(),
-             std::move(values));
+  return std::move(pattern).with_values(std::move(values));
 }
 
 Csr csr_from_unsorted_rows(std::int64_t num_rows, std::int64_t num_cols,
@@ -507,10 +592,10 @@ Csr csr_from_unsorted_rows(std::int64_t num_rows, std::int64_t num_cols,
     out += kept[r];
   }
   indptr[num_rows] = out;
-  if (static_cast<std::size_t>(out) < indices.size()) {
-    indices.resize(static_cast<std::size_t>(out));
-    indices.shrink_to_fit();
-  }
+  // The repeats' room is given back only when it is worth a copy of what is kept (beside it).
+  const auto repeats = static_cast<EdgeOffset>(indices.size()) - out;
+  indices.resize(static_cast<std::size_t>(out));
+  if (repeats > out / 8) indices.shrink_to_fit();
   return Csr(num_rows, num_cols, std::move(indptr), std::move(indices));
 }
 

@@ -64,9 +64,24 @@ class Csr {
   Csr transpose() const;
   // A + A^T pattern (square only), duplicates merged, no values.
   Csr symmetrize() const;
-  // Same pattern with the diagonal entries (r, r) present (added where missing); needs
-  // num_rows <= num_cols.
-  Csr with_self_loops() const;
+  // Same pattern with the diagonal entries (r, r) present (added where missing, with weight 1
+  // when there are values); needs num_rows <= num_cols. The rvalue form inserts them in this
+  // matrix's own arrays, from the last row back, so that the result costs no second copy.
+  Csr with_self_loops() const&;
+  Csr with_self_loops() &&;
+  // This pattern with `values` (one a stored entry) as its weights, in its own arrays.
+  Csr with_values(std::vector<float> values) &&;
+  // The arrays, handed over to be reworked in place; the matrix is left empty.
+  struct Arrays {
+    std::vector<EdgeOffset> indptr;
+    std::vector<NodeId> indices;
+    std::vector<float> values;
+  };
+  Arrays release() &&;
+  // The entries in columns [0, num_cols) only, as a (num_rows, num_cols) matrix, compacted in
+  // this matrix's own arrays; their spare capacity is given back when the dropped entries were
+  // more than an eighth of them. Needs 0 <= num_cols <= this->num_cols().
+  Csr columns_below(std::int64_t num_cols) &&;
   // Pattern without diagonal entries.
   Csr without_self_loops() const;
 
@@ -81,7 +96,8 @@ class Csr {
 };
 
 // Finishes a pattern built by bucketing (indptr final, each row's indices in any order, possibly
-// repeated): sorts every row, drops repeats, compacts in place and validates. No values.
+// repeated): sorts every row, drops repeats, compacts in place (giving the room back past an
+// eighth of repeats) and validates. No values.
 // Parallel over rows; the result does not depend on the thread count.
 Csr csr_from_unsorted_rows(std::int64_t num_rows, std::int64_t num_cols,
                            std::vector<EdgeOffset> indptr, std::vector<NodeId> indices);
@@ -96,11 +112,13 @@ Csr csr_from_edges(std::int64_t num_nodes, std::vector<std::array<NodeId, 2>> ed
 // w(v, u) = 1 / sqrt(deg(v) * deg(u)), deg taken from `row_degree` / `col_degree` (the global
 // degrees of A + I, so that a part of the graph is weighted exactly as in the whole graph).
 // Degrees of 0 give weight 0.
-Csr gcn_normalized(const Csr& pattern, std::span<const float> row_degree,
+// Takes the pattern by value: pass an rvalue to weight it in its own arrays.
+Csr gcn_normalized(Csr pattern, std::span<const float> row_degree,
                    std::span<const float> col_degree);
 // Same, with degrees taken from the pattern itself (square, single-process case).
 Csr gcn_normalized(const Csr& pattern_with_self_loops);
-// Mean aggregation: w(v, u) = 1 / deg(v) over the row's entries (rows of degree 0 stay empty).
-Csr mean_normalized(const Csr& pattern);
+// Mean aggregation: w(v, u) = 1 / deg(v) over the row's entries (rows of degree 0 stay empty);
+// by value, as gcn_normalized.
+Csr mean_normalized(Csr pattern);
 
 }  // namespace tessera

@@ -152,9 +152,9 @@ void GraphRunner::build(const LossRows& loss) {
     column_ids.assign(g.owned_ids.begin(), g.owned_ids.end());
     column_ids.insert(column_ids.end(), g.halo_ids.begin(), g.halo_ids.end());
   }
-  Csr weighted = op.build(g.adjacency, g.degrees);
-  // From here the operator is the part's graph: the adjacency (4 bytes an entry) goes back to
-  // the system before the operator is split into its blocks (a trainer builds its runner once).
+  // From here the operator is the part's graph: the adjacency's arrays become the operator's,
+  // which the propagator splits into its blocks in place (a trainer builds its runner once).
+  Csr weighted = op.build(std::move(g.adjacency), g.degrees);
   g.adjacency = Csr();
   propagator_ =
       std::make_unique<HaloPropagator>(std::move(weighted), op.symmetry, *exchange_, column_ids);

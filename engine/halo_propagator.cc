@@ -18,60 +18,52 @@ namespace {
 // Chunks of the overlapped SpMM: the exchange is polled this many times per aggregation.
 constexpr std::int64_t kPollChunks = 16;
 
-// The operator's owned columns (< N) and halo columns (renumbered from 0), each block with the
-// rows' entries in their order; the rows with a halo column, in order.
-struct ColumnSplit {
-  Csr owned, halo;
+// The operator's halo columns (renumbered from 0) as a block of the rows that have any, with the
+// rows' entries in their order; those rows, in order. The owned block is what is left of the
+// operator: Csr::columns_below(N).
+struct HaloBlock {
+  Csr halo;
   std::vector<NodeId> boundary_rows;
 };
 
-// The blocks get their exact sizes (a first pass counts them), so that no array grows by
-// doubling beside the whole operator.
-ColumnSplit split_columns(const Csr& a) {
+// The block gets its exact size (a first pass counts it), so that no array grows by doubling
+// beside the whole operator.
+HaloBlock halo_columns(const Csr& a) {
   const std::int64_t n = a.num_rows(), h = a.num_cols() - n;
   const EdgeOffset* indptr = a.indptr().data();
   const NodeId* indices = a.indices().data();
   const float* values = a.has_values() ? a.values().data() : nullptr;
-  std::vector<EdgeOffset> own_ptr(static_cast<std::size_t>(n) + 1, 0);
+  const auto is_halo = [n](NodeId c) { return static_cast<std::int64_t>(c) >= n; };
   EdgeOffset halo_entries = 0;
   std::int64_t boundary = 0;
   for (std::int64_t r = 0; r < n; ++r) {
-    const auto owned = static_cast<EdgeOffset>(
-        std::count_if(indices + indptr[r], indices + indptr[r + 1],
-                      [n](NodeId c) { return static_cast<std::int64_t>(c) < n; }));
-    own_ptr[r + 1] = own_ptr[r] + owned;
-    halo_entries += indptr[r + 1] - indptr[r] - owned;
-    boundary += owned < indptr[r + 1] - indptr[r];
+    const auto in_halo = static_cast<EdgeOffset>(
+        std::count_if(indices + indptr[r], indices + indptr[r + 1], is_halo));
+    halo_entries += in_halo;
+    boundary += in_halo > 0;
   }
-  const auto own_entries = static_cast<std::size_t>(own_ptr[static_cast<std::size_t>(n)]);
   const auto halo_size = static_cast<std::size_t>(halo_entries);
-  std::vector<NodeId> own_idx(own_entries), halo_idx(halo_size);
-  std::vector<float> own_val(values ? own_entries : 0), halo_val(values ? halo_size : 0);
+  std::vector<NodeId> halo_idx(halo_size);
+  std::vector<float> halo_val(values ? halo_size : 0);
   std::vector<EdgeOffset> halo_ptr(1, 0);
   halo_ptr.reserve(static_cast<std::size_t>(boundary) + 1);
-  ColumnSplit split;
-  split.boundary_rows.reserve(static_cast<std::size_t>(boundary));
-  std::size_t next_own = 0, next_halo = 0;
+  HaloBlock out;
+  out.boundary_rows.reserve(static_cast<std::size_t>(boundary));
+  std::size_t next = 0;
   for (std::int64_t r = 0; r < n; ++r) {
     for (EdgeOffset j = indptr[r]; j < indptr[r + 1]; ++j) {
-      if (indices[j] < n) {
-        own_idx[next_own] = indices[j];
-        if (values) own_val[next_own] = values[j];
-        ++next_own;
-      } else {
-        halo_idx[next_halo] = static_cast<NodeId>(indices[j] - n);
-        if (values) halo_val[next_halo] = values[j];
-        ++next_halo;
-      }
+      if (!is_halo(indices[j])) continue;
+      halo_idx[next] = static_cast<NodeId>(indices[j] - n);
+      if (values) halo_val[next] = values[j];
+      ++next;
     }
-    if (static_cast<EdgeOffset>(next_halo) == halo_ptr.back()) continue;
-    split.boundary_rows.push_back(static_cast<NodeId>(r));
-    halo_ptr.push_back(static_cast<EdgeOffset>(next_halo));
+    if (static_cast<EdgeOffset>(next) == halo_ptr.back()) continue;
+    out.boundary_rows.push_back(static_cast<NodeId>(r));
+    halo_ptr.push_back(static_cast<EdgeOffset>(next));
   }
-  const auto b = static_cast<std::int64_t>(split.boundary_rows.size());
-  split.owned = Csr(n, n, std::move(own_ptr), std::move(own_idx), std::move(own_val));
-  split.halo = Csr(b, h, std::move(halo_ptr), std::move(halo_idx), std::move(halo_val));
-  return split;
+  const auto b = static_cast<std::int64_t>(out.boundary_rows.size());
+  out.halo = Csr(b, h, std::move(halo_ptr), std::move(halo_idx), std::move(halo_val));
+  return out;
 }
 
 }  // namespace
@@ -86,13 +78,12 @@ HaloPropagator::HaloPropagator(Csr a, MatrixSymmetry owned_symmetry, HaloExchang
   TESSERA_CHECK(column_ids.empty() || static_cast<std::int64_t>(column_ids.size()) == a.num_cols(),
                 InvalidArgument, "HaloPropagator: ", column_ids.size(),
                 " column ids for an operator of ", a.num_cols(), " columns");
-  ColumnSplit split = split_columns(a);
-  owned_ = std::move(split.owned);
+  HaloBlock split = halo_columns(a);
   halo_ = std::move(split.halo);
   boundary_rows_ = std::move(split.boundary_rows);
-  // The whole operator is kept only for the attention path; otherwise it goes back to the
-  // system before the transposes are made.
-  if (column_ids.empty()) a = Csr();
+  // The owned block is the operator less its halo columns, compacted in the operator's own
+  // arrays; the attention path keeps the whole operator and compacts a copy.
+  owned_ = column_ids.empty() ? std::move(a).columns_below(n) : Csr(a).columns_below(n);
   if (!symmetric_) owned_t_ = owned_.transpose();
   halo_t_ = halo_.transpose();
   boundary_list_ = DeviceIndexList(boundary_rows_);

@@ -222,16 +222,22 @@ double adjacency_bytes(const PartShape& p) {
 }
 
 // What building a graph-mode rank's operator adds to its part at its height, less the part's
-// adjacency, which is freed on the way: GCN and attention kinds copy the adjacency with self
-// loops (4 bytes an entry) and weight the copy (8) beside it; then the adjacency goes and the
-// weighted operator (8) is split into its blocks (8) before it goes too.
+// adjacency, whose arrays become the operator's: GCN and attention kinds insert their self loops
+// into its index array, which grows once (the old array beside the new one); the weights add 4
+// bytes an entry; the propagator copies the halo columns out (8 bytes a halo entry) and compacts
+// the owned block in place, copying it into arrays of its size (one array at a time) when the
+// halo entries are more than an eighth of the owned ones.
 double operator_build_bytes(const PartShape& p, const TrainConfig& config) {
   const double n = static_cast<double>(p.owned), self = self_loops(p, *config.kind());
   const double entries = static_cast<double>(p.entries) + self;
-  const double weighted = 8.0 * (n + 1.0) + 8.0 * entries;
-  const double copy = self > 0.0 ? 8.0 * (n + 1.0) + 4.0 * entries : 0.0;
   const double adjacency = adjacency_bytes(p);
-  return std::max(adjacency + copy + weighted, 2.0 * weighted) - adjacency;
+  const double grown = self > 0.0 ? adjacency + 4.0 * entries : adjacency;
+  const double weighted = 8.0 * (n + 1.0) + 8.0 * entries;
+  const double halo_entries = static_cast<double>(p.halo_entries);
+  const double own_entries = entries - halo_entries;
+  const double halo_block = 8.0 * (static_cast<double>(p.boundary) + 1.0) + 8.0 * halo_entries;
+  const double shrink = halo_entries > own_entries / 8.0 ? 4.0 * own_entries : 0.0;
+  return std::max(grown, weighted + halo_block + shrink) - adjacency;
 }
 
 double codec_row_bytes(CodecKind codec, std::int64_t width) {
@@ -250,6 +256,8 @@ double operator_bytes(const PartShape& p, const TrainConfig& config) {
   const double halo_entries = static_cast<double>(p.halo_entries);
   const double b = static_cast<double>(p.boundary);
   double bytes = 8.0 * (n + 1.0) + 8.0 * own_entries;  // owned block
+  // compacted in place: it keeps the halo entries' room unless they were more than an eighth
+  if (halo_entries <= own_entries / 8.0) bytes += 8.0 * halo_entries;
   if (kind.op->symmetry != MatrixSymmetry::Symmetric) bytes += 8.0 * (n + 1.0) + 8.0 * own_entries;
   bytes += 8.0 * (b + 1.0) + 8.0 * halo_entries + 8.0 * (h + 1.0) + 8.0 * halo_entries;
   bytes += 4.0 * b + 4.0 * n;  // boundary rows, all rows

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "datasets/loaders.h"
+#include "partition/partition_plan.h"
 
 namespace tessera {
 namespace {
@@ -76,13 +77,9 @@ class Owners {
   int k() const { return k_; }
   int me() const { return me_; }
   bool block() const { return plan_ == nullptr; }
-  std::int64_t first(int q) const { return n_ * q / k_; }
+  std::int64_t first(int q) const { return block_first(n_, k_, q); }
   int of(GlobalId v) const {
-    if (plan_) return plan_->owner[static_cast<std::size_t>(v)];
-    int q = static_cast<int>(v * k_ / n_);
-    while (q + 1 < k_ && first(q + 1) <= v) ++q;
-    while (first(q) > v) --q;
-    return q;
+    return plan_ ? plan_->owner[static_cast<std::size_t>(v)] : block_part_of(n_, k_, v);
   }
   bool owns(GlobalId v) const { return v >= 0 && v < n_ && of(v) == me_; }
   const std::vector<GlobalId>& owned() const { return owned_; }
@@ -101,41 +98,84 @@ class Owners {
   std::vector<NodeId> local_;  // (N) with a plan: local(v) of owned nodes, -1 elsewhere
 };
 
-// Rows of the symmetrised training graph (no self loops) for the owned nodes: every entry
-// (v, u) of every slice and its reverse (u, v), each sent to the owner of its row (kept when that
-// is this rank). Returns sorted unique global columns per owned row.
-std::vector<std::vector<GlobalId>> training_rows(const DatasetSlice& s, const Owners& owners,
-                                                 Communicator& comm) {
-  std::vector<std::vector<GlobalId>> out(static_cast<std::size_t>(owners.k()));  // (row, col)
-  std::vector<std::vector<GlobalId>> rows(owners.owned().size());
-  const auto add = [&](GlobalId row, GlobalId col) {
-    const int q = owners.of(row);
-    if (q == owners.me()) {
-      rows[static_cast<std::size_t>(owners.local(row))].push_back(col);
-    } else {
-      out[static_cast<std::size_t>(q)].push_back(row);
-      out[static_cast<std::size_t>(q)].push_back(col);
+// Whether each entry's reverse is an entry of the slice too (its row is in the slice and lists
+// the entry's row; read_csr_rows checked that rows are sorted).
+std::vector<bool> mirrored_entries(const DatasetSlice& s) {
+  const EdgeOffset* indptr = s.rows.indptr().data();
+  const NodeId* indices = s.rows.indices().data();
+  std::vector<bool> mirrored(static_cast<std::size_t>(s.rows.nnz()));
+  for (std::int64_t r = 0; r < s.row_end - s.row_begin; ++r) {
+    for (EdgeOffset e = indptr[r]; e < indptr[r + 1]; ++e) {
+      const std::int64_t u = indices[e] - s.row_begin;
+      if (u < 0 || u >= s.row_end - s.row_begin) continue;
+      mirrored[static_cast<std::size_t>(e)] = std::binary_search(
+          indices + indptr[u], indices + indptr[u + 1], static_cast<NodeId>(s.row_begin + r));
+    }
+  }
+  return mirrored;
+}
+
+// Rows of the symmetrised training graph (no self loops) for the owned nodes, as a CSR of global
+// columns, sorted and unique: every entry (v, u) of every slice and its reverse (u, v), each sent
+// to the owner of its row (kept when that is this rank). A reverse that the slice holds itself
+// is not added again, so that a file storing both directions costs one entry an edge here; the
+// rows are counted first and filled in place (4 bytes an entry, as the slice).
+Csr training_rows(const DatasetSlice& s, const Owners& owners, Communicator& comm) {
+  const EdgeOffset* indptr = s.rows.indptr().data();
+  const NodeId* indices = s.rows.indices().data();
+  const std::vector<bool> mirrored = mirrored_entries(s);
+  const auto each_pair = [&](auto&& pair) {  // pair(row, column), each kept entry
+    for (std::int64_t r = 0; r < s.row_end - s.row_begin; ++r) {
+      const GlobalId v = s.row_begin + r;
+      for (EdgeOffset e = indptr[r]; e < indptr[r + 1]; ++e) {
+        const GlobalId u = indices[e];
+        if (u == v) continue;
+        pair(v, u);
+        if (!mirrored[static_cast<std::size_t>(e)]) pair(u, v);
+      }
     }
   };
-  for (std::int64_t r = 0; r < s.row_end - s.row_begin; ++r) {
-    const GlobalId v = s.row_begin + r;
-    for (EdgeOffset e = s.rows.indptr()[r]; e < s.rows.indptr()[r + 1]; ++e) {
-      const GlobalId u = s.rows.indices()[e];
-      if (u == v) continue;
-      add(v, u);
-      add(u, v);
+  const int k = owners.k(), me = owners.me();
+  const std::size_t n = owners.owned().size();
+  std::vector<EdgeOffset> row_ptr(n + 1, 0);
+  std::vector<std::size_t> sent(static_cast<std::size_t>(k), 0);
+  each_pair([&](GlobalId row, GlobalId) {
+    const int q = owners.of(row);
+    if (q == me) {
+      ++row_ptr[static_cast<std::size_t>(owners.local(row)) + 1];
+    } else {
+      sent[static_cast<std::size_t>(q)] += 2;
     }
+  });
+  std::vector<std::vector<GlobalId>> out(static_cast<std::size_t>(k));  // (row, column) pairs
+  for (int q = 0; q < k; ++q)
+    out[static_cast<std::size_t>(q)].reserve(sent[static_cast<std::size_t>(q)]);
+  each_pair([&](GlobalId row, GlobalId col) {
+    const int q = owners.of(row);
+    if (q == me) return;
+    out[static_cast<std::size_t>(q)].push_back(row);
+    out[static_cast<std::size_t>(q)].push_back(col);
+  });
+  const std::vector<std::vector<GlobalId>> in = exchange(comm, std::move(out), kReverseTag);
+  for (const auto& from : in) {
+    for (std::size_t i = 0; i + 1 < from.size(); i += 2)
+      ++row_ptr[static_cast<std::size_t>(owners.local(from[i])) + 1];
   }
-  for (const auto& from : exchange(comm, std::move(out), kReverseTag)) {
-    for (std::size_t i = 0; i + 1 < from.size(); i += 2) {
-      rows[static_cast<std::size_t>(owners.local(from[i]))].push_back(from[i + 1]);
-    }
+  for (std::size_t r = 0; r < n; ++r) row_ptr[r + 1] += row_ptr[r];
+  std::vector<NodeId> columns(static_cast<std::size_t>(row_ptr[n]));
+  std::vector<EdgeOffset> next(row_ptr.begin(), row_ptr.end() - 1);
+  const auto put = [&](GlobalId row, GlobalId col) {
+    columns[static_cast<std::size_t>(next[static_cast<std::size_t>(owners.local(row))]++)] =
+        static_cast<NodeId>(col);
+  };
+  each_pair([&](GlobalId row, GlobalId col) {
+    if (owners.of(row) == me) put(row, col);
+  });
+  for (const auto& from : in) {
+    for (std::size_t i = 0; i + 1 < from.size(); i += 2) put(from[i], from[i + 1]);
   }
-  for (auto& row : rows) {
-    std::sort(row.begin(), row.end());
-    row.erase(std::unique(row.begin(), row.end()), row.end());
-  }
-  return rows;
+  return csr_from_unsorted_rows(static_cast<std::int64_t>(n), s.num_nodes, std::move(row_ptr),
+                                std::move(columns));
 }
 
 // The block plan's fingerprint (plan_fingerprint of partition_block) without its N owners in
@@ -157,35 +197,33 @@ std::uint64_t block_plan_fingerprint(const Owners& blocks) {
   return hasher.finish();
 }
 
-// The halo (columns owned elsewhere, grouped by owner, increasing within), the local adjacency,
-// and the receive offsets.
-void localise(LocalGraph& g, const std::vector<std::vector<GlobalId>>& rows, const Owners& owners) {
+// The halo (columns owned elsewhere, grouped by owner, increasing within), the local adjacency
+// (the rows' own arrays, renumbered in place), and the receive offsets.
+void localise(LocalGraph& g, Csr rows, const Owners& owners) {
   const std::int64_t n = g.num_owned();
   const auto here = [&](GlobalId u) { return owners.of(u) == owners.me(); };
-  for (const auto& row : rows) {
-    for (const GlobalId u : row) {
-      if (!here(u)) g.halo_ids.push_back(u);
-    }
+  for (const NodeId u : rows.indices()) {
+    if (!here(u)) g.halo_ids.push_back(u);
   }
   const auto before = [&](GlobalId a, GlobalId b) { return owners.before(a, b); };
   std::sort(g.halo_ids.begin(), g.halo_ids.end(), before);
   g.halo_ids.erase(std::unique(g.halo_ids.begin(), g.halo_ids.end()), g.halo_ids.end());
   TESSERA_CHECK(n + g.num_halo() < (std::int64_t{1} << 31), InvalidInput, "part ", g.part, " has ",
                 n + g.num_halo(), " local nodes; local ids are 32-bit");
-  std::vector<EdgeOffset> indptr(static_cast<std::size_t>(n) + 1, 0);
-  std::vector<NodeId> indices;
+  Csr::Arrays a = std::move(rows).release();
   for (std::int64_t r = 0; r < n; ++r) {
-    for (const GlobalId u : rows[static_cast<std::size_t>(r)]) {
-      indices.push_back(
-          here(u) ? owners.local(u)
-                  : static_cast<NodeId>(
-                        n + (std::lower_bound(g.halo_ids.begin(), g.halo_ids.end(), u, before) -
-                             g.halo_ids.begin())));
+    const auto first = a.indices.begin() + a.indptr[static_cast<std::size_t>(r)];
+    const auto last = a.indices.begin() + a.indptr[static_cast<std::size_t>(r) + 1];
+    for (auto it = first; it != last; ++it) {
+      const GlobalId u = *it;
+      *it = here(u) ? owners.local(u)
+                    : static_cast<NodeId>(
+                          n + (std::lower_bound(g.halo_ids.begin(), g.halo_ids.end(), u, before) -
+                               g.halo_ids.begin()));
     }
-    indptr[static_cast<std::size_t>(r) + 1] = static_cast<EdgeOffset>(indices.size());
-    std::sort(indices.begin() + indptr[static_cast<std::size_t>(r)], indices.end());
+    std::sort(first, last);
   }
-  g.adjacency = Csr(n, n + g.num_halo(), std::move(indptr), std::move(indices));
+  g.adjacency = Csr(n, n + g.num_halo(), std::move(a.indptr), std::move(a.indices));
   g.halo.recv_offsets.assign(static_cast<std::size_t>(owners.k()) + 1, 0);
   for (const GlobalId u : g.halo_ids)
     ++g.halo.recv_offsets[static_cast<std::size_t>(owners.of(u)) + 1];
@@ -314,7 +352,12 @@ GraphPart part_from_slice(DatasetSlice s, const Owners& owners, std::uint64_t fi
   g.num_parts = owners.k();
   g.plan_fingerprint = fingerprint;
   g.owned_ids = owners.owned();
-  localise(g, training_rows(s, owners, comm), owners);
+  std::vector<std::int64_t> entries(static_cast<std::size_t>(owners.k()), 0);
+  entries[static_cast<std::size_t>(owners.me())] = s.rows.nnz();
+  comm.all_reduce_max(entries);
+  Csr rows = training_rows(s, owners, comm);
+  s.rows = Csr();  // the slice's graph is in the rows now
+  localise(g, std::move(rows), owners);
   plan_halo(g, owners, comm);
 
   DatasetInfo& info = part.dataset;
@@ -326,11 +369,7 @@ GraphPart part_from_slice(DatasetSlice s, const Owners& owners, std::uint64_t fi
   info.num_nodes = s.num_nodes;
   info.num_features = s.features.cols();
   info.fingerprint = s.fingerprint;
-  std::vector<std::int64_t> entries(static_cast<std::size_t>(owners.k()), 0);
-  entries[static_cast<std::size_t>(owners.me())] = s.rows.nnz();
-  comm.all_reduce_max(entries);
   for (const std::int64_t e : entries) info.num_edges += e;
-  s.rows = Csr();  // the slice's graph is in the part now
   move_node_data(part, s, owners, comm);
   return part;
 }
@@ -340,7 +379,7 @@ GraphPart part_from_slice(DatasetSlice s, const Owners& owners, std::uint64_t fi
 DatasetSlice read_block_slice(const std::filesystem::path& file, int rank, int ranks) {
   const std::int64_t n = read_hdf5_rows(file, 0, 0).num_nodes;
   check_num_parts(n, ranks);
-  return read_hdf5_rows(file, n * rank / ranks, n * (rank + 1) / ranks);
+  return read_hdf5_rows(file, block_first(n, ranks, rank), block_first(n, ranks, rank + 1));
 }
 
 void check_same_dataset(const DatasetSlice& slice, const std::string& file, Communicator& comm) {

@@ -109,8 +109,9 @@ struct GraphOperator {
   // Of the owned block on a symmetric graph: a symmetric operator's backward reuses it.
   MatrixSymmetry symmetry;
   // The (N, N + H) operator from a part's adjacency (N, N + H; symmetrised, no self loops) and
-  // the global degree (with self loop) of each of its N + H columns.
-  Csr (*build)(const Csr& adjacency, std::span<const float> degrees);
+  // the global degree (with self loop) of each of its N + H columns. The adjacency is taken by
+  // value: moved in, its arrays become the operator's (no second copy of the part's graph).
+  Csr (*build)(Csr adjacency, std::span<const float> degrees);
 };
 extern const GraphOperator kGcnOperator;   // D^-1/2 (A + I) D^-1/2, global degrees
 extern const GraphOperator kMeanOperator;  // the mean over in-neighbours (0 for none)

@@ -4,6 +4,7 @@
 // and add X(kYourLayer) to TESSERA_LAYER_KINDS below; --model, the Python module, the summaries
 // and the tests that walk the table pick it up from here.
 #include <ostream>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -24,24 +25,24 @@ namespace {
 constexpr const LayerKind* kKinds[] = {TESSERA_LAYER_KINDS(TESSERA_KIND_ENTRY)};
 #undef TESSERA_KIND_ENTRY
 
-Csr build_gcn_operator(const Csr& adjacency, std::span<const float> degrees) {
+Csr build_gcn_operator(Csr adjacency, std::span<const float> degrees) {
   const auto n = static_cast<std::size_t>(adjacency.num_rows());
-  return gcn_normalized(adjacency.with_self_loops(), degrees.first(n), degrees);
+  return gcn_normalized(std::move(adjacency).with_self_loops(), degrees.first(n), degrees);
 }
 
-Csr build_mean_operator(const Csr& adjacency, std::span<const float>) {
-  return mean_normalized(adjacency);
+Csr build_mean_operator(Csr adjacency, std::span<const float>) {
+  return mean_normalized(std::move(adjacency));
 }
 
-Csr build_sum_operator(const Csr& adjacency, std::span<const float>) {
-  return Csr(adjacency.num_rows(), adjacency.num_cols(), adjacency.indptr(), adjacency.indices(),
-             std::vector<float>(static_cast<std::size_t>(adjacency.nnz()), 1.0f));
+Csr build_sum_operator(Csr adjacency, std::span<const float>) {
+  const auto entries = static_cast<std::size_t>(adjacency.nnz());
+  return std::move(adjacency).with_values(std::vector<float>(entries, 1.0f));
 }
 
-Csr build_attention_operator(const Csr& adjacency, std::span<const float>) {
-  const Csr pattern = adjacency.with_self_loops();
-  return Csr(pattern.num_rows(), pattern.num_cols(), pattern.indptr(), pattern.indices(),
-             std::vector<float>(static_cast<std::size_t>(pattern.nnz()), 1.0f));
+Csr build_attention_operator(Csr adjacency, std::span<const float>) {
+  Csr pattern = std::move(adjacency).with_self_loops();
+  const auto entries = static_cast<std::size_t>(pattern.nnz());
+  return std::move(pattern).with_values(std::vector<float>(entries, 1.0f));
 }
 
 }  // namespace

@@ -249,6 +249,80 @@ TEST(Csr, WithSelfLoopsAddsMissingDiagonalInOrder) {
   EXPECT_EQ(rows_of(p), (std::vector<std::vector<NodeId>>{{0, 2}, {1}, {2}}));
 }
 
+// A random (rows, cols) matrix: rows of 0-6 distinct columns, sorted or shuffled, some with
+// their diagonal entry, with values or without.
+Csr random_matrix(std::mt19937& rng, std::int64_t rows, std::int64_t cols, bool sorted,
+                  bool weighted) {
+  std::vector<EdgeOffset> indptr{0};
+  std::vector<NodeId> indices;
+  std::vector<float> values;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::set<NodeId> row;
+    const int degree = static_cast<int>(rng() % 7);
+    for (int i = 0; i < degree; ++i) row.insert(static_cast<NodeId>(rng() % cols));
+    std::vector<NodeId> list(row.begin(), row.end());
+    if (!sorted) std::shuffle(list.begin(), list.end(), rng);
+    for (const NodeId c : list) {
+      indices.push_back(c);
+      if (weighted) values.push_back(static_cast<float>(rng() % 1000) / 8.0f);
+    }
+    indptr.push_back(static_cast<EdgeOffset>(indices.size()));
+  }
+  return Csr(rows, cols, std::move(indptr), std::move(indices), std::move(values));
+}
+
+// The in-place forms (on an rvalue) against the copying ones and a filter: the same entries in
+// the same order, for square and wide matrices, sorted and shuffled rows, with and without
+// values; columns_below gives its spare room back past an eighth of dropped entries only.
+TEST(Csr, InPlaceFormsEqualTheCopies) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::int64_t rows = 1 + trial % 13, cols = rows + trial % 5;
+    const Csr a = random_matrix(rng, rows, cols, trial % 3 != 0, trial % 2 == 0);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const Csr copied = a.with_self_loops();
+    const Csr in_place = Csr(a).with_self_loops();
+    EXPECT_EQ(in_place.indptr(), copied.indptr());
+    EXPECT_EQ(in_place.indices(), copied.indices());
+    EXPECT_EQ(in_place.values(), copied.values());
+    const std::int64_t keep = static_cast<std::int64_t>(rng() % (cols + 1));
+    const Csr below = Csr(a).columns_below(keep);
+    std::vector<EdgeOffset> indptr{0};
+    std::vector<NodeId> indices;
+    std::vector<float> values;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (EdgeOffset j = a.indptr()[r]; j < a.indptr()[r + 1]; ++j) {
+        if (a.indices()[j] >= keep) continue;
+        indices.push_back(a.indices()[j]);
+        if (a.has_values()) values.push_back(a.values()[j]);
+      }
+      indptr.push_back(static_cast<EdgeOffset>(indices.size()));
+    }
+    EXPECT_EQ(below.num_rows(), rows);
+    EXPECT_EQ(below.num_cols(), keep);
+    EXPECT_EQ(below.indptr(), indptr);
+    EXPECT_EQ(below.indices(), indices);
+    EXPECT_EQ(below.values(), values);
+    const auto kept = static_cast<EdgeOffset>(indices.size());
+    if (a.nnz() - kept > kept / 8) {
+      EXPECT_EQ(below.indices().capacity(), indices.size());
+    } else {
+      EXPECT_GE(below.indices().capacity(), a.indices().size());
+    }
+  }
+  const Csr pattern = random_matrix(rng, 9, 9, true, false).with_self_loops();
+  std::vector<float> degrees(9);
+  for (int r = 0; r < 9; ++r) degrees[static_cast<std::size_t>(r)] = 1.0f + static_cast<float>(r);
+  const Csr weighted = gcn_normalized(pattern, degrees, degrees);
+  const Csr moved = gcn_normalized(Csr(pattern), degrees, degrees);
+  EXPECT_EQ(moved.indices(), weighted.indices());
+  EXPECT_EQ(moved.values(), weighted.values());
+  EXPECT_TRUE(throws_error([&] { Csr(pattern).with_values({1.0f}); },
+                           ErrorCategory::InvalidArgument, "1 values for"));
+  EXPECT_TRUE(throws_error([&] { Csr(pattern).columns_below(10); }, ErrorCategory::InvalidArgument,
+                           "columns_below"));
+}
+
 TEST(Csr, WithoutSelfLoopsDropsDiagonal) {
   const Csr a(3, 3, {0, 2, 3, 5}, {0, 1, 0, 0, 2}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f});
   const Csr n = a.without_self_loops();
