@@ -357,43 +357,12 @@ Csr Csr::symmetrize() const {
   return Csr(num_rows_, num_cols_, std::move(out.indptr), std::move(out.indices));
 }
 
-Csr Csr::with_self_loops() const& {
-  // Rows may be fewer than columns (a part's owned rows over owned + halo columns): the
-  // diagonal is then (r, r) for every row r.
-  TESSERA_CHECK(num_rows_ <= num_cols_, InvalidArgument, "with_self_loops: matrix is (",
-                num_rows_, ", ", num_cols_, "), needs at least as many columns as rows");
-  const EdgeOffset* indptr = indptr_.data();
-  const NodeId* idx = indices_.data();
-  const float* val = has_values() ? values_.data() : nullptr;
-  auto has_loop = [&](std::int64_t r) {
-    return std::find(idx + indptr[r], idx + indptr[r + 1], static_cast<NodeId>(r)) !=
-           idx + indptr[r + 1];
-  };
-  // A missing loop is inserted before the first larger column (in place for sorted rows), with
-  // weight 1 when the matrix carries values.
-  CsrArrays out = rebuild_rows(
-      num_rows_, val != nullptr, [&](std::int64_t r) { return degree(r) + (has_loop(r) ? 0 : 1); },
-      [&](std::int64_t r, NodeId* dst_idx, float* dst_val) {
-        bool pending = !has_loop(r);
-        for (EdgeOffset j = indptr[r]; j < indptr[r + 1]; ++j) {
-          if (pending && idx[j] > r) {
-            *dst_idx++ = static_cast<NodeId>(r);
-            if (dst_val) *dst_val++ = 1.0f;
-            pending = false;
-          }
-          *dst_idx++ = idx[j];
-          if (dst_val) *dst_val++ = val[j];
-        }
-        if (pending) {
-          *dst_idx = static_cast<NodeId>(r);
-          if (dst_val) *dst_val = 1.0f;
-        }
-      });
-  return Csr(num_rows_, num_cols_, std::move(out.indptr), std::move(out.indices),
-             std::move(out.values));
-}
+Csr Csr::with_self_loops() const& { return Csr(*this).with_self_loops(); }
 
 Csr Csr::with_self_loops() && {
+  // Rows may be fewer than columns (a part's owned rows over owned + halo columns): the
+  // diagonal is then (r, r) for every row r. A missing loop goes before the row's first larger
+  // column, with weight 1 when the matrix carries values.
   TESSERA_CHECK(num_rows_ <= num_cols_, InvalidArgument, "with_self_loops: matrix is (", num_rows_,
                 ", ", num_cols_, "), needs at least as many columns as rows");
   const bool weighted = has_values();

@@ -66,7 +66,8 @@ class Csr {
   Csr symmetrize() const;
   // Same pattern with the diagonal entries (r, r) present (added where missing, with weight 1
   // when there are values); needs num_rows <= num_cols. The rvalue form inserts them in this
-  // matrix's own arrays, from the last row back, so that the result costs no second copy.
+  // matrix's own arrays, from the last row back, so that the result costs no second copy; the
+  // const form copies, then does the same.
   Csr with_self_loops() const&;
   Csr with_self_loops() &&;
   // This pattern with `values` (one a stored entry) as its weights, in its own arrays.
