@@ -79,6 +79,9 @@ class Communicator {
   // From now on this communicator counts its traffic in `other`'s counter (which must outlive
   // it), as a split does: a rank's bytes stay in one place whichever communicator sent them.
   void count_traffic_in(Communicator& other) { traffic_ = other.traffic_; }
+  // The same into a counter of the caller's (which must outlive this communicator): a
+  // communicator that forwards to this one counts its bytes itself and gives this one a sink.
+  void count_traffic_in(TrafficCounter& counter) { traffic_ = &counter; }
 
   TrafficCounter& traffic() { return *traffic_; }
   const TrafficCounter& traffic() const { return *traffic_; }

@@ -55,8 +55,10 @@ void refuse_shared_gpu(std::pair<int, int> ranks, const std::string& identity,
           : "--device " + std::string(device) +
                 " puts every rank of a node on that GPU; use --device cuda (local rank modulo "
                 "the visible GPUs) with a GPU per rank";
-  TESSERA_FAIL(InvalidArgument, "ranks ", ranks.first, " and ", ranks.second,
-               " would share GPU ", identity, ", and NCCL needs one GPU per rank: ", way_out);
+  TESSERA_FAIL(InvalidArgument, "ranks ", ranks.first, " and ", ranks.second, " would share GPU ",
+               identity, ", and NCCL needs one GPU per rank: ", way_out,
+               "; or let ranks share a GPU with --gpu-comm mpi (messages staged through host "
+               "memory over MPI)");
 }
 
 void require_one_gpu_per_rank(Communicator& comm, const std::string& identity,

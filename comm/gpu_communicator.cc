@@ -1,21 +1,62 @@
 // SPDX-License-Identifier: Apache-2.0
-// make_gpu_communicator: an NcclCommunicator in builds with NCCL, a clear refusal otherwise.
+// make_gpu_communicator: an NcclCommunicator or a StagedCommunicator in builds with the CUDA
+// backend, a clear refusal otherwise.
 #include "comm/gpu_communicator.h"
+
+#include <cstdlib>
 
 #include "comm/mpi_communicator.h"
 #include "core/error.h"
 #ifdef TESSERA_HAVE_NCCL
+#include "comm/agreement.h"
+#include "comm/gpu_binding.h"
+#include "comm/launch_env.h"
 #include "comm/nccl_communicator.h"
+#include "comm/staged_communicator.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace tessera {
 
+std::vector<std::string> gpu_comm_names() { return {"nccl", "mpi"}; }
+
+#ifdef TESSERA_HAVE_NCCL
+namespace {
+
+// Binds this rank's GPU by the rules of comm/gpu_binding.h, agreed over the job (ranks may
+// share a GPU: the staged communicator moves host copies).
+int bind_shared_gpu(MpiCommunicator& job, const std::string& device) {
+  const LaunchEnv env = detect_launch_env(job, job.rank_on_node(), job.ranks_on_node());
+  int index = 0;
+  run_agreed(job, "GPU binding (--gpu-comm mpi)", [&] {
+    TESSERA_CHECK(cuda::cuda_available(), Cuda, "--device ", device,
+                  " needs a GPU, but no "
+                  "usable CUDA GPU was found (",
+                  cuda::unavailable_reason(), ")");
+    index = choose_gpu(requested_gpu(device), env.local_rank, cuda::device_count(),
+                       std::getenv("CUDA_VISIBLE_DEVICES"));
+    cuda::require_device(index, "the staged GPU communicator");
+  });
+  return index;
+}
+
+}  // namespace
+#endif
+
 std::unique_ptr<Communicator> make_gpu_communicator(Communicator& job, const std::string& device,
+                                                    const std::string& transport,
                                                     int* device_index) {
+  TESSERA_CHECK(transport == "nccl" || transport == "mpi", InvalidArgument,
+                "--gpu-comm: expected nccl or mpi, got '", transport, "'");
   auto* mpi = dynamic_cast<MpiCommunicator*>(&job);
   TESSERA_CHECK(mpi != nullptr, InvalidArgument,
-                "GPU ranks bootstrap NCCL over MPI; this job's communicator is not MPI");
+                "GPU ranks bootstrap over MPI; this job's communicator is not MPI");
 #ifdef TESSERA_HAVE_NCCL
+  if (transport == "mpi") {
+    const int index = bind_shared_gpu(*mpi, device);
+    if (device_index != nullptr) *device_index = index;
+    return std::make_unique<StagedCommunicator>(*mpi);
+  }
   auto nccl = std::make_unique<NcclCommunicator>(*mpi, job.timeout(), device);
   nccl->count_traffic_in(job);
   if (device_index != nullptr) *device_index = nccl->device();
@@ -23,8 +64,9 @@ std::unique_ptr<Communicator> make_gpu_communicator(Communicator& job, const std
 #else
   (void)device;
   (void)device_index;
-  TESSERA_FAIL(InvalidArgument, "this build of Tessera has no NCCL communicator (configure with "
-                                "TESSERA_CUDA=ON where NCCL is installed)");
+  TESSERA_FAIL(InvalidArgument,
+               "this build of Tessera has no GPU communicator (configure with "
+               "TESSERA_CUDA=ON where CUDA and NCCL are installed)");
 #endif
 }
 

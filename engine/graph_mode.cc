@@ -30,11 +30,13 @@ class GraphRunner final : public ModeRunner {
       : config_(config), part_(part), comm_(comm) {}
 
   // GPU ranks of a multi-rank job move halos and gradients over NCCL (bootstrapped over this
-  // job's MPI ranks, each binding the GPU of its local rank; agreed inside).
+  // job's MPI ranks, each binding the GPU of its local rank; agreed inside), or with --gpu-comm
+  // mpi staged through host memory over MPI (ranks may share a GPU).
   void connect() override {
     if (config_.device == "cpu" || comm_.size() == 1) return;
-    run_agreed(comm_, "binding the GPUs",
-               [&] { gpu_comm_ = make_gpu_communicator(comm_, config_.device, &gpu_device_); });
+    run_agreed(comm_, "binding the GPUs", [&] {
+      gpu_comm_ = make_gpu_communicator(comm_, config_.device, config_.gpu_comm, &gpu_device_);
+    });
   }
 
   void build(const LossRows& loss) override;

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "comm/gpu_communicator.h"
 #include "core/error.h"
 #include "engine/modes.h"
 #include "partition/node_order.h"

@@ -14,8 +14,9 @@
 #   scripts/gpu-check.sh OUTDIR                        (there; PACK_DIR from TESSERA_GPU_PACK,
 #                                                       default build-cuda/gpu-pack)
 # There the pack is unpacked into a scratch folder (removed at exit); its binaries run as
-# singleton MPI processes (no mpiexec needed) with the pack's libraries and the machine's CUDA
-# libraries (toolkit, else PyTorch's nvidia wheels) on their library path, nothing else's.
+# singleton MPI processes with the pack's libraries and the machine's CUDA libraries (toolkit,
+# else PyTorch's nvidia wheels) on their library path, nothing else's, and the multi-rank GPU
+# tests run at 2 and 4 ranks on the one GPU (--gpu-comm mpi) under the pack's mpiexec.
 # Without a pack it falls back to a CUDA build in build-gpu (which needs those libraries).
 # Settings (environment): PRESET (products-like), LAYERS (3), HIDDEN (256), EPOCHS (20),
 # BUDGET_S (480). Exit status: 0 all steps ran, 1 a step failed, 2 no GPU / bad usage.
@@ -144,7 +145,7 @@ else
     -DCMAKE_CUDA_ARCHITECTURES=90 -DTESSERA_BUILD_PYTHON=OFF -DTESSERA_NATIVE_ARCH=OFF &&
   step build 240 cmake --build "$build" -j "$(nproc)" --target test_cuda_kernels \
     test_cuda_runtime test_cuda_training test_cuda_codec test_cuda_attention \
-    test_communicator_conformance \
+    test_cuda_distributed test_communicator_conformance \
     bench_cuda train_gcn tessera_data
   if [[ ! -x $build/tests/cuda/test_cuda_kernels ]]; then
     note "gpu-check: no binaries (the build needs MPICH, METIS, HDF5 and OpenBLAS: make a pack" \
@@ -153,7 +154,7 @@ else
   fi
   mkdir -p "$build/gpu-bin"
   for b in tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime tests/cuda/test_cuda_training \
-           tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention \
+           tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention tests/cuda/test_cuda_distributed \
            tests/comm/test_communicator_conformance bench/bench_cuda apps/train_gcn \
            apps/tessera_data; do ln -sf "$build/$b" "$build/gpu-bin/"; done
   bin=$build/gpu-bin
@@ -166,6 +167,21 @@ for t in test_cuda_runtime test_cuda_kernels test_cuda_attention test_cuda_codec
          test_communicator_conformance test_cuda_training; do
   step "$t" 90 "${run[@]}" "$bin/$t" --gtest_output="xml:$out/$t.xml"
 done
+
+# ---- several ranks on the one GPU (--gpu-comm mpi: the staged communicator's GPU buffers, GPU
+# training at 2 and 4 ranks against the CPU; NCCL's cases skip unless each rank has a GPU) ----
+launcher=$bin/mpiexec  # the pack's; a build uses the machine's
+[[ -x $launcher ]] || launcher=$(command -v mpiexec || true)
+if [[ -n $launcher ]]; then
+  for n in 2 4; do
+    for t in test_communicator_conformance test_cuda_distributed; do
+      step "${t}_np$n" 120 "${run[@]}" env OMP_NUM_THREADS=2 "$launcher" -n "$n" "$bin/$t"
+    done
+  done
+else
+  note "multi-rank GPU tests: skipped (no mpiexec in the pack or on this machine)"
+  failed=1
+fi
 
 # ---- SpMM bandwidth against the copy bandwidth ----
 step bench_cuda 60 "${run[@]}" "$bin/bench_cuda" --rows 2000000 --degree 25 --widths 32 128 256

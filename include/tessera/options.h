@@ -105,6 +105,10 @@
   X(device, std::string, "cpu", Flag(), Custom(check_device), Summary(),                           \
     "cpu, or cuda[:i] in a build with the CUDA backend (graph mode: one GPU per rank); a number "  \
     "N is OGB's --device N: cuda:N, or the CPU on a machine without a GPU")                        \
+  X(gpu_comm, std::string, "nccl", Flag(), OneOf(gpu_comm_names), Summary(),                       \
+    "how GPU ranks exchange halos and gradients: nccl, each rank on a GPU of its own; mpi, "       \
+    "staged through host memory over MPI, so that ranks may share a GPU (also where NCCL is "      \
+    "missing)")                                                                                    \
   X(parallel, std::string, "graph", Flag(), OneOf(parallel_mode_names), ReportedAs("parallel"),    \
     "how the ranks share the work (engine/modes.cc): graph, one graph part per rank, halos every " \
     "layer; pipeline, one stage of consecutive layers per rank, chunks streamed between stages "   \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Packs what scripts/gpu-check.sh needs on a GPU machine that has CUDA but not MPICH, METIS,
-# HDF5 or OpenBLAS: the GPU test, benchmark and app binaries of a CUDA build, plus every shared
+# HDF5 or OpenBLAS: the GPU test, benchmark and app binaries of a CUDA build and MPICH's
+# launcher (mpiexec and its proxy), plus every shared
 # library they load except those the GPU machine provides: the C library's own (glibc: libc,
 # libm, libdl, libpthread, librt, libresolv, ...), the compiler's C++ runtime (libstdc++,
 # libgcc_s) and the CUDA libraries (cudart, cuBLAS, cuSPARSE, NCCL, nvJitLink; found there by
@@ -20,14 +21,26 @@ build=$1
 pack=$2
 archive_name=tessera-gpu.tar.xz
 binaries=(tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime tests/cuda/test_cuda_training
-          tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention
+          tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention tests/cuda/test_cuda_distributed
           tests/comm/test_communicator_conformance bench/bench_cuda apps/train_gcn
           apps/tessera_data)
+# MPICH's launcher, so that the multi-rank GPU tests run there (several ranks on one GPU with
+# --gpu-comm mpi): mpiexec finds its proxy beside itself.
+launcher=(/usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy)
+files=()
 for b in "${binaries[@]}"; do
   if [[ ! -x $build/$b ]]; then
     echo "pack.sh: $build/$b is missing: build with TESSERA_CUDA=ON first" >&2
     exit 1
   fi
+  files+=("$build/$b")
+done
+for b in "${launcher[@]}"; do
+  if [[ ! -x $b ]]; then
+    echo "pack.sh: $b is missing: install MPICH (scripts/setup.sh does)" >&2
+    exit 1
+  fi
+  files+=("$b")
 done
 cache=$build/CMakeCache.txt
 cache_value() { grep -E "^$1:" "$cache" 2>/dev/null | head -1 | cut -d= -f2-; }
@@ -49,13 +62,14 @@ stage=$(mktemp -d "${TMPDIR:-/tmp}/tessera-gpu-pack.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 top=$stage/tessera-gpu
 mkdir -p "$top/bin" "$top/lib"
-for b in "${binaries[@]}"; do cp "$build/$b" "$top/bin/"; done
+for f in "${files[@]}"; do cp "$f" "$top/bin/"; done
+mv "$top/bin/mpiexec.hydra" "$top/bin/mpiexec"
 
 # Libraries: what ldd resolves, minus glibc's own, the C++ runtime and the CUDA libraries.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libanl\.so|libnsl\.so|libnss_|libthread_db\.so|libBrokenLocale\.so|libstdc\+\+\.so|libgcc_s\.so|libcudart|libcublas|libcublasLt|libcusparse|libnccl|libnvJitLink|libcuda\.so|libnvidia-)'
 missing=0
 declare -A left_out=()
-for b in "${binaries[@]}"; do
+for b in "${files[@]}"; do
   while read -r name arrow path _; do
     [[ $arrow == "=>" ]] || continue
     if [[ $path == "not" ]]; then
@@ -68,7 +82,7 @@ for b in "${binaries[@]}"; do
       continue
     fi
     [[ -e $top/lib/$name ]] || cp -L "$path" "$top/lib/$name"
-  done < <(ldd "$build/$b")
+  done < <(ldd "$b")
 done
 chmod u+w "$top"/lib/*
 strip --strip-unneeded "$top"/bin/* "$top"/lib/* 2> /dev/null || true

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // The contract of the Communicator interface (comm/communicator.h), stated once and run against
-// every implementation under mpiexec: MpiCommunicator always, NcclCommunicator (CUDA builds)
-// only where this node has at least one GPU per rank, else skipped with the reason. Sums are
-// exact (integer-valued inputs) and give the same bits on every rank; max over int64; broadcast
-// from every root; point-to-point rings and all-pairs exchanges of random bytes, zero-length
-// and large messages, messages matched in posting order; traffic counted by category (ring
-// all-reduce 2 (K-1)/K, broadcast (K-1) on the root, sends raw and sent).
+// every implementation under mpiexec: MpiCommunicator always, StagedCommunicator (CUDA builds;
+// host buffers here, GPU buffers in StagedOnGpu below where a GPU exists), NcclCommunicator
+// (CUDA builds) only where this node has at least one GPU per rank, else skipped with the reason.
+// Sums are exact (integer-valued inputs) and give the same bits on every rank; max over int64;
+// broadcast from every root; point-to-point rings and all-pairs exchanges of random bytes,
+// zero-length and large messages, messages matched in posting order; traffic counted by category
+// (ring all-reduce 2 (K-1)/K, broadcast (K-1) on the root, sends raw and sent).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -21,7 +23,10 @@
 #include "comm/mpi_communicator.h"
 #include "core/error.h"
 #ifdef TESSERA_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "comm/nccl_communicator.h"
+#include "comm/staged_communicator.h"
 #include "core/cuda/runtime.h"
 #endif
 
@@ -45,6 +50,10 @@ std::vector<Implementation> implementations() {
                    return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, kTestTimeoutSeconds);
                  }});
 #ifdef TESSERA_HAVE_CUDA
+  out.push_back({"Staged", [](MpiCommunicator&) { return std::string(); },
+                 [](MpiCommunicator& bootstrap) -> std::unique_ptr<Communicator> {
+                   return std::make_unique<StagedCommunicator>(bootstrap);
+                 }});
   out.push_back({"Nccl",
                  [](MpiCommunicator& bootstrap) {
                    // Agreed: every rank skips when any rank's node lacks a GPU per rank.
@@ -307,6 +316,70 @@ TEST_P(CommunicatorConformance, MessagesBetweenTwoRanksMatchInPostingOrder) {
   EXPECT_EQ(first_mismatch(got_second, random_bytes(prev, 4096, 2)), -1);
   EXPECT_EQ(comm().traffic().sent(TrafficCategory::Pipeline), 64u + 4096u);
 }
+
+#ifdef TESSERA_HAVE_CUDA
+// A GPU allocation holding `bytes` (host vector in, host vector out).
+class DeviceBytes {
+ public:
+  explicit DeviceBytes(const std::vector<std::byte>& host) : size_(host.size()) {
+    EXPECT_EQ(cudaMalloc(&ptr_, std::max<std::size_t>(size_, 1)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(ptr_, host.data(), size_, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceBytes() { cudaFree(ptr_); }
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  std::span<std::byte> span() { return {static_cast<std::byte*>(ptr_), size_}; }
+  std::vector<std::byte> host() const {
+    cuda::synchronize_compute();  // staged receives are copied up on the compute stream
+    std::vector<std::byte> out(size_);
+    EXPECT_EQ(cudaMemcpy(out.data(), ptr_, size_, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// StagedCommunicator with GPU buffers (the ranks may share one GPU): messages, sums and
+// broadcasts arrive exactly in GPU memory, and the traffic is counted once, in the job's counter.
+TEST(StagedOnGpu, GpuBuffersArriveExactlyAndAreCountedOnce) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no usable CUDA GPU: " << cuda::unavailable_reason();
+  MpiCommunicator bootstrap(MPI_COMM_WORLD, kTestTimeoutSeconds);
+  cuda::require_device(0, "StagedOnGpu");
+  StagedCommunicator comm(bootstrap);
+  bootstrap.traffic().reset();
+  const int rank = comm.rank(), ranks = comm.size();
+  const int next = (rank + 1) % ranks, prev = (rank + ranks - 1) % ranks;
+  for (const std::size_t bytes : {std::size_t{0}, std::size_t{1000}, std::size_t{3'000'000}}) {
+    DeviceBytes out(random_bytes(rank, bytes));
+    DeviceBytes in(std::vector<std::byte>(bytes, std::byte{0xEE}));
+    std::vector<std::unique_ptr<Request>> requests;
+    requests.push_back(comm.irecv(in.span(), prev, 5));
+    requests.push_back(comm.isend(out.span(), next, 5, TrafficCategory::HaloForward));
+    while (!test_all(requests)) {
+    }
+    EXPECT_EQ(first_mismatch(in.host(), random_bytes(prev, bytes)), -1) << bytes << " bytes";
+  }
+  EXPECT_EQ(bootstrap.traffic().sent(TrafficCategory::HaloForward), 3'001'000u);
+  std::vector<float> values(1000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(rank * 7 + i % 13);
+  const auto as_bytes = [](const std::vector<float>& v) {
+    const auto b = std::as_bytes(std::span<const float>(v));
+    return std::vector<std::byte>(b.begin(), b.end());
+  };
+  DeviceBytes sums(as_bytes(values));
+  comm.all_reduce_sum(std::span<float>(reinterpret_cast<float*>(sums.span().data()), values.size()),
+                      TrafficCategory::AllReduce);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(7 * ranks * (ranks - 1) / 2 + ranks * static_cast<int>(i % 13));
+  EXPECT_EQ(first_mismatch(sums.host(), as_bytes(values)), -1);
+  EXPECT_EQ(bootstrap.traffic().sent(TrafficCategory::AllReduce), ring_bytes(4000, ranks));
+  DeviceBytes broadcast(rank == 0 ? random_bytes(0, 777) : std::vector<std::byte>(777));
+  comm.broadcast(broadcast.span(), 0, TrafficCategory::Setup);
+  EXPECT_EQ(first_mismatch(broadcast.host(), random_bytes(0, 777)), -1);
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(Implementations, CommunicatorConformance,
                          ::testing::ValuesIn(implementations()),

@@ -146,13 +146,15 @@ TEST_F(GpuBinding, TwoRanksOnOneGpuAreRefusedOnEveryRank) {
   // Every rank on one node with one GPU visible to all: everyone binds device 0, the same GPU.
   EXPECT_EQ(choose_gpu(-1, comm.rank(), 1, "0"), 0);
   const std::string shared = refusal("node0-gpu0", "cuda");
-  for (const char* part : {"ranks 0 and 1", "node0-gpu0", "one GPU per rank", "--gpus-per-task=1"})
+  for (const char* part :
+       {"ranks 0 and 1", "node0-gpu0", "one GPU per rank", "--gpus-per-task=1", "--gpu-comm mpi"})
     EXPECT_TRUE(contains(shared, part)) << part << " in: " << shared;
   // --device cuda:1 with two GPUs visible to every task of a node puts them all on GPU 1.
   const Bound one = bind(comm.size(), 2, 1);
   EXPECT_EQ(one.device, 1);
   const std::string message = refusal(one.identity, "cuda:1");
-  for (const char* part : {"ranks 0 and 1", "node0-gpu1", "--device cuda:1", "--device cuda"})
+  for (const char* part :
+       {"ranks 0 and 1", "node0-gpu1", "--device cuda:1", "--device cuda", "--gpu-comm mpi"})
     EXPECT_TRUE(contains(message, part)) << part << " in: " << message;
 }
 

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// GPU ranks against the CPU (under mpiexec at 2 ranks; skipped, with the reason, unless every
-// rank has a GPU of its own): graph-parallel training with --device cuda, halos moved between
-// the GPUs over NCCL while the inner rows aggregate, against the whole graph trained alone on
-// the CPU. The GPU kernels round differently from the CPU's and NCCL sums the gradients in its
-// own order, so the per-epoch losses are compared to 2e-3 relative (as test_cuda_training);
-// halo and gradient bytes must be counted in the job's traffic.
+// GPU ranks against the CPU (under mpiexec at 2 and 4 ranks, once per --gpu-comm): graph-parallel
+// training with --device cuda, halos moved between the GPUs while the inner rows aggregate,
+// against the whole graph trained alone on the CPU. Over NCCL every rank needs a GPU of its own
+// (skipped, with the reason, otherwise); over MPI (GPU buffers staged through host memory) the
+// ranks may share one GPU, so both run on a machine with a single GPU. The GPU kernels round
+// differently from the CPU's and NCCL sums the gradients in its own order, so the per-epoch losses
+// are compared to 2e-3 relative (as test_cuda_training); halo and gradient bytes must be counted in
+// the job's traffic.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "comm/mpi_communicator.h"
@@ -20,14 +23,15 @@
 namespace tessera {
 namespace {
 
-class CudaDistributed : public ::testing::Test {
+// The parameter is --gpu-comm.
+class CudaDistributed : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (!cuda::cuda_available())
       GTEST_SKIP() << "no usable CUDA GPU: " << cuda::unavailable_reason();
-    if (cuda::device_count() < comm.ranks_on_node())
-      GTEST_SKIP() << comm.ranks_on_node() << " ranks on this node need as many GPUs, found "
-                   << cuda::device_count();
+    if (GetParam() == "nccl" && cuda::device_count() < comm.ranks_on_node())
+      GTEST_SKIP() << comm.ranks_on_node() << " ranks on this node need as many GPUs under "
+                   << "NCCL, found " << cuda::device_count();
   }
   MpiCommunicator comm{MPI_COMM_WORLD, 120.0};
 };
@@ -38,7 +42,7 @@ std::vector<EpochRecord> train_records(Trainer& trainer) {
   return records;
 }
 
-TEST_F(CudaDistributed, GpuRanksTrackTheSingleCpuRun) {
+TEST_P(CudaDistributed, GpuRanksTrackTheSingleCpuRun) {
   SyntheticConfig s = synthetic_preset("default");
   s.num_nodes = 1200;
   s.num_edges = 6000;
@@ -56,6 +60,7 @@ TEST_F(CudaDistributed, GpuRanksTrackTheSingleCpuRun) {
     const std::vector<EpochRecord> reference = train_records(single);
 
     config.device = "cuda";
+    config.gpu_comm = GetParam();
     const Csr graph = training_graph(dataset);
     const PartitionPlan plan =
         make_partition(PartitionMethod::Metis, graph, dataset.train_idx, comm.size(), 3);
@@ -75,7 +80,7 @@ TEST_F(CudaDistributed, GpuRanksTrackTheSingleCpuRun) {
 // Encoded halos: the GPU ranks encode and decode on their GPUs (bit-identical codecs) what the
 // CPU ranks encode on theirs, so with the same parts and seed the losses agree as closely as
 // the uncompressed runs do.
-TEST_F(CudaDistributed, GpuRanksEncodeTheirHalosAsCpuRanksDo) {
+TEST_P(CudaDistributed, GpuRanksEncodeTheirHalosAsCpuRanksDo) {
   SyntheticConfig s = synthetic_preset("default");
   s.num_nodes = 1200;
   s.num_edges = 6000;
@@ -95,6 +100,7 @@ TEST_F(CudaDistributed, GpuRanksEncodeTheirHalosAsCpuRanksDo) {
                 comm);
     const std::vector<EpochRecord> reference = train_records(cpu);
     config.device = "cuda";
+    config.gpu_comm = GetParam();
     Trainer gpu(config, PartBuilder(dataset, graph, plan, dataset_info(dataset)).build(comm.rank()),
                 comm);
     const std::vector<EpochRecord> records = train_records(gpu);
@@ -107,6 +113,11 @@ TEST_F(CudaDistributed, GpuRanksEncodeTheirHalosAsCpuRanksDo) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(GpuComm, CudaDistributed, ::testing::Values("nccl", "mpi"),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           return param_info.param;
+                         });
 
 }  // namespace
 }  // namespace tessera
