@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/stall_injection.h"
+#include "comm/wait.h"
 #include "core/error.h"
 
 namespace tessera {
@@ -32,47 +33,6 @@ std::atomic<std::size_t> g_chunk_bytes{kDefaultChunkBytes};
 // back) before it hands the request to MPI with MPI_Request_free.
 constexpr double kReleaseGraceSeconds = 1.0;
 constexpr double kEndingGraceSeconds = 0.05;
-
-using Clock = std::chrono::steady_clock;
-
-// A point in time `seconds` from now; seconds <= 0 means never.
-class Deadline {
- public:
-  explicit Deadline(double seconds) : forever_(seconds <= 0.0) {
-    if (!forever_) {
-      // Clamp so that absurd timeouts cannot overflow the clock's representation.
-      const std::chrono::duration<double> span(std::min(seconds, 1.0e9));
-      at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(span);
-    }
-  }
-  bool passed() const { return !forever_ && Clock::now() > at_; }
-
- private:
-  bool forever_;
-  Clock::time_point at_{};
-};
-
-// How a waiting rank spends the time between polls: yielding (a busy poll that lets others on
-// its core run) for the first kSpinFor of a wait, which keeps short waits as quick as a spin,
-// then sleeping kNap between polls. Ranks often share cores (several stages of a pipeline on
-// one node, or oversubscribed tests), and a rank that waits seconds for another stage must not
-// take half a core from the rank it waits for: sched_yield in a tight loop does. A nap adds at
-// most kNap to a wait that was long already.
-class WaitPacer {
- public:
-  void pause() {
-    if (Clock::now() - start_ < kSpinFor) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(kNap);
-    }
-  }
-
- private:
-  static constexpr std::chrono::microseconds kSpinFor{2000};
-  static constexpr std::chrono::microseconds kNap{50};
-  Clock::time_point start_ = Clock::now();
-};
 
 bool mpi_finalized() {
   int finalized = 0;

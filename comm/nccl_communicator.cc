@@ -1,20 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
-// NcclCommunicator: MPI bootstrap (agreed GPU binding, unique id broadcast, ncclCommInitRank),
-// collectives and grouped point-to-point on the communication stream, host buffers staged
-// through pooled device buffers, and waits that poll events and ncclCommGetAsyncError against
-// a deadline. Receives into host memory are copied back only after their group completed, so
-// no call blocks without a timeout.
+// NcclCommunicator: MPI bootstrap (agreed GPU binding, unique id broadcast, a non-blocking
+// communicator: ncclCommInitRankConfig with blocking = 0), collectives and grouped
+// point-to-point on the communication stream, host buffers staged through pooled device buffers
+// (after the compute stream's queued work, so that a recycled block is not overwritten), and
+// waits that poll events and ncclCommGetAsyncError against a deadline. Every NCCL call that
+// answers ncclInProgress (creation, a group's end, a collective) is polled until NCCL has
+// enqueued it, against the same deadline, so no call blocks without a timeout; a timeout or a
+// failure marks the communicator failed (it is aborted, not destroyed). Receives into host
+// memory are copied back only after their group completed.
 #include "comm/nccl_communicator.h"
 
-#include <chrono>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "comm/agreement.h"
 #include "comm/gpu_binding.h"
 #include "comm/launch_env.h"
+#include "comm/stall_injection.h"
+#include "comm/wait.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
 #include "core/cuda/runtime.h"
@@ -38,8 +42,6 @@ struct NcclPending {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // The communication stream waits for the work already queued on the compute stream (which may
 // be producing the data about to be sent or reduced).
 void order_after_compute() {
@@ -58,6 +60,7 @@ class NcclRequest final : public Request {
   bool test() override {
     if (!op_) return true;
     comm_->start();
+    require_issued();
     comm_->check_async_error(describe());
     if (!op_->done->done()) return false;
     finish();
@@ -67,6 +70,7 @@ class NcclRequest final : public Request {
   void wait() override {
     if (!op_) return;
     comm_->start();
+    require_issued();
     comm_->wait_for(op_->done.get(), describe());
     finish();
   }
@@ -78,6 +82,11 @@ class NcclRequest final : public Request {
                                     cudaMemcpyDeviceToHost));
       op_->copied_back = true;
     }
+  }
+  // A group that failed to issue leaves its operations without an event: an error, not a wait.
+  void require_issued() const {
+    TESSERA_CHECK(op_->done != nullptr, Nccl, describe(),
+                  " was never issued: its NCCL group failed (the communicator must be aborted)");
   }
   std::string describe() const {
     return detail::concat(op_->kind == detail::NcclPending::Kind::Send ? "NCCL send to rank "
@@ -110,9 +119,37 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, double timeout_s,
   require_one_gpu_per_rank(bootstrap, identity, device_text_);
   bootstrap.broadcast(std::as_writable_bytes(std::span<ncclUniqueId>(&id, 1)), 0,
                       TrafficCategory::Setup);
-  // Blocking initialisation: every rank reached this point with a usable GPU (agreed above).
-  run_agreed(bootstrap, "NCCL set-up (ncclCommInitRank)",
-             [&] { TESSERA_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_)); });
+  // A non-blocking communicator: its creation, and later every group end and collective, is
+  // polled against the timeout instead of blocking inside NCCL.
+  run_agreed(bootstrap, "NCCL set-up (ncclCommInitRank)", [&] {
+    stall_if_injected(rank_, "creating the NCCL communicator");  // for the tests of deadlines
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    settle(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config), "ncclCommInitRankConfig");
+  });
+}
+
+void NcclCommunicator::settle(ncclResult_t rc, const std::string& what) {
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    failed_ = true;
+    TESSERA_FAIL(Nccl, what, " failed: ", ncclGetErrorString(rc), " (ncclResult ",
+                 static_cast<int>(rc), ")");
+  }
+  if (rc == ncclSuccess || comm_ == nullptr) return;
+  ncclResult_t state = ncclInProgress;
+  try {
+    poll_until(
+        what, timeout_s_, "a peer did not take part; the communicator must be aborted",
+        [&] {
+          TESSERA_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+          return state != ncclInProgress;
+        },
+        [&] { bootstrap_->check_notices(what); });
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
+  check_async_error(what);
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
@@ -145,19 +182,17 @@ void NcclCommunicator::check_async_error(const std::string& what) {
 
 void NcclCommunicator::wait_for(const void* event, const std::string& what) {
   const auto& done = *static_cast<const cuda::Event*>(event);
-  const bool forever = timeout_s_ <= 0.0;
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(forever ? 0.0 : std::min(timeout_s_, 1e9)));
-  while (!done.done()) {
-    check_async_error(what);
-    bootstrap_->check_notices(what);  // another rank ends the job
-    if (!forever && Clock::now() > deadline) {
-      failed_ = true;
-      TESSERA_FAIL(Timeout, what, " did not complete within ", timeout_s_,
-                   " s (a peer did not take part; the communicator must be aborted)");
-    }
-    std::this_thread::yield();
+  try {
+    poll_until(
+        what, timeout_s_, "a peer did not take part; the communicator must be aborted",
+        [&] { return done.done(); },
+        [&] {
+          check_async_error(what);
+          bootstrap_->check_notices(what);  // another rank ends the job
+        });
+  } catch (...) {  // a timeout, NCCL's error or another rank ending the job: abort, not destroy
+    failed_ = true;
+    throw;
   }
 }
 
@@ -169,14 +204,25 @@ void NcclCommunicator::start() {
   order_after_compute();
   cudaStream_t stream = cuda::comm_stream();
   TESSERA_NCCL_CHECK(ncclGroupStart());
+  ncclResult_t failed = ncclSuccess;  // the first call that failed; the group is closed anyway
   for (const auto& op : ops) {
-    if (op->kind == detail::NcclPending::Kind::Send) {
-      TESSERA_NCCL_CHECK(ncclSend(op->device_ptr, op->bytes, ncclUint8, op->peer, comm_, stream));
-    } else {
-      TESSERA_NCCL_CHECK(ncclRecv(op->device_ptr, op->bytes, ncclUint8, op->peer, comm_, stream));
+    const ncclResult_t rc =
+        op->kind == detail::NcclPending::Kind::Send
+            ? ncclSend(op->device_ptr, op->bytes, ncclUint8, op->peer, comm_, stream)
+            : ncclRecv(op->device_ptr, op->bytes, ncclUint8, op->peer, comm_, stream);
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+      failed = rc;
+      break;
     }
   }
-  TESSERA_NCCL_CHECK(ncclGroupEnd());
+  const ncclResult_t ended = ncclGroupEnd();
+  if (failed != ncclSuccess) {
+    failed_ = true;  // the operations keep no event: their waits report the failure
+    TESSERA_FAIL(Nccl, "posting ", ops.size(),
+                 " NCCL sends and receives failed: ", ncclGetErrorString(failed), " (ncclResult ",
+                 static_cast<int>(failed), ")");
+  }
+  settle(ended, detail::concat("ncclGroupEnd of ", ops.size(), " sends and receives"));
   auto done = std::make_shared<cuda::Event>();
   done->record(stream);
   for (const auto& op : ops) op->done = done;
@@ -194,6 +240,7 @@ std::unique_ptr<Request> NcclCommunicator::do_isend(std::span<const std::byte> b
   } else {  // copied now: the caller may reuse its host buffer only after completion anyway
     TESSERA_CUDA_CHECK(cudaSetDevice(device_));
     op->staging = cuda::DeviceBuffer(buffer.size());
+    order_after_compute();  // the pool may have just recycled the block from compute work
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(op->staging.get(), buffer.data(), buffer.size(),
                                        cudaMemcpyHostToDevice, cuda::comm_stream()));
     op->device_ptr = op->staging.get();
@@ -232,14 +279,14 @@ void NcclCommunicator::all_reduce(std::span<T> values, ncclDataType_t type, nccl
   cuda::DeviceBuffer staging;
   T* data = values.data();
   cudaStream_t stream = cuda::comm_stream();
+  order_after_compute();  // before the staging copy: the pool may have just recycled its block
   if (!on_device) {
     staging = cuda::DeviceBuffer(values.size_bytes());
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(staging.get(), values.data(), values.size_bytes(),
                                        cudaMemcpyHostToDevice, stream));
     data = staging.as<T>();
   }
-  order_after_compute();
-  TESSERA_NCCL_CHECK(ncclAllReduce(data, data, values.size(), type, op, comm_, stream));
+  settle(ncclAllReduce(data, data, values.size(), type, op, comm_, stream), what);
   cuda::Event done;
   done.record(stream);
   wait_for(&done, detail::concat(what, " of ", values.size(), " values"));
@@ -267,6 +314,7 @@ void NcclCommunicator::do_broadcast(std::span<std::byte> buffer, int root) {
   cuda::DeviceBuffer staging;
   void* data = buffer.data();
   cudaStream_t stream = cuda::comm_stream();
+  order_after_compute();  // before the staging copy: the pool may have just recycled its block
   if (!on_device) {
     staging = cuda::DeviceBuffer(buffer.size());
     if (rank_ == root) {
@@ -275,8 +323,7 @@ void NcclCommunicator::do_broadcast(std::span<std::byte> buffer, int root) {
     }
     data = staging.get();
   }
-  order_after_compute();
-  TESSERA_NCCL_CHECK(ncclBroadcast(data, data, buffer.size(), ncclUint8, root, comm_, stream));
+  settle(ncclBroadcast(data, data, buffer.size(), ncclUint8, root, comm_, stream), "ncclBroadcast");
   cuda::Event done;
   done.record(stream);
   wait_for(&done, detail::concat("broadcast of ", buffer.size(), " bytes from rank ", root));

@@ -8,7 +8,9 @@
 // NCCL group (ncclGroupStart, ncclSend/ncclRecv..., ncclGroupEnd) at the first wait, test,
 // start() or collective after them, so a halo exchange posted before the inner-row SpMM runs
 // on the communication stream while the SpMM runs on the compute stream. Every wait polls the
-// operation's event and ncclCommGetAsyncError against the communicator's timeout.
+// operation's event and ncclCommGetAsyncError against the communicator's timeout. The
+// communicator is non-blocking (ncclConfig_t::blocking = 0): its creation, group ends and
+// collectives are polled until NCCL has enqueued them, against the same timeout.
 //
 // Buffers may be device memory (used in place; the communication stream first waits for the
 // compute stream's queued work) or host memory (staged through device buffers). NCCL has no
@@ -77,6 +79,9 @@ class NcclCommunicator final : public Communicator {
   // asynchronous error; `what` names the operation in errors.
   void wait_for(const void* event, const std::string& what);
   void check_async_error(const std::string& what);
+  // Checks an NCCL call's result; ncclInProgress (a non-blocking communicator still enqueuing)
+  // is polled through ncclCommGetAsyncError until done, against the timeout.
+  void settle(ncclResult_t rc, const std::string& what);
 
   MpiCommunicator* bootstrap_;
   std::unique_ptr<Communicator> owned_bootstrap_;  // a split's MPI communicator

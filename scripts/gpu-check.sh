@@ -145,7 +145,7 @@ else
     -DCMAKE_CUDA_ARCHITECTURES=90 -DTESSERA_BUILD_PYTHON=OFF -DTESSERA_NATIVE_ARCH=OFF &&
   step build 240 cmake --build "$build" -j "$(nproc)" --target test_cuda_kernels \
     test_cuda_runtime test_cuda_training test_cuda_codec test_cuda_attention \
-    test_cuda_distributed test_communicator_conformance \
+    test_cuda_distributed test_cuda_cli test_communicator_conformance \
     bench_cuda train_gcn tessera_data
   if [[ ! -x $build/tests/cuda/test_cuda_kernels ]]; then
     note "gpu-check: no binaries (the build needs MPICH, METIS, HDF5 and OpenBLAS: make a pack" \
@@ -155,6 +155,7 @@ else
   mkdir -p "$build/gpu-bin"
   for b in tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime tests/cuda/test_cuda_training \
            tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention tests/cuda/test_cuda_distributed \
+           tests/cuda/test_cuda_cli \
            tests/comm/test_communicator_conformance bench/bench_cuda apps/train_gcn \
            apps/tessera_data; do ln -sf "$build/$b" "$build/gpu-bin/"; done
   bin=$build/gpu-bin
@@ -169,7 +170,8 @@ for t in test_cuda_runtime test_cuda_kernels test_cuda_attention test_cuda_codec
 done
 
 # ---- several ranks on the one GPU (--gpu-comm mpi: the staged communicator's GPU buffers, GPU
-# training at 2 and 4 ranks against the CPU; NCCL's cases skip unless each rank has a GPU) ----
+# training at 2 and 4 ranks against the CPU, train_gcn under mpiexec; NCCL's cases skip unless
+# each rank has a GPU) ----
 launcher=$bin/mpiexec  # the pack's; a build uses the machine's
 [[ -x $launcher ]] || launcher=$(command -v mpiexec || true)
 if [[ -n $launcher ]]; then
@@ -178,6 +180,9 @@ if [[ -n $launcher ]]; then
       step "${t}_np$n" 120 "${run[@]}" env OMP_NUM_THREADS=2 "$launcher" -n "$n" "$bin/$t"
     done
   done
+  # train_gcn under mpiexec: 2 ranks on the GPU over MPI; a rank that never joins NCCL (2 GPUs)
+  step test_cuda_cli 120 "${run[@]}" env TESSERA_TRAIN_GCN="$bin/train_gcn" \
+    TESSERA_MPIEXEC="$launcher" "$bin/test_cuda_cli"
 else
   note "multi-rank GPU tests: skipped (no mpiexec in the pack or on this machine)"
   failed=1

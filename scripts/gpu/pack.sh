@@ -22,7 +22,8 @@ pack=$2
 archive_name=tessera-gpu.tar.xz
 binaries=(tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime tests/cuda/test_cuda_training
           tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention tests/cuda/test_cuda_distributed
-          tests/comm/test_communicator_conformance bench/bench_cuda apps/train_gcn
+          tests/cuda/test_cuda_cli tests/comm/test_communicator_conformance bench/bench_cuda
+          apps/train_gcn
           apps/tessera_data)
 # MPICH's launcher, so that the multi-rank GPU tests run there (several ranks on one GPU with
 # --gpu-comm mpi): mpiexec finds its proxy beside itself.
