@@ -161,13 +161,26 @@ std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   return split;
 }
 
+// A healthy communicator is finalised (its issued work flushed, polled against the timeout, as
+// a non-blocking communicator must be) and then destroyed; a failed one, or one that does not
+// quiesce in time, is aborted, so that no destructor waits on a peer that is gone.
 NcclCommunicator::~NcclCommunicator() {
   if (!comm_) return;
-  if (failed_) {
-    ncclCommAbort(comm_);
-  } else {
-    ncclCommDestroy(comm_);
+  if (!failed_) {
+    const ncclResult_t finalizing = ncclCommFinalize(comm_);
+    ncclResult_t state = finalizing;
+    const Deadline deadline(timeout_s_);
+    WaitPacer pacer;
+    while (state == ncclInProgress && !deadline.passed()) {
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+      pacer.pause();
+    }
+    if (state == ncclSuccess) {
+      ncclCommDestroy(comm_);
+      return;
+    }
   }
+  ncclCommAbort(comm_);
 }
 
 void NcclCommunicator::check_async_error(const std::string& what) {
