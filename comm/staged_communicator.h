@@ -10,6 +10,8 @@
 // Its MPI communicator is split from the job's, so its messages never match the job's own.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -18,11 +20,22 @@
 
 namespace tessera {
 
+// How GPU memory is told apart from host memory and copied between them: the CUDA runtime's
+// (cuda_staging()), or a stand-in that lets the tests check the staging on a CPU.
+struct StagingCopies {
+  std::function<bool(const void*)> is_device;
+  // Device to host after the compute stream's queued work; returns once the bytes arrived.
+  std::function<void(void* host, const void* device, std::size_t bytes)> download;
+  // Host to device, queued on the compute stream (the source may be freed on return).
+  std::function<void(void* device, const void* host, std::size_t bytes)> upload;
+};
+StagingCopies cuda_staging();
+
 class StagedCommunicator final : public Communicator {
  public:
   // Collective over `job`'s ranks (which must outlive this one). Traffic is counted in job's
   // counter, once per call, as on any other communicator.
-  explicit StagedCommunicator(MpiCommunicator& job);
+  explicit StagedCommunicator(MpiCommunicator& job, StagingCopies copies = cuda_staging());
 
   int rank() const override { return mpi_->rank(); }
   int size() const override { return mpi_->size(); }
@@ -41,12 +54,13 @@ class StagedCommunicator final : public Communicator {
   std::unique_ptr<Communicator> do_split(int color, int key) override;
 
  private:
-  StagedCommunicator(MpiCommunicator& job, std::unique_ptr<Communicator> mpi);
+  StagedCommunicator(MpiCommunicator& job, std::unique_ptr<Communicator> mpi, StagingCopies copies);
   // Runs `op` on values in host memory: values themselves, or a staged copy brought back after.
   template <class T, class Op>
   void staged(std::span<T> values, bool download, Op&& op);
 
   MpiCommunicator* job_;
+  std::shared_ptr<const StagingCopies> copies_;  // shared with the requests
   std::unique_ptr<Communicator> mpi_;
   // Where mpi_ counts: the bytes were already counted by this communicator's public call.
   TrafficCounter uncounted_;

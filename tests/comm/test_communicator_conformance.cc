@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <list>
 #include <memory>
 #include <random>
 #include <string>
@@ -318,6 +319,103 @@ TEST_P(CommunicatorConformance, MessagesBetweenTwoRanksMatchInPostingOrder) {
 }
 
 #ifdef TESSERA_HAVE_CUDA
+// A stand-in for GPU memory on the CPU: blocks it hands out count as "device" memory, and the
+// copies in and out of them are counted, so that the staging logic has a test without a GPU.
+class FakeDevice {
+ public:
+  std::span<std::byte> allocate(const std::vector<std::byte>& contents) {
+    blocks_.push_back(contents);
+    return blocks_.back();
+  }
+  StagingCopies copies() {
+    return {[this](const void* p) {
+              for (const auto& b : blocks_)
+                if (p >= b.data() && p < b.data() + b.size()) return true;
+              return false;
+            },
+            [this](void* host, const void* device, std::size_t bytes) {
+              ++downloads;
+              std::memcpy(host, device, bytes);
+            },
+            [this](void* device, const void* host, std::size_t bytes) {
+              ++uploads;
+              std::memcpy(device, host, bytes);
+            }};
+  }
+  int downloads = 0;
+  int uploads = 0;
+
+ private:
+  std::list<std::vector<std::byte>> blocks_;  // stable addresses
+};
+
+// The staging itself, on "device" buffers of a FakeDevice: a send is copied down once when
+// posted; a receive lands in host memory and reaches its device buffer only when its wait or
+// test completes, once however often it is tested; sums and broadcasts go down and up once
+// (a broadcast's non-roots only up); host buffers are not copied; splits stage too; every byte
+// is counted once, in the job's counter.
+TEST(StagedOnFakeDevice, DeviceBuffersAreCopiedDownAndUpExactlyOnce) {
+  MpiCommunicator bootstrap(MPI_COMM_WORLD, kTestTimeoutSeconds);
+  FakeDevice device;
+  StagedCommunicator comm(bootstrap, device.copies());
+  bootstrap.traffic().reset();
+  const int rank = comm.rank(), ranks = comm.size();
+  const int next = (rank + 1) % ranks, prev = (rank + ranks - 1) % ranks;
+  std::span<std::byte> out = device.allocate(random_bytes(rank, 5000));
+  std::span<std::byte> in = device.allocate(std::vector<std::byte>(5000, std::byte{0xEE}));
+  std::vector<std::unique_ptr<Request>> requests;
+  requests.push_back(comm.irecv(in, prev, 3));
+  requests.push_back(comm.isend(out, next, 3, TrafficCategory::HaloForward));
+  EXPECT_EQ(device.downloads, 1);
+  MPI_Barrier(MPI_COMM_WORLD);  // every send posted: only the staging keeps `in` untouched
+  EXPECT_EQ(in[0], std::byte{0xEE});
+  EXPECT_EQ(device.uploads, 0);
+  while (!test_all(requests)) {
+  }
+  EXPECT_TRUE(test_all(requests));  // tested again: not copied up again
+  wait_all(requests);
+  EXPECT_EQ(device.uploads, 1);
+  EXPECT_EQ(first_mismatch(std::vector<std::byte>(in.begin(), in.end()), random_bytes(prev, 5000)),
+            -1);
+  EXPECT_EQ(bootstrap.traffic().sent(TrafficCategory::HaloForward), 5000u);
+
+  std::vector<float> values(300);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(rank + i % 7);
+  const auto bytes_of = [](const std::vector<float>& v) {
+    const auto b = std::as_bytes(std::span<const float>(v));
+    return std::vector<std::byte>(b.begin(), b.end());
+  };
+  std::span<std::byte> sums = device.allocate(bytes_of(values));
+  comm.all_reduce_sum(std::span<float>(reinterpret_cast<float*>(sums.data()), values.size()),
+                      TrafficCategory::AllReduce);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(ranks * (ranks - 1) / 2 + ranks * static_cast<int>(i % 7));
+  EXPECT_EQ(first_mismatch(std::vector<std::byte>(sums.begin(), sums.end()), bytes_of(values)), -1);
+  EXPECT_EQ(device.downloads, 2);
+  EXPECT_EQ(device.uploads, 2);
+  EXPECT_EQ(bootstrap.traffic().sent(TrafficCategory::AllReduce), ring_bytes(1200, ranks));
+
+  std::span<std::byte> shared =
+      device.allocate(rank == 1 ? random_bytes(1, 999) : std::vector<std::byte>(999));
+  comm.broadcast(shared, 1, TrafficCategory::Setup);
+  EXPECT_EQ(
+      first_mismatch(std::vector<std::byte>(shared.begin(), shared.end()), random_bytes(1, 999)),
+      -1);
+  EXPECT_EQ(device.downloads, rank == 1 ? 3 : 2);  // only the root's bytes go down
+  EXPECT_EQ(device.uploads, 3);
+
+  std::vector<float> host(10, 1.0f);  // host memory: straight to MPI
+  comm.all_reduce_sum(std::span<float>(host), TrafficCategory::AllReduce);
+  EXPECT_EQ(host[0], static_cast<float>(ranks));
+  std::unique_ptr<Communicator> half = comm.split(rank % 2, rank);
+  std::span<std::byte> one = device.allocate(bytes_of(std::vector<float>{1.0f}));
+  half->all_reduce_sum(std::span<float>(reinterpret_cast<float*>(one.data()), 1),
+                       TrafficCategory::AllReduce);
+  EXPECT_EQ(device.downloads, (rank == 1 ? 3 : 2) + 1);
+  EXPECT_EQ(device.uploads, 4);
+  EXPECT_EQ(*reinterpret_cast<float*>(one.data()), static_cast<float>(half->size()));
+}
+
 // A GPU allocation holding `bytes` (host vector in, host vector out).
 class DeviceBytes {
  public:
