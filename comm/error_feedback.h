@@ -3,7 +3,8 @@
 // layer it keeps, for every row of the messages, what the last encoding of that row lost (what
 // was meant minus what the peers decode), and adds it to the row's next message, so that the
 // rounding errors do not accumulate in the training trajectory. Residuals start at zero, and
-// again when a message's shape changes. Host tensors only. Relies on the row kernels.
+// again when a message's shape changes. The residuals live where the rows do (host or GPU):
+// every step is a row kernel.
 #pragma once
 
 #include <span>
@@ -17,7 +18,7 @@ namespace tessera {
 class ErrorFeedback {
  public:
   // The message rows source[rows[i]] plus the residual of (direction, layer), in message order;
-  // valid until the next call.
+  // valid until the next call. `rows` must be readable on source's device.
   const Tensor& with_residual(int direction, int layer, const Tensor& source,
                               std::span<const NodeId> rows);
   // Where the sender decodes its own message of the last with_residual (same shape).

@@ -57,6 +57,7 @@ HaloExchange::HaloExchange(Communicator& comm, const HaloPlan& plan,
   }
   identity_.resize(static_cast<std::size_t>(std::max(plan.num_send(), plan.num_halo())));
   for (std::size_t i = 0; i < identity_.size(); ++i) identity_[i] = static_cast<NodeId>(i);
+  identity_rows_ = DeviceIndexList(identity_);
   TESSERA_CHECK(codecs.num_layers >= 1, InvalidArgument, "halo exchange: num_layers ",
                 codecs.num_layers);
   if (codecs.adaptive)
@@ -149,7 +150,15 @@ void HaloExchange::post_raw(const Route& route, const Tensor& send, Tensor& rece
 }
 
 void HaloExchange::post_with_feedback(const Route& route, const Tensor& source) {
-  const Tensor& meant = feedback_->with_residual(route.direction, route.layer, source, route.rows);
+  // The route's rows where the source's device reads them: the send rows, or the identity
+  // (rows already in message order: gathered ones, or the gradients of the backward).
+  const Device device = source.device();
+  const bool in_order = route.rows.data() == identity_.data();
+  TESSERA_CHECK(in_order || route.rows.data() == plan_.send_rows.data(), Internal,
+                "error feedback: rows that are neither the send rows nor in message order");
+  const std::span<const NodeId> rows =
+      in_order ? identity_rows_.on(device).first(route.rows.size()) : send_rows_.on(device);
+  const Tensor& meant = feedback_->with_residual(route.direction, route.layer, source, rows);
   Route gathered = route;  // the rows are in message order now
   gathered.rows = std::span<const NodeId>(identity_).first(route.rows.size());
   post_encoded(gathered, meant);
@@ -304,13 +313,13 @@ std::span<std::byte> HaloExchange::message_bytes(int which, std::size_t size) {
 
 void HaloExchange::check_host(const Tensor& t, const char* what) const {
   TESSERA_CHECK(t.device().kind == DeviceKind::Cpu, InvalidArgument, "HaloExchange::", what,
-                ": adaptive bits and error feedback work on host tensors; a tensor on ",
-                to_string(t.device()), " takes a fixed codec");
+                ": adaptive bits work on host tensors; a tensor on ", to_string(t.device()),
+                " takes a fixed codec");
 }
 
 void HaloExchange::start(const Route& route, const Tensor& source, Tensor& receive) {
   if (!encoded(route.direction)) return post_raw(route, source, receive);
-  if (codecs_.adaptive || codecs_.error_feedback)
+  if (codecs_.adaptive)
     check_host(source, route.direction == 0 ? "start_forward" : "start_backward");
   if (feedback_) return post_with_feedback(route, source);
   post_encoded(route, source);

@@ -161,7 +161,7 @@ class HaloExchange {
   void start(const Route& route, const Tensor& source, Tensor& receive);
   void begin(double start);
   void wait_all_timed();
-  // InvalidArgument unless t is a host tensor (adaptive bits, error feedback).
+  // InvalidArgument unless t is a host tensor (adaptive bits).
   void check_host(const Tensor& t, const char* what) const;
   // The encoded messages of the exchange in flight, outgoing (which 0) or incoming (1), on
   // bytes_device_: resized to `size` bytes, or as they are (kKeepSize).
@@ -181,6 +181,7 @@ class HaloExchange {
   // the caller's scratch (idle_rows)
   Tensor send_buffer_;
   DeviceIndexList send_rows_;  // plan_.send_rows where a tensor's device reads them
+  DeviceIndexList identity_rows_;                // identity_ there
   std::vector<std::byte> out_bytes_, in_bytes_;  // encoded messages, all peers back to back
   Tensor device_bytes_[2];                       // the same on a GPU (u8: out, in)
   Device bytes_device_;                          // where the messages in flight are

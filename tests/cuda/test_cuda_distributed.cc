@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/mpi_communicator.h"
@@ -78,8 +79,8 @@ TEST_P(CudaDistributed, GpuRanksTrackTheSingleCpuRun) {
 }
 
 // Encoded halos: the GPU ranks encode and decode on their GPUs (bit-identical codecs) what the
-// CPU ranks encode on theirs, so with the same parts and seed the losses agree as closely as
-// the uncompressed runs do.
+// CPU ranks encode on theirs, with error feedback's residuals kept on the GPU too, so with the
+// same parts and seed the losses agree as closely as the uncompressed runs do.
 TEST_P(CudaDistributed, GpuRanksEncodeTheirHalosAsCpuRanksDo) {
   SyntheticConfig s = synthetic_preset("default");
   s.num_nodes = 1200;
@@ -88,14 +89,17 @@ TEST_P(CudaDistributed, GpuRanksEncodeTheirHalosAsCpuRanksDo) {
   const Csr graph = training_graph(dataset);
   const PartitionPlan plan =
       make_partition(PartitionMethod::Metis, graph, dataset.train_idx, comm.size(), 3);
-  for (const char* codec : {"bf16", "int8", "int2"}) {
-    SCOPED_TRACE(codec);
+  const std::vector<std::pair<const char*, bool>> cases = {
+      {"bf16", false}, {"int8", false}, {"int2", false}, {"int2", true}, {"int4", true}};
+  for (const auto& [codec, feedback] : cases) {
+    SCOPED_TRACE(std::string(codec) + (feedback ? " with error feedback" : ""));
     TrainConfig config;
     config.num_layers = 3;
     config.hidden_channels = 32;
     config.epochs = 5;
     config.seed = 2;
     config.codec = codec;
+    config.error_feedback = feedback;
     Trainer cpu(config, PartBuilder(dataset, graph, plan, dataset_info(dataset)).build(comm.rank()),
                 comm);
     const std::vector<EpochRecord> reference = train_records(cpu);
