@@ -270,11 +270,13 @@ void HaloExchange::decode_block(const MessageBlock& block, std::span<const std::
     decode_rows(block.codec, dest, block.begin, block.count, bytes);
     return;
   }
-  block_decoded_.resize_within(block.count, f, block_decoded_.device());
+  // A scattered block: decoded packed, then placed on its rows, where dest lives (host or GPU).
+  block_decoded_.resize_within(block.count, f, dest.device());
   decode_rows(block.codec, block_decoded_, 0, block.count, bytes);
-  for (std::int64_t i = 0; i < block.count; ++i) {
-    std::copy_n(block_decoded_.row<float>(i), f, dest.row<float>(block.positions[i]));
-  }
+  block_rows_.resize(block.positions.size());
+  for (std::size_t i = 0; i < block.positions.size(); ++i)
+    block_rows_[i] = static_cast<NodeId>(block.positions[i]);
+  scatter_rows(dest, block_decoded_, block_rows_);
 }
 
 void HaloExchange::decode_received(const Route& route, Tensor& dest, const char* what) {
@@ -311,16 +313,8 @@ std::span<std::byte> HaloExchange::message_bytes(int which, std::size_t size) {
   return {static_cast<std::byte*>(bytes.raw()), static_cast<std::size_t>(bytes.rows())};
 }
 
-void HaloExchange::check_host(const Tensor& t, const char* what) const {
-  TESSERA_CHECK(t.device().kind == DeviceKind::Cpu, InvalidArgument, "HaloExchange::", what,
-                ": adaptive bits work on host tensors; a tensor on ", to_string(t.device()),
-                " takes a fixed codec");
-}
-
 void HaloExchange::start(const Route& route, const Tensor& source, Tensor& receive) {
   if (!encoded(route.direction)) return post_raw(route, source, receive);
-  if (codecs_.adaptive)
-    check_host(source, route.direction == 0 ? "start_forward" : "start_backward");
   if (feedback_) return post_with_feedback(route, source);
   post_encoded(route, source);
 }

@@ -161,8 +161,6 @@ class HaloExchange {
   void start(const Route& route, const Tensor& source, Tensor& receive);
   void begin(double start);
   void wait_all_timed();
-  // InvalidArgument unless t is a host tensor (adaptive bits).
-  void check_host(const Tensor& t, const char* what) const;
   // The encoded messages of the exchange in flight, outgoing (which 0) or incoming (1), on
   // bytes_device_: resized to `size` bytes, or as they are (kKeepSize).
   static constexpr std::size_t kKeepSize = static_cast<std::size_t>(-1);

@@ -655,6 +655,25 @@ void gather_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows) {
   no_kernel("gather_rows", device);
 }
 
+void scatter_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows) {
+  const Device device = out.device();
+  check_input(out, device, "scatter_rows", "out");
+  check_input(x, device, "scatter_rows", "x");
+  check_dims(x, static_cast<std::int64_t>(rows.size()), out.cols(), "scatter_rows", "x");
+  check_no_alias(out, x, "scatter_rows", "out", "x");
+  check_rows(rows, out.rows(), /*distinct=*/true, "scatter_rows", device);
+  switch (device.kind) {
+    case DeviceKind::Cpu: return cpu::kernels().scatter_rows(out.f32(), x.f32(), rows, out.cols());
+    case DeviceKind::Cuda:
+      TESSERA_CUDA_KERNEL({
+        cuda::DeviceInput<NodeId> r(rows);
+        return cuda::scatter_rows(out.f32(), x.f32(), r.get(),
+                                  static_cast<std::int64_t>(rows.size()), out.cols());
+      });
+  }
+  no_kernel("scatter_rows", device);
+}
+
 void scatter_add_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows) {
   const Device device = out.device();
   check_input(out, device, "scatter_add_rows", "out");

@@ -111,6 +111,8 @@ void gat_attention_transpose(Tensor& d_zs, const CsrView& at, std::span<const Ed
 // ---- row movement (halo gather/scatter) ----
 // out[i] = x[rows[i]] for every i; out is (rows.size(), F). x may be bf16 on the CPU (widened).
 void gather_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows);
+// out[rows[i]] = x[i] for every i (rows distinct; other rows of out untouched).
+void scatter_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows);
 // out[rows[i]] += x[i] for every i (rows may repeat; applied in order).
 void scatter_add_rows(Tensor& out, const Tensor& x, std::span<const NodeId> rows);
 

@@ -71,9 +71,6 @@ void check_device(const TrainConfig& c) {
     TESSERA_CHECK(c.mode() == ParallelMode::Graph, InvalidArgument, "--device ", c.device,
                   ": --parallel ", c.parallel,
                   " runs on the CPU only; GPU training is --parallel graph");
-    TESSERA_CHECK(!c.adaptive(), InvalidArgument, "--device ", c.device,
-                  ": --codec adaptive runs on CPU ranks; GPU ranks take the fixed codecs (",
-                  detail::join_names(codec_names()), "), with or without --error-feedback");
   }
   parse_device(c.device);  // a clear error when the device is unknown or has no usable GPU
 }

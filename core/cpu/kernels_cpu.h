@@ -89,8 +89,9 @@ using ToBf16Fn = void(std::uint16_t* y, const float* x, std::int64_t n);
 using FromBf16Fn = void(float* y, const std::uint16_t* x, std::int64_t n);
 
 // ---- row movement (rows.cc); out never aliases x ----
-// gather_rows(out, x, rows, f): out (rows.size(), F) = x[rows]. scatter_add_rows(out, x, rows,
-// f): out[rows[i]] += x[i] in list order (rows may repeat).
+// gather_rows(out, x, rows, f): out (rows.size(), F) = x[rows]. scatter_rows(out, x, rows, f):
+// out[rows[i]] = x[i] (rows distinct). scatter_add_rows(out, x, rows, f): out[rows[i]] += x[i]
+// in list order (rows may repeat).
 using RowsFn = void(float* out, const float* x, std::span<const NodeId> rows, std::int64_t f);
 // gather_rows_bf16(out, x, rows, f): gather_rows of bf16 rows, widened.
 using RowsBf16Fn = void(float* out, const std::uint16_t* x, std::span<const NodeId> rows,
@@ -181,6 +182,7 @@ using BatchNormBackwardFn = void(float* d_x, const float* d_y, const float* x_ha
   X(ReluBackwardBitsFn, relu_backward_bits)              \
   X(RowsFn, gather_rows)                                 \
   X(RowsBf16Fn, gather_rows_bf16)                        \
+  X(RowsFn, scatter_rows)                                \
   X(RowsFn, scatter_add_rows)                            \
   X(LogSoftmaxFn, log_softmax_forward)                   \
   X(NllLossSumFn, nll_loss_sum)                          \

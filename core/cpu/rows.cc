@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // CPU row movement for halo exchange: gather listed rows (f32, or bf16 widened) into a packed
-// block, and scatter-add a packed block back onto listed rows. Scatter-add keeps list order even
+// block, scatter a packed block onto listed (distinct) rows, and scatter-add one back onto
+// listed rows. Scatter-add keeps list order even
 // when rows repeat by giving each thread a band of columns (cache-line aligned) instead of a
 // range of rows.
 #include <omp.h>
@@ -36,6 +37,16 @@ void gather_rows(float* out, const float* x, std::span<const NodeId> rows, std::
 #pragma omp parallel for schedule(static) if (n * f >= detail::kParallelMinWork)
   for (std::int64_t i = 0; i < n; ++i) {
     std::memcpy(out + i * f, x + std::int64_t{rows[static_cast<std::size_t>(i)]} * f, row_bytes);
+  }
+}
+
+void scatter_rows(float* out, const float* x, std::span<const NodeId> rows, std::int64_t f) {
+  const std::int64_t n = static_cast<std::int64_t>(rows.size());
+  if (f == 0) return;
+  const std::size_t row_bytes = static_cast<std::size_t>(f) * sizeof(float);
+#pragma omp parallel for schedule(static) if (n * f >= detail::kParallelMinWork)
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::memcpy(out + std::int64_t{rows[static_cast<std::size_t>(i)]} * f, x + i * f, row_bytes);
   }
 }
 

@@ -103,7 +103,8 @@
     "compute threads per rank (0: OMP_NUM_THREADS if set, else the node's cores divided among "    \
     "its ranks); BLAS is capped to the same count")                                                \
   X(device, std::string, "cpu", Flag(), Custom(check_device), Summary(),                           \
-    "cpu, or cuda[:i] in a build with the CUDA backend (graph mode: one GPU per rank); a number "  \
+    "cpu, or cuda[:i] in a build with the CUDA backend (graph mode: a GPU per rank, or shared "    \
+    "with --gpu-comm mpi); a number "                                                              \
     "N is OGB's --device N: cuda:N, or the CPU on a machine without a GPU")                        \
   X(gpu_comm, std::string, "nccl", Flag(), OneOf(gpu_comm_names), Summary(),                       \
     "how GPU ranks exchange halos and gradients: nccl, each rank on a GPU of its own; mpi, "       \

@@ -117,12 +117,10 @@ TEST(PipelineCli, StagesThatDoNotFitTheRanksAreRefused) {
 }
 
 TEST(PipelineCli, GpuOptionsAreCheckedOnEveryRank) {
-  // Pipelined modes and adaptive bits are CPU-only: refused before any GPU is looked for, so the
-  // message is the same with or without one.
+  // Pipelined modes are CPU-only: refused before any GPU is looked for, so the message is the
+  // same with or without one.
   expect_refused(1, "--parallel pipeline --device cuda" + kSmall,
                  {"train_gcn: error:", "--device cuda", "--parallel pipeline runs on the CPU"});
-  expect_refused(1, "--device cuda --codec adaptive" + kSmall,
-                 {"train_gcn: error:", "--device cuda", "GPU ranks take the fixed codecs"});
   // Without a usable GPU (or in a build without CUDA) every rank ends with the reason.
   expect_refused(2, "--device cuda" + kSmall,
                  {"train_gcn: error:", "device 'cuda' requested", "use --device cpu"});

@@ -5,6 +5,7 @@
 // the CPU lacks are skipped by name; TESSERA_CPU is checked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -159,9 +160,15 @@ std::vector<Case> cases() {
                    k.gather_rows(gathered.data(), x(f, 18).data(), listed, f);
                    std::vector<float> scattered = x(f, 19);
                    k.scatter_add_rows(scattered.data(), gathered.data(), listed, f);
+                   std::vector<NodeId> distinct(listed.begin(), listed.end());
+                   std::sort(distinct.begin(), distinct.end());
+                   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+                   std::vector<float> placed = x(f, 20);
+                   k.scatter_rows(placed.data(), gathered.data(), distinct, f);
                    std::vector<std::byte> b;
                    append(b, gathered);
                    append(b, scattered);
+                   append(b, placed);
                    return b;
                  }});
   out.push_back({"losses", [=](const KernelTable& k, std::int64_t f) {

@@ -679,6 +679,36 @@ TEST(Rows, ScatterAddAccumulatesRepeatsInListOrder) {
                            ErrorCategory::InvalidArgument, "x must be (2, 2), found (3, 2)"));
 }
 
+TEST(Rows, ScatterWritesTheListedRowsOnly) {
+  std::mt19937 gen(11);
+  std::vector<NodeId> all(1000);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<NodeId>(i);
+  std::shuffle(all.begin(), all.end(), gen);
+  const std::vector<NodeId> rows(all.begin(), all.begin() + 700);  // distinct, in any order
+  for (std::int64_t f : test::kWidths) {
+    const auto x = test::random_floats(static_cast<std::size_t>(700 * f), 12);
+    const auto out0 = test::random_floats(static_cast<std::size_t>(1000 * f), 13);
+    std::vector<float> want = out0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      for (std::int64_t k = 0; k < f; ++k) {
+        want[static_cast<std::size_t>(rows[i] * f + k)] =
+            x[i * static_cast<std::size_t>(f) + static_cast<std::size_t>(k)];
+      }
+    }
+    for (int threads : {1, 2}) {
+      test::ThreadCount count(threads);
+      Tensor out = test::tensor_from(out0, 1000, f);
+      scatter_rows(out, test::tensor_from(x, 700, f), rows);
+      EXPECT_TRUE(test::bitwise_equal(test::values_of(out), want, f))
+          << "F = " << f << ", threads " << threads;
+    }
+  }
+  Tensor out(4, 2), x(2, 2);
+  const std::vector<NodeId> twice = {1, 1};
+  EXPECT_TRUE(throws_error([&] { scatter_rows(out, x, twice); }, ErrorCategory::InvalidArgument,
+                           "rows[1] = 1 is listed twice"));
+}
+
 // ---- threads ----
 
 TEST(Threads, SetAndQuery) {

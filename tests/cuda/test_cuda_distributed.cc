@@ -79,8 +79,10 @@ TEST_P(CudaDistributed, GpuRanksTrackTheSingleCpuRun) {
 }
 
 // Encoded halos: the GPU ranks encode and decode on their GPUs (bit-identical codecs) what the
-// CPU ranks encode on theirs, with error feedback's residuals kept on the GPU too, so with the
-// same parts and seed the losses agree as closely as the uncompressed runs do.
+// CPU ranks encode on theirs, with error feedback's residuals kept on the GPU too, and the
+// adaptive codec's blocks placed on their rows there (its ranges, measured by the same kernels,
+// plan the same bits), so with the same parts and seed the losses agree as closely as the
+// uncompressed runs do.
 TEST_P(CudaDistributed, GpuRanksEncodeTheirHalosAsCpuRanksDo) {
   SyntheticConfig s = synthetic_preset("default");
   s.num_nodes = 1200;
@@ -89,8 +91,9 @@ TEST_P(CudaDistributed, GpuRanksEncodeTheirHalosAsCpuRanksDo) {
   const Csr graph = training_graph(dataset);
   const PartitionPlan plan =
       make_partition(PartitionMethod::Metis, graph, dataset.train_idx, comm.size(), 3);
-  const std::vector<std::pair<const char*, bool>> cases = {
-      {"bf16", false}, {"int8", false}, {"int2", false}, {"int2", true}, {"int4", true}};
+  const std::vector<std::pair<const char*, bool>> cases = {{"bf16", false},     {"int8", false},
+                                                           {"int2", false},     {"int2", true},
+                                                           {"adaptive", false}, {"adaptive", true}};
   for (const auto& [codec, feedback] : cases) {
     SCOPED_TRACE(std::string(codec) + (feedback ? " with error feedback" : ""));
     TrainConfig config;

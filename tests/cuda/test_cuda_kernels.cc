@@ -288,6 +288,14 @@ TEST_F(CudaKernels, GatherAndScatterAddRows) {
           EXPECT_TRUE(test::near(got, as_double(test::values_of(out)), 16 * 16 * kFloatEps, 0.0, f));
         } else {
           EXPECT_TRUE(test::bitwise_equal(got, test::values_of(out), f)) << "F " << f;
+          // Scattered by assignment (distinct rows), through the public dispatch.
+          Tensor placed = test::random_tensor(n_rows, f, 15);
+          Tensor d_placed = placed.to(Device{DeviceKind::Cuda, 0});
+          scatter_rows(placed, packed, rows);
+          scatter_rows(d_placed, packed.to(Device{DeviceKind::Cuda, 0}), rows);
+          EXPECT_TRUE(test::bitwise_equal(test::values_of(d_placed.to(Device::cpu())),
+                                          test::values_of(placed), f))
+              << "F " << f;
         }
       }
     }
