@@ -30,9 +30,8 @@ int bind_shared_gpu(MpiCommunicator& job, const std::string& device) {
   int index = 0;
   run_agreed(job, "GPU binding (--gpu-comm mpi)", [&] {
     TESSERA_CHECK(cuda::cuda_available(), Cuda, "--device ", device,
-                  " needs a GPU, but no "
-                  "usable CUDA GPU was found (",
-                  cuda::unavailable_reason(), ")");
+                  " needs a GPU, but no usable CUDA GPU was found (", cuda::unavailable_reason(),
+                  ")");
     index = choose_gpu(requested_gpu(device), env.local_rank, cuda::device_count(),
                        std::getenv("CUDA_VISIBLE_DEVICES"));
     cuda::require_device(index, "the staged GPU communicator");
