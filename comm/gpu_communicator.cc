@@ -3,17 +3,13 @@
 // backend, a clear refusal otherwise.
 #include "comm/gpu_communicator.h"
 
-#include <cstdlib>
-
 #include "comm/mpi_communicator.h"
 #include "core/error.h"
 #ifdef TESSERA_HAVE_NCCL
 #include "comm/agreement.h"
-#include "comm/gpu_binding.h"
 #include "comm/launch_env.h"
 #include "comm/nccl_communicator.h"
 #include "comm/staged_communicator.h"
-#include "core/cuda/runtime.h"
 #endif
 
 namespace tessera {
@@ -29,12 +25,8 @@ int bind_shared_gpu(MpiCommunicator& job, const std::string& device) {
   const LaunchEnv env = detect_launch_env(job, job.rank_on_node(), job.ranks_on_node());
   int index = 0;
   run_agreed(job, "GPU binding (--gpu-comm mpi)", [&] {
-    TESSERA_CHECK(cuda::cuda_available(), Cuda, "--device ", device,
-                  " needs a GPU, but no usable CUDA GPU was found (", cuda::unavailable_reason(),
-                  ")");
-    index = choose_gpu(requested_gpu(device), env.local_rank, cuda::device_count(),
-                       std::getenv("CUDA_VISIBLE_DEVICES"));
-    cuda::require_device(index, "the staged GPU communicator");
+    index = bind_local_gpu(env, device, "--device " + device + " needs a GPU",
+                           "the staged GPU communicator");
   });
   return index;
 }

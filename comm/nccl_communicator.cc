@@ -98,6 +98,16 @@ class NcclRequest final : public Request {
   std::shared_ptr<detail::NcclPending> op_;  // null: a zero-byte message, complete at once
 };
 
+int bind_local_gpu(const LaunchEnv& env, const std::string& device, const std::string& lead,
+                   const char* user) {
+  TESSERA_CHECK(cuda::cuda_available(), Cuda, lead, ", but no usable CUDA GPU was found (",
+                cuda::unavailable_reason(), ")");
+  const int index = choose_gpu(requested_gpu(device), env.local_rank, cuda::device_count(),
+                               std::getenv("CUDA_VISIBLE_DEVICES"));
+  cuda::require_device(index, user);
+  return index;
+}
+
 NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, double timeout_s,
                                    std::string device)
     : bootstrap_(&bootstrap), rank_(bootstrap.rank()), size_(bootstrap.size()),
@@ -107,11 +117,8 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, double timeout_s,
   ncclUniqueId id{};
   std::string identity;
   run_agreed(bootstrap, "NCCL set-up (GPU binding)", [&] {
-    TESSERA_CHECK(cuda::cuda_available(), Cuda, "NcclCommunicator needs one GPU per rank, but "
-                  "no usable CUDA GPU was found (", cuda::unavailable_reason(), ")");
-    device_ = choose_gpu(requested_gpu(device_text_), env.local_rank, cuda::device_count(),
-                         std::getenv("CUDA_VISIBLE_DEVICES"));
-    cuda::require_device(device_, "NcclCommunicator");
+    device_ = bind_local_gpu(env, device_text_, "NcclCommunicator needs one GPU per rank",
+                             "NcclCommunicator");
     identity = cuda::device_identity(device_);
     (void)cuda::comm_stream();
     if (rank_ == 0) TESSERA_NCCL_CHECK(ncclGetUniqueId(&id));

@@ -34,6 +34,15 @@ namespace detail {
 struct NcclPending;  // a posted, not yet issued point-to-point operation
 }
 
+struct LaunchEnv;  // comm/launch_env.h
+
+// The GPU this rank binds by the rules of comm/gpu_binding.h (its local rank in `env`, `device`
+// "cuda" or "cuda:i"), made current; throws Error(Cuda) "<lead>, but no usable CUDA GPU was
+// found (...)" without one. `user` names the caller in require_device's errors. Used by both GPU
+// communicators (NCCL, and the staged one of --gpu-comm mpi).
+int bind_local_gpu(const LaunchEnv& env, const std::string& device, const std::string& lead,
+                   const char* user);
+
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over `bootstrap`'s ranks, which must stay alive as long as this communicator.
