@@ -83,6 +83,11 @@ std::string join(const std::vector<std::string>& words) {
   return line;
 }
 
+std::string program_path(const char* name, const char* built) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : built;
+}
+
 double run_child(const char* program, const std::vector<std::string>& argv,
                  const std::vector<std::string>& env, const std::filesystem::path& log) {
   const std::string out_file = log.string() + ".out", err_file = log.string() + ".err";

@@ -71,6 +71,9 @@ inline double ratio(double a, double b) { return b > 0 ? a / b : kNaN; }
 std::string fixed(double value, int digits);
 std::string read_text(const std::filesystem::path& path);
 std::string join(const std::vector<std::string>& words);  // words separated by spaces
+// A child program's path: the environment variable `name` when set (binaries moved elsewhere,
+// as in the GPU pack), else `built` (where this build put it).
+std::string program_path(const char* name, const char* built);
 
 // Runs `argv` (argv[0] a path) with `env` ("NAME=value") added to the environment, its stdout
 // and stderr in log + ".out" / ".err"; returns the wall seconds. When it does not exit 0, prints

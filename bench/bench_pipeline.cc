@@ -5,7 +5,9 @@
 // the bench reads its summary and per-epoch metrics: bytes per epoch by category against the
 // traffic model (engine/traffic_model.h), the median epoch, peak RSS per rank and the accuracy.
 // Per depth: graph-mode over pipeline-mode bytes, measured and predicted, and their epoch-time
-// ratio. --csv writes the points of scripts/plot_pipeline.py.
+// ratio. --csv writes the points of scripts/plot_pipeline.py. --device cuda trains every run on
+// GPUs (--gpu-comm mpi: the K ranks may share one); TESSERA_MPIEXEC, TESSERA_TRAIN_GCN and
+// TESSERA_PARTITION_GRAPH point at binaries moved elsewhere (the GPU pack).
 #include <CLI/CLI.hpp>
 #include <stdlib.h>
 #include <unistd.h>
@@ -55,6 +57,8 @@ struct Flags {
   double dropout = 0.5;
   int cores = 2;
   double memory_budget_gb = 0;  // 0: train_gcn's default
+  std::string device = "cpu";
+  std::string gpu_comm = "nccl";
   std::string json_file;
   std::string csv_file;
   std::string tmpdir;
@@ -89,9 +93,9 @@ Store make_store(const Flags& flags, int parts, const fs::path& scratch) {
   std::fprintf(stderr, "[bench_pipeline] partitioning %s into %d parts (METIS)\n",
                flags.dataset.c_str(), parts);
   s.wall_s = run_child("bench_pipeline",
-                       {PARTITION_GRAPH_PATH, "--dataset", flags.dataset, "--parts",
-                        std::to_string(parts), "--partition", "metis", "--out", s.path.string(),
-                        "--quiet"},
+                       {program_path("TESSERA_PARTITION_GRAPH", PARTITION_GRAPH_PATH), "--dataset",
+                        flags.dataset, "--parts", std::to_string(parts), "--partition", "metis",
+                        "--out", s.path.string(), "--quiet"},
                        child_env(threads_per_rank(flags)),
                        scratch / ("partition-" + std::to_string(parts)));
   const Json stats = Json::parse(read_text(s.path / "meta.json")).at("stats");
@@ -129,14 +133,16 @@ std::string slug(const Run& r) { return "d" + std::to_string(r.depth) + "-" + to
 
 std::vector<std::string> train_command(const Flags& flags, const Run& r, const Store* store,
                                        const fs::path& summary, const fs::path& metrics) {
-  std::vector<std::string> argv = {MPIEXEC_PATH, MPIEXEC_NUMPROC_FLAG,
-                                   std::to_string(flags.ranks), TRAIN_GCN_PATH};
+  std::vector<std::string> argv = {program_path("TESSERA_MPIEXEC", MPIEXEC_PATH),
+                                   MPIEXEC_NUMPROC_FLAG, std::to_string(flags.ranks),
+                                   program_path("TESSERA_TRAIN_GCN", TRAIN_GCN_PATH)};
   if (store != nullptr) {
     argv.insert(argv.end(), {"--partitions", store->path.string()});
   } else {
     argv.insert(argv.end(), {"--dataset", flags.dataset});
   }
-  argv.insert(argv.end(), {"--parallel", to_string(r.mode)});
+  argv.insert(argv.end(), {"--parallel", to_string(r.mode), "--device", flags.device});
+  if (flags.device != "cpu") argv.insert(argv.end(), {"--gpu-comm", flags.gpu_comm});
   if (r.mode != ParallelMode::Graph) {
     argv.insert(argv.end(), {"--stages", std::to_string(r.stages)});
     if (flags.chunks > 0) argv.insert(argv.end(), {"--chunks", std::to_string(flags.chunks)});
@@ -444,12 +450,15 @@ void print_comparison_table(const std::vector<DepthComparison>& comparisons) {
 void print_report(const Flags& flags, const std::map<int, Store>& stores,
                   const std::vector<Run>& runs, const std::vector<DepthComparison>& comparisons,
                   double load_start, double total_s) {
-  std::printf("\n# bench_pipeline | %s, K = %d ranks x %d threads, %s hidden %lld, %d epochs x "
-              "%d runs, lr %g, dropout %g | total %.1f s | 1-min load average %.2f before, %.2f "
-              "after (other processes competing inflate times)\n",
-              flags.dataset.c_str(), flags.ranks, threads_per_rank(flags), flags.model.c_str(),
-              static_cast<long long>(flags.hidden), flags.epochs, flags.runs, flags.lr,
-              flags.dropout, total_s, load_start, load_average());
+  std::printf(
+      "\n# bench_pipeline | %s, K = %d ranks x %d threads on %s, %s hidden %lld, %d epochs "
+      "x %d runs, lr %g, dropout %g | total %.1f s | 1-min load average %.2f before, "
+      "%.2f after (other processes competing inflate times)\n",
+      flags.dataset.c_str(), flags.ranks, threads_per_rank(flags),
+      flags.device == "cpu" ? "the CPU"
+                            : (flags.device + " (--gpu-comm " + flags.gpu_comm + ")").c_str(),
+      flags.model.c_str(), static_cast<long long>(flags.hidden), flags.epochs, flags.runs, flags.lr,
+      flags.dropout, total_s, load_start, load_average());
   print_stores(flags, stores);
   print_traffic_table(runs);
   print_time_table(runs);
@@ -622,6 +631,13 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--memory-budget", f.memory_budget_gb,
                  "pipelined modes: GiB one rank may use (0: train_gcn's default)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--device", f.device, "train_gcn's --device: cpu, or cuda for every rank's GPU")
+      ->capture_default_str();
+  app.add_option("--gpu-comm", f.gpu_comm,
+                 "train_gcn's --gpu-comm with --device cuda: nccl (a GPU per rank) or mpi (ranks "
+                 "may share a GPU)")
+      ->check(CLI::IsMember({"nccl", "mpi"}))
       ->capture_default_str();
   app.add_option("--json", f.json_file, "also write the JSON lines to this file");
   app.add_option("--csv", f.csv_file,

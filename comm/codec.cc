@@ -8,6 +8,7 @@
 #include "comm/codec.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -306,6 +307,26 @@ CodecKind read_message_header(std::span<const std::byte> in, std::int64_t rows, 
                               CodecKind expected, const std::string& where) {
   return read_message_header(in.first(std::min(in.size(), kMessageHeaderBytes)), in.size(), rows,
                              cols, expected, where);
+}
+
+void write_message_header(std::span<std::byte> out, Device device, CodecKind kind,
+                          std::int64_t rows, std::int64_t cols) {
+  if (device.kind == DeviceKind::Cpu) return write_message_header(out, kind, rows, cols);
+  std::array<std::byte, kMessageHeaderBytes> header{};
+  write_message_header(header, kind, rows, cols);
+  TESSERA_CHECK(out.size() >= header.size(), InvalidArgument, "write_message_header: need ",
+                kMessageHeaderBytes, " bytes, got ", out.size());
+  backend(device).copy(out.data(), header.data(), header.size());
+}
+
+CodecKind read_message_header(std::span<const std::byte> in, Device device, std::int64_t rows,
+                              std::int64_t cols, CodecKind expected, const std::string& where) {
+  if (device.kind == DeviceKind::Cpu) return read_message_header(in, rows, cols, expected, where);
+  std::array<std::byte, kMessageHeaderBytes> header{};
+  const std::size_t have = std::min(in.size(), header.size());
+  if (have > 0) backend(device).copy(header.data(), in.data(), have);
+  return read_message_header(std::span<const std::byte>(header).first(have), in.size(), rows, cols,
+                             expected, where);
 }
 
 CodecKind read_message_header(std::span<const std::byte> header, std::size_t message_bytes,

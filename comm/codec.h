@@ -112,4 +112,11 @@ CodecKind read_message_header(std::span<const std::byte> header, std::size_t mes
                               std::int64_t rows, std::int64_t cols, CodecKind expected,
                               const std::string& where);
 
+// The same two for a message in the memory of `device`: in GPU memory the header is written on
+// the host and copied up, or copied down and checked on the host.
+void write_message_header(std::span<std::byte> out, Device device, CodecKind kind,
+                          std::int64_t rows, std::int64_t cols);
+CodecKind read_message_header(std::span<const std::byte> in, Device device, std::int64_t rows,
+                              std::int64_t cols, CodecKind expected, const std::string& where);
+
 }  // namespace tessera

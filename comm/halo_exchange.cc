@@ -7,7 +7,6 @@
 #include "comm/halo_exchange.h"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -226,13 +225,7 @@ void HaloExchange::encode_block(const Route& route, const MessageBlock& block,
                                 std::span<std::byte> bytes, const Tensor& source,
                                 const CodecNoise& noise) {
   const std::int64_t f = source.cols();
-  if (bytes_device_.kind == DeviceKind::Cpu) {
-    write_message_header(bytes, block.codec, block.count, f);
-  } else {  // written on the host, then copied up
-    std::array<std::byte, kMessageHeaderBytes> header;
-    write_message_header(header, block.codec, block.count, f);
-    backend(bytes_device_).copy(bytes.data(), header.data(), header.size());
-  }
+  write_message_header(bytes, bytes_device_, block.codec, block.count, f);
   std::span<const NodeId> rows = route.rows.subspan(block.begin, block.count);
   std::span<const GlobalId> ids = route.ids.subspan(block.begin, block.count);
   if (!block.positions.empty()) {  // a scattered block: gather its rows and ids
@@ -257,14 +250,7 @@ void HaloExchange::encode_block(const Route& route, const MessageBlock& block,
 void HaloExchange::decode_block(const MessageBlock& block, std::span<const std::byte> bytes,
                                 Tensor& dest, const std::string& where, bool check_header) {
   const std::int64_t f = dest.cols();
-  if (check_header && dest.device().kind == DeviceKind::Cpu) {
-    read_message_header(bytes, block.count, f, block.codec, where);
-  } else if (check_header) {  // a message in GPU memory: its header is checked on the host
-    std::array<std::byte, kMessageHeaderBytes> header{};
-    if (bytes.size() >= header.size())
-      backend(dest.device()).copy(header.data(), bytes.data(), header.size());
-    read_message_header(header, bytes.size(), block.count, f, block.codec, where);
-  }
+  if (check_header) read_message_header(bytes, dest.device(), block.count, f, block.codec, where);
   bytes = bytes.subspan(kMessageHeaderBytes);
   if (block.positions.empty()) {
     decode_rows(block.codec, dest, block.begin, block.count, bytes);

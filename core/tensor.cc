@@ -124,6 +124,20 @@ Tensor index_tensor_of(std::span<const T> values, Device device) {
 }
 }  // namespace
 
+Tensor borrow_rows(Tensor& t, std::int64_t first, std::int64_t count) {
+  TESSERA_CHECK(first >= 0 && count >= 0 && first + count <= t.rows(), Internal, "rows ", first,
+                " to ", first + count, " of a tensor ", t.shape_string());
+  auto* base = static_cast<std::byte*>(t.raw());
+  if (base == nullptr) return Tensor::borrow(nullptr, count, t.cols(), t.dtype(), t.device());
+  const auto row_bytes = static_cast<std::size_t>(t.cols()) * dtype_size(t.dtype());
+  return Tensor::borrow(base + static_cast<std::size_t>(first) * row_bytes, count, t.cols(),
+                        t.dtype(), t.device());
+}
+
+const Tensor borrow_rows(const Tensor& t, std::int64_t first, std::int64_t count) {
+  return borrow_rows(const_cast<Tensor&>(t), first, count);  // read only: the result is const
+}
+
 std::vector<float> host_f32(const Tensor& t) {
   std::vector<float> values(static_cast<std::size_t>(t.numel()));
   backend(t.device()).copy(values.data(), t.f32(), t.bytes());

@@ -122,6 +122,11 @@ class Tensor {
   Device device_ = Device::cpu();
 };
 
+// Rows [first, first + count) of `t` as a tensor over t's memory, on t's device: a block of rows
+// handed to a kernel without a copy. The const form is for reading only.
+Tensor borrow_rows(Tensor& t, std::int64_t first, std::int64_t count);
+const Tensor borrow_rows(const Tensor& t, std::int64_t first, std::int64_t count);
+
 // The values of an f32 tensor, wherever it lives, copied to host memory.
 std::vector<float> host_f32(const Tensor& t);
 

@@ -117,8 +117,20 @@ ChunkedOperator::ChunkedOperator(const Csr& a, MatrixSymmetry owned_symmetry,
   halo_t_ = row_block(whole_, 0, n, n, cols).transpose();
 }
 
-History::History(std::int64_t num_owned, std::int64_t num_halo, int first_layer, int num_layers)
-    : num_owned_(num_owned), num_halo_(num_halo), first_layer_(first_layer),
+void ChunkedOperator::upload(Device device) {
+  std::vector<Csr*> blocks{&halo_t_};
+  for (std::vector<Csr>* list : {&owned_, &owned_t_, &halo_})
+    for (Csr& a : *list) blocks.push_back(&a);
+  for (Csr* a : blocks)
+    if (a->num_rows() > 0) a->upload(device);  // an empty one is never multiplied on a GPU
+}
+
+History::History(std::int64_t num_owned, std::int64_t num_halo, int first_layer, int num_layers,
+                 Device device)
+    : num_owned_(num_owned),
+      num_halo_(num_halo),
+      first_layer_(first_layer),
+      device_(device),
       layers_(static_cast<std::size_t>(num_layers)) {}
 
 History::Layer& History::layer(int l) {
@@ -131,11 +143,11 @@ History::Layer& History::sized(int l, std::int64_t f) {
   Layer& h = layer(l);
   if (h.inputs.cols() != f || h.inputs.rows() != num_owned_) {
     for (Tensor* t : {&h.inputs, &h.grads, &h.remote_grads}) {
-      t->resize(num_owned_, f);
+      t->resize(num_owned_, f, device_);
       t->zero();
     }
     for (Tensor* t : {&h.halo_inputs, &h.halo_grads}) {
-      t->resize(num_halo_, f);
+      t->resize(num_halo_, f, device_);
       t->zero();
     }
   }
@@ -152,18 +164,15 @@ void copy_rows_into(Tensor& dst, std::int64_t first, const Tensor& src) {
   TESSERA_CHECK(src.cols() == dst.cols() && first >= 0 && first + src.rows() <= dst.rows(),
                 Internal, "copy_rows_into: ", src.shape_string(), " at row ", first, " of ",
                 dst.shape_string());
-  std::copy(src.f32(), src.f32() + src.numel(), dst.row<float>(first));
+  Tensor rows = borrow_rows(dst, first, src.rows());
+  rows.copy_from(src);
 }
 
 void add_rows_from(Tensor& dst, const Tensor& src, std::int64_t first) {
   TESSERA_CHECK(src.cols() == dst.cols() && first >= 0 && first + dst.rows() <= src.rows(),
                 Internal, "add_rows_from: rows ", first, " of ", src.shape_string(), " into ",
                 dst.shape_string());
-  const float* from = src.row<float>(first);
-  float* to = dst.f32();
-  const std::int64_t count = dst.numel();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < count; ++i) to[i] += from[i];
+  axpy(dst, 1.0f, borrow_rows(src, first, dst.rows()));
 }
 
 ChunkPropagator::ChunkPropagator(const ChunkedOperator& op, History& history,
@@ -243,9 +252,17 @@ HaloAccess* ChunkPropagator::halo_access() {
                  std::move(indices), std::move(values));
   const std::int64_t owned = op_.num_owned();
   column_ids_.assign(owned_ids_.begin() + first, owned_ids_.begin() + last);
-  for (const std::int64_t c : columns_)
+  for (const std::int64_t c : columns_) {
     column_ids_.push_back(c < owned ? owned_ids_[static_cast<std::size_t>(c)]
                                     : halo_ids_[static_cast<std::size_t>(c - owned)]);
+    if (c < owned) {
+      owned_columns_.push_back(static_cast<NodeId>(c));
+    } else {
+      halo_columns_.push_back(static_cast<NodeId>(c - owned));
+    }
+  }
+  owned_list_ = DeviceIndexList(owned_columns_);
+  halo_list_ = DeviceIndexList(halo_columns_);
   return this;
 }
 
@@ -261,53 +278,45 @@ void ChunkPropagator::start_forward(Tensor& rows, int layer) {
   check_shape(rows, pattern_.num_cols(), f, "ChunkPropagator::start_forward rows");
   layer_ = layer;
   History::Layer& h = pushed_layer(layer, f);
-  std::copy_n(rows.f32(), n * f, h.inputs.row<float>(layout_.begin(chunk_)));  // fresh now
+  copy_rows_into(h.inputs, layout_.begin(chunk_), borrow_rows(std::as_const(rows), 0, n));
 }
 
+// The columns' rows [n_c, n_c + X) of the chunk's tensor: the owned columns' then the halo ones'.
 void ChunkPropagator::finish_forward(Tensor& rows) {
   History::Layer& h = history_.layer(layer_);
-  const std::int64_t n = num_rows(), f = rows.cols(), owned = op_.num_owned();
-  const auto x = static_cast<std::int64_t>(columns_.size());
-#pragma omp parallel for schedule(static)
-  for (std::int64_t k = 0; k < x; ++k) {
-    const std::int64_t c = columns_[static_cast<std::size_t>(k)];
-    const float* from = c < owned ? h.inputs.row<float>(c) : h.halo_inputs.row<float>(c - owned);
-    std::copy_n(from, f, rows.row<float>(n + k));
-  }
+  const std::int64_t n = num_rows();
+  const auto owned = std::ssize(owned_columns_), halo = std::ssize(halo_columns_);
+  const Device device = rows.device();
+  Tensor from_owned = borrow_rows(rows, n, owned);
+  if (owned > 0) gather_rows(from_owned, h.inputs, owned_list_.on(device));
+  Tensor from_halo = borrow_rows(rows, n + owned, halo);
+  if (halo > 0) gather_rows(from_halo, h.halo_inputs, halo_list_.on(device));
 }
 
 void ChunkPropagator::start_backward(Tensor& d_rows, int layer) {
-  const std::int64_t n = num_rows(), f = d_rows.cols(), owned = op_.num_owned();
+  const std::int64_t n = num_rows(), f = d_rows.cols();
   check_shape(d_rows, pattern_.num_cols(), f, "ChunkPropagator::start_backward d_rows");
   layer_ = layer;
   History::Layer& h = pushed_layer(layer, f);
   h.backward_used = true;
-  const auto x = static_cast<std::int64_t>(columns_.size());
-  // The columns are distinct: every k adds into a row of its own.
-#pragma omp parallel for schedule(static)
-  for (std::int64_t k = 0; k < x; ++k) {
-    const std::int64_t c = columns_[static_cast<std::size_t>(k)];
-    float* to = c < owned ? h.grads.row<float>(c) : h.halo_grads.row<float>(c - owned);
-    const float* from = d_rows.row<float>(n + k);
-    for (std::int64_t j = 0; j < f; ++j) to[j] += from[j];
-  }
+  const auto owned = std::ssize(owned_columns_), halo = std::ssize(halo_columns_);
+  const Device device = d_rows.device();
+  // The columns are distinct: every row adds into a row of its own.
+  if (owned > 0)
+    scatter_add_rows(h.grads, borrow_rows(std::as_const(d_rows), n, owned), owned_list_.on(device));
+  if (halo > 0)
+    scatter_add_rows(h.halo_grads, borrow_rows(std::as_const(d_rows), n + owned, halo),
+                     halo_list_.on(device));
 }
 
 void ChunkPropagator::finish_backward(Tensor& d_rows) {
   History::Layer& h = history_.layer(layer_);
-  const std::int64_t n = num_rows(), f = d_rows.cols(), first = layout_.begin(chunk_);
-  const bool remote = op_.num_halo() > 0;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < n; ++r) {
-    float* to = d_rows.row<float>(r);
-    float* pushed = h.grads.row<float>(first + r);
-    const float* other_parts = remote ? h.remote_grads.row<float>(first + r) : nullptr;
-    for (std::int64_t j = 0; j < f; ++j) {
-      to[j] += pushed[j];
-      if (other_parts != nullptr) to[j] += other_parts[j];
-      pushed[j] = 0.0f;  // taken
-    }
-  }
+  const std::int64_t n = num_rows(), first = layout_.begin(chunk_);
+  Tensor own = borrow_rows(d_rows, 0, n);
+  Tensor pushed = borrow_rows(h.grads, first, n);
+  axpy(own, 1.0f, pushed);
+  if (op_.num_halo() > 0) add_rows_from(own, h.remote_grads, first);  // the other parts'
+  pushed.zero();                                                      // taken
 }
 
 }  // namespace tessera

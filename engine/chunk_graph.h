@@ -53,6 +53,8 @@ class ChunkedOperator {
   // (H, N) the halo block of all rows, transposed: what each halo row receives from this part's
   // rows in backward (A_halo^T G), for its owner.
   const Csr& halo_t() const { return halo_t_; }
+  // Copies the blocks to `device` once (a GPU stage aggregates there); nothing on the CPU.
+  void upload(Device device);
   std::int64_t num_owned() const { return whole_.num_rows(); }
   std::int64_t num_halo() const { return whole_.num_cols() - whole_.num_rows(); }
 
@@ -81,7 +83,7 @@ class ChunkedOperator {
 //                        backward takes its rows and zeroes them
 //   halo_grads (H, F)    what this epoch's chunks pushed to the halo rows (hybrid: sent to
 //                        their owners at the refresh, then zeroed)
-// Buffers start at zero in every run and are sized on first use.
+// Buffers start at zero in every run and are sized on first use, on the stage's device.
 class History {
  public:
   struct Layer {
@@ -90,7 +92,8 @@ class History {
                                  // it aggregates first: the features get no gradient)
     bool pushed = false;         // gradients pushed per source (set by the engine, kept by clear)
   };
-  History(std::int64_t num_owned, std::int64_t num_halo, int first_layer, int num_layers);
+  History(std::int64_t num_owned, std::int64_t num_halo, int first_layer, int num_layers,
+          Device device = Device::cpu());
   Layer& layer(int l);  // l in [first_layer, first_layer + num_layers)
   // Sizes the layer's buffers for width f (zero-filled) unless they already have it.
   Layer& sized(int l, std::int64_t f);
@@ -102,6 +105,7 @@ class History {
  private:
   std::int64_t num_owned_, num_halo_;
   int first_layer_;
+  Device device_;
   std::vector<Layer> layers_;
 };
 
@@ -152,12 +156,16 @@ class ChunkPropagator final : public Propagator, private HaloAccess {
   std::vector<std::int64_t> columns_;  // (X) each other column: a position < N, or N + halo row
   std::vector<GlobalId> column_ids_;   // (n_c + X)
   std::vector<NodeId> inner_, boundary_;
+  // The X columns split: the owned ones (positions, first in columns_) and the halo rows; the
+  // kernels that move their rows read them where the rows live.
+  std::vector<NodeId> owned_columns_, halo_columns_;
+  DeviceIndexList owned_list_, halo_list_;
   int layer_ = -1;  // of the exchange in progress
 };
 
-// Copies rows [first, first + src.rows()) of dst from src (same width).
+// Copies rows [first, first + src.rows()) of dst from src (same width and device).
 void copy_rows_into(Tensor& dst, std::int64_t first, const Tensor& src);
-// dst (R, F) += rows [first, first + R) of src.
+// dst (R, F) += rows [first, first + R) of src (same device).
 void add_rows_from(Tensor& dst, const Tensor& src, std::int64_t first);
 
 }  // namespace tessera

@@ -10,8 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "comm/agreement.h"
-#include "comm/gpu_communicator.h"
 #include "comm/stall_injection.h"
 #include "core/error.h"
 #include "core/host_memory.h"
@@ -29,14 +27,11 @@ class GraphRunner final : public ModeRunner {
   GraphRunner(const TrainConfig& config, GraphPart& part, Communicator& comm)
       : config_(config), part_(part), comm_(comm) {}
 
-  // GPU ranks of a multi-rank job move halos and gradients over NCCL (bootstrapped over this
-  // job's MPI ranks, each binding the GPU of its local rank; agreed inside), or with --gpu-comm
-  // mpi staged through host memory over MPI (ranks may share a GPU).
+  // GPU ranks of a multi-rank job move halos and gradients over a GPU communicator.
   void connect() override {
-    if (config_.device == "cpu" || comm_.size() == 1) return;
-    run_agreed(comm_, "binding the GPUs", [&] {
-      gpu_comm_ = make_gpu_communicator(comm_, config_.device, config_.gpu_comm, &gpu_device_);
-    });
+    DevicePlacement placement = place_on_device(config_, comm_);
+    device_ = placement.device;
+    gpu_comm_ = std::move(placement.comm);
   }
 
   void build(const LossRows& loss) override;
@@ -105,10 +100,9 @@ class GraphRunner final : public ModeRunner {
   GraphPart& part_;
   Communicator& comm_;
   Device device_;
-  // Several GPU ranks: the NCCL communicator of their halos and gradients (traffic counted in
-  // comm_'s counter), and this rank's GPU.
+  // Several GPU ranks: the communicator of their halos and gradients (traffic counted in comm_'s
+  // counter).
   std::unique_ptr<Communicator> gpu_comm_;
-  int gpu_device_ = 0;
   std::unique_ptr<HaloExchange> exchange_;
   std::unique_ptr<HaloPropagator> propagator_;
   GraphContext context_;
@@ -132,8 +126,6 @@ class GraphRunner final : public ModeRunner {
 };
 
 void GraphRunner::build(const LossRows& loss) {
-  device_ = parse_device(config_.device);
-  if (gpu_comm_) device_.index = gpu_device_;  // each rank's own GPU
   LocalGraph& g = part_.graph;
   TESSERA_CHECK(g.num_parts == comm_.size() && g.part == comm_.rank(), InvalidArgument, "part ",
                 g.part, " of ", g.num_parts, " given to rank ", comm_.rank(), " of ", comm_.size());

@@ -38,7 +38,7 @@ class HaloPropagator final : public Propagator, private HaloAccess {
 
   // Puts the operator on `device` (once): a GPU run aggregates there, while its exchange moves
   // the halo rows between the GPUs (an NCCL communicator).
-  void upload(Device device);
+  void upload(Device device) override;
   // Sizes the halo buffers (received rows or halo gradients, gathered send rows) on `device` for
   // the widest exchange of the model, which every narrower layer then reuses; with a bf16
   // operand dtype (set it first) also the halo's bf16 rows the SpMMs read. The owned rows' bf16

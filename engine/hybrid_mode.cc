@@ -43,7 +43,7 @@ class HaloPartExchange final : public PartExchange {
       if (!h.backward_used || (h.pushed && restored)) continue;
       Tensor* d_halo = &h.halo_grads;
       if (!h.pushed) {
-        d_halo_.resize(op.num_halo(), h.grads.cols());
+        d_halo_.resize(op.num_halo(), h.grads.cols(), h.grads.device());
         spmm(d_halo_, op.halo_t().view(), h.grads);
         d_halo = &d_halo_;
       }

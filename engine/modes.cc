@@ -4,6 +4,8 @@
 // --parallel, the Python module and the summaries pick it up from here.
 #include "engine/modes.h"
 
+#include "comm/agreement.h"
+#include "comm/gpu_communicator.h"
 #include "core/error.h"
 
 #define TESSERA_PARALLEL_MODES(X) X(kGraphParallel) X(kPipelineParallel) X(kHybridParallel)
@@ -33,6 +35,17 @@ std::span<const ModeSpec> parallel_modes() {
     return all;
   }();
   return modes;
+}
+
+DevicePlacement place_on_device(const TrainConfig& config, Communicator& job) {
+  DevicePlacement placement{parse_device(config.device), nullptr};
+  if (placement.device.kind == DeviceKind::Cpu || job.size() == 1) return placement;
+  int index = 0;
+  run_agreed(job, "binding the GPUs", [&] {
+    placement.comm = make_gpu_communicator(job, config.device, config.gpu_comm, &index);
+  });
+  placement.device.index = index;  // each rank's own GPU
+  return placement;
 }
 
 const ModeSpec& mode_spec(ParallelMode mode) {

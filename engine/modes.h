@@ -28,6 +28,17 @@ struct ModeSpec {
 };
 
 // The table (engine/modes.cc), in ParallelMode order.
+// Where a rank trains: --device, and for the GPU ranks of a multi-rank job the communicator of
+// their device memory (NCCL, or with --gpu-comm mpi staged through host memory over MPI, so
+// that ranks may share a GPU), bootstrapped over `job` with each rank's GPU bound by the launch
+// rules (comm/gpu_binding.h); collective and agreed. `comm` is null on the CPU and for one rank;
+// its traffic is counted in job's counter.
+struct DevicePlacement {
+  Device device;
+  std::unique_ptr<Communicator> comm;
+};
+DevicePlacement place_on_device(const TrainConfig& config, Communicator& job);
+
 std::span<const ModeSpec> parallel_modes();
 const ModeSpec& mode_spec(ParallelMode mode);
 std::vector<std::string> parallel_mode_names();

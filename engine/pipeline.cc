@@ -37,6 +37,26 @@ std::span<const std::byte> bytes_of(const Tensor& t) {
   return {reinterpret_cast<const std::byte*>(t.raw()), t.bytes()};
 }
 
+// `bytes` as a buffer of `size` bytes on `device`: an encoded message where the rows live.
+std::span<std::byte> message_buffer(Tensor& bytes, std::size_t size, Device device) {
+  if (bytes.dtype() != DType::U8 || bytes.device() != device)
+    bytes = Tensor(0, 1, DType::U8, device);
+  bytes.resize(static_cast<std::int64_t>(size), 1);
+  return {static_cast<std::byte*>(bytes.raw()), size};
+}
+
+// The values of a one-column index tensor (empty: none).
+template <class T>
+std::span<const T> values_of(const Tensor& t) {
+  if (t.empty()) return {};
+  return {t.data<T>(), static_cast<std::size_t>(t.rows())};
+}
+
+// A host tensor where the stage trains: itself on the CPU, a copy on a GPU.
+Tensor placed(Tensor host, Device device) {
+  return device.kind == DeviceKind::Cpu ? std::move(host) : host.to(device);
+}
+
 }  // namespace
 
 std::vector<double> layer_costs(ModelKind kind, int layers, std::int64_t in_channels,
@@ -179,43 +199,49 @@ StageMemory estimate_stage_memory(const PipelineLayout& layout, ModelKind kind,
 struct PipelineEngine::Chunk {
   std::unique_ptr<ChunkPropagator> propagator;
   GraphContext context;
-  std::span<const GlobalId> ids;        // (n_c) global ids: dropout and codec noise keys
+  std::span<const GlobalId> ids;  // (n_c) global ids on the device: dropout and noise keys
+  // What the stage reads of the data, on its device:
   Tensor features;                      // (n_c, F) first stage
-  std::vector<std::int64_t> labels;     // (n_c) last stage, multi-class
+  Tensor labels;                        // (n_c, 1) i64 last stage, multi-class
   Tensor targets;                       // (n_c, T) last stage, multi-label
-  std::vector<NodeId> loss_rows;        // chunk rows with a training label (last stage)
+  Tensor loss_rows;                     // (R_c, 1) i32 chunk rows with a training label (last)
   Tensor input;                         // (n_c, H) from the previous stage
   Tensor output;                        // (n_c, H) to the next stage, or the logits (n_c, C)
   Tensor d_output;                      // gradient of the output (from the next stage / loss)
   Tensor d_input;                       // (n_c, H) gradient of the input, to the previous stage
   Tensor logp;                          // loss workspace
-  std::vector<std::byte> forward_bytes, backward_bytes, received;  // encoded messages
+  Tensor forward_bytes, backward_bytes, received;  // encoded messages (u8, on the device)
   // Initial-residual kinds: h0 (n_c, H) from the previous stage, the gradient of h0 the later
   // stages accumulated (from the next stage), this stage's sum (to the previous one).
   Tensor initial, d_initial_later, d_initial;
-  std::vector<std::byte> initial_forward_bytes, initial_backward_bytes, initial_received;
+  Tensor initial_forward_bytes, initial_backward_bytes, initial_received;
 };
 
 PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& layout,
                                GraphPart& part, std::unique_ptr<Communicator> pipe_comm,
                                std::unique_ptr<Communicator> stage_comm, const Csr& op,
                                MatrixSymmetry owned_symmetry, std::span<const NodeId> loss_rows,
-                               std::int64_t loss_terms_total,
+                               std::int64_t loss_terms_total, Device device,
                                const PartExchangeFactory& part_exchange)
     : config_(config),
       layout_(layout),
+      device_(device),
       pipe_comm_(std::move(pipe_comm)),
       stage_comm_(std::move(stage_comm)) {
   const LocalGraph& g = part.graph;
   const std::int64_t n = g.num_owned();
   chunks_ = make_chunks(g.adjacency, part.train_rows, layout.chunks, config.seed);
   op_ = std::make_unique<ChunkedOperator>(op, owned_symmetry, chunks_);
-  history_ = std::make_unique<History>(n, g.num_halo(), layout.first_layer(), layout.num_layers());
+  op_->upload(device_);
+  history_ = std::make_unique<History>(n, g.num_halo(), layout.first_layer(), layout.num_layers(),
+                                       device_);
   for (int l = layout.first_layer(); l < layout.first_layer() + layout.num_layers(); ++l)
     history_->layer(l).pushed = config.kind()->attention;  // the edge-weighting kinds
   owned_ids_.resize(static_cast<std::size_t>(n));
   for (std::int64_t r = 0; r < n; ++r)
     owned_ids_[static_cast<std::size_t>(r)] = g.owned_ids[chunks_.order[static_cast<std::size_t>(r)]];
+  device_ids_ = index_tensor(std::span<const GlobalId>(owned_ids_), device_);
+  order_list_ = DeviceIndexList(chunks_.order);
   halo_ids_ = g.halo_ids;
   halo_plan_ = g.halo;
   for (NodeId& row : halo_plan_.send_rows) row = chunks_.position[static_cast<std::size_t>(row)];
@@ -230,8 +256,19 @@ PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& 
   } else {
     eval_propagator_ = std::make_unique<LocalPropagator>(op_->whole(), owned_symmetry);
   }
+  eval_propagator_->upload(device_);
+  std::int64_t largest = 0;
+  for (int c = 0; c < chunks_.num_chunks(); ++c) largest = std::max(largest, chunks_.size(c));
+  identity_.resize(static_cast<std::size_t>(largest));
+  std::iota(identity_.begin(), identity_.end(), 0);
+  identity_list_ = DeviceIndexList(identity_);
+  place_chunks(part, loss_rows);
+  part.features = Tensor();  // the chunks hold what this stage needs
+}
 
-  // Per chunk: its propagator and context, and what its stage needs of the data.
+// Per chunk: its propagator and context, and what its stage needs of the data, on the device.
+void PipelineEngine::place_chunks(const GraphPart& part, std::span<const NodeId> loss_rows) {
+  const std::int64_t n = op_->num_owned();
   std::vector<int> chunk_of(static_cast<std::size_t>(n));
   for (int c = 0; c < chunks_.num_chunks(); ++c)
     std::fill_n(chunk_of.begin() + chunks_.begin(c), chunks_.size(c), c);
@@ -241,37 +278,45 @@ PipelineEngine::PipelineEngine(const TrainConfig& config, const PipelineLayout& 
     const std::int64_t first = chunks_.begin(c), rows = chunks_.size(c);
     k.propagator = std::make_unique<ChunkPropagator>(*op_, *history_, chunks_, c, owned_ids_,
                                                      halo_ids_);
-    k.ids = std::span<const GlobalId>(owned_ids_).subspan(static_cast<std::size_t>(first),
-                                                          static_cast<std::size_t>(rows));
-    k.context.set_propagator(*config.kind()->op, k.propagator.get());
+    k.context.set_propagator(*config_.kind()->op, k.propagator.get());
+    k.ids = values_of<GlobalId>(device_ids_)
+                .subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows));
     k.context.global_ids = k.ids;
     k.context.global_num_nodes = global_nodes_;
     const std::span<const NodeId> order =
         std::span<const NodeId>(chunks_.order).subspan(static_cast<std::size_t>(first),
                                                        static_cast<std::size_t>(rows));
-    if (layout.first_stage()) {
-      k.features.resize(rows, part.features.cols());
-      gather_rows(k.features, part.features, order);
+    if (layout_.first_stage()) {
+      Tensor features(rows, part.features.cols());
+      gather_rows(features, part.features, order);
+      k.features = placed(std::move(features), device_);
     }
-    if (layout.last_stage()) {
+    if (layout_.last_stage()) {
       if (multiclass_) {
-        k.labels.resize(static_cast<std::size_t>(rows));
-        for (std::int64_t i = 0; i < rows; ++i) k.labels[i] = part.labels[order[i]];
+        std::vector<std::int64_t> labels(static_cast<std::size_t>(rows));
+        for (std::int64_t i = 0; i < rows; ++i) labels[i] = part.labels[order[i]];
+        k.labels = index_tensor(std::span<const std::int64_t>(labels), device_);
       } else {
-        k.targets.resize(rows, part.targets.cols());
-        gather_rows(k.targets, part.targets, order);
+        Tensor targets(rows, part.targets.cols());
+        gather_rows(targets, part.targets, order);
+        k.targets = placed(std::move(targets), device_);
       }
     }
   }
-  if (layout.last_stage()) {
+  if (layout_.last_stage()) {
+    std::vector<std::vector<NodeId>> chunk_loss_rows(chunk_state_.size());
     for (NodeId v : loss_rows) {
       const NodeId p = chunks_.position[static_cast<std::size_t>(v)];
-      Chunk& k = chunk_state_[static_cast<std::size_t>(chunk_of[static_cast<std::size_t>(p)])];
-      k.loss_rows.push_back(static_cast<NodeId>(p - chunks_.begin(chunk_of[p])));
+      const int c = chunk_of[static_cast<std::size_t>(p)];
+      chunk_loss_rows[static_cast<std::size_t>(c)].push_back(
+          static_cast<NodeId>(p - chunks_.begin(c)));
     }
-    for (Chunk& k : chunk_state_) std::sort(k.loss_rows.begin(), k.loss_rows.end());
+    for (std::size_t c = 0; c < chunk_state_.size(); ++c) {
+      std::sort(chunk_loss_rows[c].begin(), chunk_loss_rows[c].end());
+      chunk_state_[c].loss_rows =
+          index_tensor(std::span<const NodeId>(chunk_loss_rows[c]), device_);
+    }
   }
-  part.features = Tensor();  // the chunks hold what this stage needs
 }
 
 PipelineEngine::~PipelineEngine() = default;
@@ -299,9 +344,8 @@ ExchangeTimes PipelineEngine::times() const {
   return t;
 }
 
-void PipelineEngine::send_rows(const Tensor& x, int c, int peer, int tag, int layer,
-                               bool backward, std::uint64_t seed, std::int64_t epoch,
-                               std::vector<std::byte>& bytes) {
+void PipelineEngine::send_rows(const Tensor& x, int c, int peer, int tag, int layer, bool backward,
+                               std::uint64_t seed, std::int64_t epoch, Tensor& bytes) {
   const CodecKind kind = backward ? backward_codec_ : forward_codec_;
   if (kind == CodecKind::None) {
     sends_.push_back(pipe_comm_->isend(bytes_of(x), peer, tag, TrafficCategory::Pipeline));
@@ -309,41 +353,42 @@ void PipelineEngine::send_rows(const Tensor& x, int c, int peer, int tag, int la
   }
   Stopwatch watch;
   const std::int64_t rows = x.rows(), f = x.cols();
-  bytes.resize(kMessageHeaderBytes + static_cast<std::size_t>(rows) * encoded_row_bytes(kind, f));
-  write_message_header(bytes, kind, rows, f);
-  if (identity_.size() < static_cast<std::size_t>(rows)) {
-    identity_.resize(static_cast<std::size_t>(rows));
-    std::iota(identity_.begin(), identity_.end(), 0);
-  }
+  const std::span<std::byte> message = message_buffer(
+      bytes, kMessageHeaderBytes + static_cast<std::size_t>(rows) * encoded_row_bytes(kind, f),
+      x.device());
+  write_message_header(message, x.device(), kind, rows, f);
   const CodecNoise noise{seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(layer),
                          backward ? RngPurpose::CodecBackward : RngPurpose::CodecForward};
-  encode_rows(kind, std::span<std::byte>(bytes).subspan(kMessageHeaderBytes), x,
-              std::span<const NodeId>(identity_).first(static_cast<std::size_t>(rows)),
+  encode_rows(kind, message.subspan(kMessageHeaderBytes), x,
+              identity_list_.on(x.device()).first(static_cast<std::size_t>(rows)),
               chunk_state_[static_cast<std::size_t>(c)].ids, noise);
   encode_s_ += watch.seconds();
-  sends_.push_back(pipe_comm_->isend(bytes, peer, tag, TrafficCategory::Pipeline, x.bytes()));
+  sends_.push_back(pipe_comm_->isend(std::span<const std::byte>(message), peer, tag,
+                                     TrafficCategory::Pipeline, x.bytes()));
 }
 
 void PipelineEngine::receive_rows(Tensor& x, int c, std::int64_t width, int peer, int tag,
-                                  bool backward, std::vector<std::byte>& bytes) {
+                                  bool backward, Tensor& bytes) {
   const CodecKind kind = backward ? backward_codec_ : forward_codec_;
   const std::int64_t rows = chunks_.size(c);
-  x.resize(rows, width);
+  x.resize(rows, width, device_);
   Stopwatch watch;
   if (kind == CodecKind::None) {
     pipe_comm_->irecv(bytes_of(x), peer, tag)->wait();
     wait_s_ += watch.seconds();
     return;
   }
-  bytes.resize(kMessageHeaderBytes + static_cast<std::size_t>(rows) * encoded_row_bytes(kind, width));
-  pipe_comm_->irecv(bytes, peer, tag)->wait();
+  const std::span<std::byte> message = message_buffer(
+      bytes, kMessageHeaderBytes + static_cast<std::size_t>(rows) * encoded_row_bytes(kind, width),
+      device_);
+  pipe_comm_->irecv(message, peer, tag)->wait();
   wait_s_ += watch.seconds();
   Stopwatch decode;
   const std::string where = std::string("pipeline ") + (backward ? "gradients" : "embeddings") +
                             " from stage " + std::to_string(peer) + ", chunk " +
                             std::to_string(c);
-  read_message_header(bytes, rows, width, kind, where);
-  decode_rows(kind, x, 0, rows, std::span<const std::byte>(bytes).subspan(kMessageHeaderBytes));
+  read_message_header(message, device_, rows, width, kind, where);
+  decode_rows(kind, x, 0, rows, std::span<const std::byte>(message).subspan(kMessageHeaderBytes));
   decode_s_ += decode.seconds();
 }
 
@@ -363,8 +408,9 @@ void PipelineEngine::forward_chunk(Model& model, int c, std::int64_t epoch, std:
   }
   model.forward(k.output, *input, k.context, /*training=*/true, epoch, c);
   if (layout_.last_stage()) {
-    loss_sum_ += loss_and_gradient(k.d_output, k.logp, k.output, multiclass_, k.labels, k.targets,
-                                   k.loss_rows, loss_scale_);
+    loss_sum_ += loss_and_gradient(k.d_output, k.logp, k.output, multiclass_,
+                                   values_of<std::int64_t>(k.labels), k.targets,
+                                   values_of<NodeId>(k.loss_rows), loss_scale_);
   } else {
     const int next_layer = layout_.first_layer() + layout_.num_layers();
     send_rows(k.output, c, layout_.stage + 1, tags::pipeline_forward(c), next_layer, false, seed,
@@ -434,14 +480,14 @@ void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) 
   Tensor input;  // (N, F_in) of the stage's first layer, in chunk order
   Tensor h0;     // (N, H) initial-residual kinds, after the first stage
   if (layout_.first_stage()) {
-    input.resize(n, chunk_state_.front().features.cols());
+    input.resize(n, chunk_state_.front().features.cols(), device_);
     for (int c = 0; c < chunks; ++c)
       copy_rows_into(input, chunks_.begin(c), chunk_state_[static_cast<std::size_t>(c)].features);
   } else {
-    input.resize(n, config_.hidden_channels);
+    input.resize(n, config_.hidden_channels, device_);
     pipe_comm_->irecv(bytes_of(input), layout_.stage - 1, tags::kPipelineEval)->wait();
     if (initial) {
-      h0.resize(n, config_.hidden_channels);
+      h0.resize(n, config_.hidden_channels, device_);
       pipe_comm_->irecv(bytes_of(h0), layout_.stage - 1, tags::kPipelineEvalInitial)->wait();
       model.set_initial(chunks, &h0);
     }
@@ -449,7 +495,7 @@ void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) 
   model.set_inference_slot(chunks);  // two layers of activations, not all of them
   GraphContext context;
   context.set_propagator(*config_.kind()->op, eval_propagator_.get());
-  context.global_ids = owned_ids_;
+  context.global_ids = values_of<GlobalId>(device_ids_);
   context.global_num_nodes = global_nodes_;
   Tensor output;
   model.forward(output, input, context, /*training=*/false, epoch, chunks);
@@ -464,10 +510,8 @@ void PipelineEngine::evaluate(Model& model, Tensor& logits, std::int64_t epoch) 
     logits = Tensor();
     return;
   }
-  logits.resize(n, output.cols());
-  for (std::int64_t r = 0; r < n; ++r)
-    std::copy_n(output.row<float>(r), output.cols(),
-                logits.row<float>(chunks_.order[static_cast<std::size_t>(r)]));
+  logits.resize(n, output.cols(), device_);
+  scatter_rows(logits, output, order_list_.on(device_));  // back to local row order
 }
 
 namespace {
@@ -498,6 +542,11 @@ std::vector<NodeArray> PipelineEngine::save_history(Communicator& world) {
   std::vector<NodeArray> arrays;
   auto gather = [&](int l, const Tensor* mine, const char* what) {
     const std::int64_t f = at(l, 0);
+    Tensor host;  // a GPU stage's buffers, copied down
+    if (mine != nullptr && mine->device().kind != DeviceKind::Cpu) {
+      host = mine->to(Device::cpu());
+      mine = &host;
+    }
     Tensor all = gather_by_id(
         world, mine, mine ? std::span<const GlobalId>(owned_ids_) : std::span<const GlobalId>(),
         global_nodes_, f);
@@ -520,11 +569,13 @@ void PipelineEngine::restore_history(const std::vector<NodeArray>& arrays) {
     return nullptr;
   };
   const std::int64_t n = op_->num_owned();
-  // Rows in chunk order from the checkpoint's node-id order.
+  // Rows in chunk order from the checkpoint's node-id order, then to where the buffers live.
   auto pick = [&](Tensor& dst, const Tensor& all) {
+    Tensor rows(n, all.cols());
     for (std::int64_t r = 0; r < n; ++r)
       std::copy_n(all.row<float>(owned_ids_[static_cast<std::size_t>(r)]), all.cols(),
-                  dst.row<float>(r));
+                  rows.row<float>(r));
+    dst.copy_from(rows);
   };
   for (int l = layout_.first_layer(); l < layout_.first_layer() + layout_.num_layers(); ++l) {
     const Tensor* inputs = find(history_name(l, "inputs"));

@@ -12,6 +12,10 @@
 // boundary rows of every layer's buffers, staleness one epoch; a PartExchange, engine/
 // hybrid_mode.cc) and an all-reduce of each stage's weight gradients over the G parts.
 // Evaluation is exact: a layer-by-layer pass with fresh halos, no chunks.
+// On a GPU the stage's tensors (operator blocks, historical buffers, chunk features, labels and
+// activations, encoded messages) live on the device, and the streams and halo exchanges go
+// through a GPU communicator (NCCL, or staged over MPI) without host round trips; the loss, the
+// logits of an evaluated epoch and checkpoints are what come back to the host.
 #pragma once
 
 #include <cstdint>
@@ -104,12 +108,14 @@ class PipelineEngine {
   // this rank's group's part (owned rows in local order); `op` (N, N + H) its normalised
   // operator; loss_rows the local rows with a training label. The engine keeps what it needs
   // (features of its chunks on the first stage, labels on the last) and releases
-  // part.features. `part_exchange` (hybrid) makes the exchange between the parts. Throws
-  // InvalidArgument when the layout does not fit.
+  // part.features. The stage trains on `device` (the communicators move its memory).
+  // `part_exchange` (hybrid) makes the exchange between the parts. Throws InvalidArgument when
+  // the layout does not fit.
   PipelineEngine(const TrainConfig& config, const PipelineLayout& layout, GraphPart& part,
                  std::unique_ptr<Communicator> pipe_comm, std::unique_ptr<Communicator> stage_comm,
                  const Csr& op, MatrixSymmetry owned_symmetry, std::span<const NodeId> loss_rows,
-                 std::int64_t loss_terms_total, const PartExchangeFactory& part_exchange = {});
+                 std::int64_t loss_terms_total, Device device,
+                 const PartExchangeFactory& part_exchange = {});
   ~PipelineEngine();
 
   const PipelineLayout& layout() const { return layout_; }
@@ -126,7 +132,7 @@ class PipelineEngine {
   // Returns this rank's training loss sum (last stage; 0 elsewhere).
   double train_step(Model& model, std::int64_t epoch, std::uint64_t seed);
   // Exact forward of the whole part (no chunks, fresh halos). On the last stage `logits` gets
-  // (N, C) in local row order; elsewhere it is emptied.
+  // (N, C) in local row order, on the stage's device; elsewhere it is emptied.
   void evaluate(Model& model, Tensor& logits, std::int64_t epoch);
   // Communication of the last train_step: stream waits and halo exchanges.
   ExchangeTimes times() const;
@@ -144,23 +150,28 @@ class PipelineEngine {
 
  private:
   struct Chunk;
+  void place_chunks(const GraphPart& part, std::span<const NodeId> loss_rows);
   void forward_chunk(Model& model, int c, std::int64_t epoch, std::uint64_t seed);
   void backward_chunk(Model& model, int c, std::int64_t epoch, std::uint64_t seed);
   // Sends rows of x (one chunk) to the neighbouring stage `peer` (pipe ranks), encoded with
-  // `codec`, keyed for the noise by `layer`; keeps the message alive in `bytes` until waited.
+  // `codec`, keyed for the noise by `layer`; keeps the message alive in `bytes` (u8, on the
+  // stage's device) until waited.
   void send_rows(const Tensor& x, int c, int peer, int tag, int layer, bool backward,
-                 std::uint64_t seed, std::int64_t epoch, std::vector<std::byte>& bytes);
+                 std::uint64_t seed, std::int64_t epoch, Tensor& bytes);
   void receive_rows(Tensor& x, int c, std::int64_t width, int peer, int tag, bool backward,
-                    std::vector<std::byte>& bytes);
+                    Tensor& bytes);
 
   const TrainConfig& config_;
   PipelineLayout layout_;
+  Device device_;
   std::unique_ptr<Communicator> pipe_comm_;   // this part's stages, rank = stage
   std::unique_ptr<Communicator> stage_comm_;  // this stage in every part, rank = group
   ChunkLayout chunks_;
   std::unique_ptr<ChunkedOperator> op_;
   std::unique_ptr<History> history_;
   std::vector<GlobalId> owned_ids_;  // (N) in chunk order
+  Tensor device_ids_;                // (N, 1) i64 owned_ids_ on the device: dropout and noise keys
+  DeviceIndexList order_list_;       // chunks_.order: the evaluation's logits back to local order
   std::vector<GlobalId> halo_ids_;
   HaloPlan halo_plan_;               // send rows in chunk order
   std::unique_ptr<PartExchange> part_exchange_;  // hybrid
@@ -171,7 +182,8 @@ class PipelineEngine {
   bool multiclass_ = true;
   std::vector<Chunk> chunk_state_;
   std::vector<std::unique_ptr<Request>> sends_;
-  std::vector<NodeId> identity_;  // 0, 1, 2, ...: a chunk's rows in message order
+  std::vector<NodeId> identity_;  // 0, 1, 2, ... (largest chunk): a chunk's rows in message order
+  DeviceIndexList identity_list_;
   double loss_sum_ = 0.0;
   double wait_s_ = 0.0;  // blocked on stream messages in the last step
   double encode_s_ = 0.0, decode_s_ = 0.0;

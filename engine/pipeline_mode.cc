@@ -53,7 +53,8 @@ PipelineRunner::PipelineRunner(const TrainConfig& config, GraphPart& part, Commu
 PipelineRunner::~PipelineRunner() = default;
 
 // The layout (agreed: it checks the flags against the ranks and layers), then this part's
-// stages and this stage's parts as communicators (collective, under --comm-timeout).
+// stages and this stage's parts as communicators (collective, under --comm-timeout): split from
+// the GPU communicator on GPU ranks, so that the streams and halos move device memory.
 void PipelineRunner::connect() {
   run_agreed(comm_, "laying out the pipeline", [&] {
     const DatasetInfo& data = part_.dataset;
@@ -62,8 +63,12 @@ void PipelineRunner::connect() {
                     data.num_outputs(), data.num_nodes, 2 * data.num_edges + data.num_nodes);
     layout_ = pipeline_layout(config_, comm_.rank(), comm_.size(), cost);
   });
-  pipe_comm_ = comm_.split(layout_->group, layout_->stage);
-  stage_comm_ = comm_.split(layout_->stage, layout_->group);
+  DevicePlacement placement = place_on_device(config_, comm_);
+  device_ = placement.device;
+  gpu_comm_ = std::move(placement.comm);
+  Communicator& base = gpu_comm_ ? *gpu_comm_ : comm_;
+  pipe_comm_ = base.split(layout_->group, layout_->stage);
+  stage_comm_ = base.split(layout_->stage, layout_->group);
 }
 
 void PipelineRunner::build(const LossRows& loss) {
@@ -81,7 +86,7 @@ void PipelineRunner::build(const LossRows& loss) {
 void PipelineRunner::start(std::int64_t loss_terms) {
   engine_ = std::make_unique<PipelineEngine>(
       config_, *layout_, part_, std::move(pipe_comm_), std::move(stage_comm_), operator_,
-      config_.kind()->op->symmetry, loss_rows_, loss_terms, part_exchange_);
+      config_.kind()->op->symmetry, loss_rows_, loss_terms, device_, part_exchange_);
   operator_ = Csr();
 }
 
@@ -105,7 +110,11 @@ double PipelineRunner::train_step(Model& model, int epoch, std::uint64_t seed) {
 
 const Tensor* PipelineRunner::evaluate(Model& model, int epoch) {
   engine_->evaluate(model, logits_, epoch);
-  return layout_->last_stage() ? &logits_ : nullptr;
+  if (!layout_->last_stage()) return nullptr;
+  if (logits_.device().kind == DeviceKind::Cpu) return &logits_;
+  host_logits_.resize(logits_.rows(), logits_.cols(), Device::cpu());  // for the metrics
+  host_logits_.copy_from(logits_);
+  return &host_logits_;
 }
 
 void validate_pipelined(const TrainConfig& c) {

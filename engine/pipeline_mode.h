@@ -27,6 +27,7 @@ class PipelineRunner final : public ModeRunner {
   bool counts_part() const override { return layout_->first_stage(); }
   std::int64_t operator_nnz() const override { return operator_nnz_; }
   ParallelInfo info() const override;
+  Device device() const override { return device_; }
   ModelConfig model_config(const ModelConfig& whole) const override;
   Communicator& gradient_comm() override { return engine_->stage_comm(); }
   bool holds_model_copy() const override { return layout_->group == 0; }
@@ -48,13 +49,16 @@ class PipelineRunner final : public ModeRunner {
   GraphPart& part_;
   Communicator& comm_;
   PartExchangeFactory part_exchange_;
+  Device device_;
+  std::unique_ptr<Communicator> gpu_comm_;  // GPU ranks of a multi-rank job: what the two split
   std::optional<PipelineLayout> layout_;
   std::unique_ptr<Communicator> pipe_comm_, stage_comm_;  // until the engine takes them
   Csr operator_;  // until the engine takes it
   std::int64_t operator_nnz_ = 0;
   std::vector<NodeId> loss_rows_;
   std::unique_ptr<PipelineEngine> engine_;
-  Tensor logits_;  // (N, C) last stage, local row order
+  Tensor logits_;       // (N, C) last stage, local row order, on device_
+  Tensor host_logits_;  // the logits copied back for the metrics (GPU)
 };
 
 // The rules of both pipelined modes beyond the option table: enough chunks for the stages.

@@ -67,11 +67,6 @@ void check_dense_weight_decay(const TrainConfig& c) {
 }
 
 void check_device(const TrainConfig& c) {
-  if (c.device != "cpu") {
-    TESSERA_CHECK(c.mode() == ParallelMode::Graph, InvalidArgument, "--device ", c.device,
-                  ": --parallel ", c.parallel,
-                  " runs on the CPU only; GPU training is --parallel graph");
-  }
   parse_device(c.device);  // a clear error when the device is unknown or has no usable GPU
 }
 

@@ -50,6 +50,12 @@ void LocalPropagator::backward(Tensor& d_x, const Tensor& d_out, int /*layer*/) 
   spmm(d_x, adjoint.view(), operand(d_out, operand_));
 }
 
+void LocalPropagator::upload(Device device) {
+  if (a_.num_rows() == 0) return;  // an empty matrix is never multiplied on a GPU
+  a_.upload(device);
+  if (!symmetric_) a_t_.upload(device);
+}
+
 std::span<const GlobalId> LocalPropagator::column_ids() const {
   if (ids_.empty()) {
     ids_.resize(static_cast<std::size_t>(a_.num_rows()));

@@ -50,6 +50,9 @@ class Propagator {
   virtual std::int64_t num_rows() const = 0;
   // The attention path (HaloAccess), or null where this propagator has none.
   virtual HaloAccess* halo_access() { return nullptr; }
+  // Copies the matrices it owns to `device` once, for the kernels that run there (nothing on the
+  // CPU, nor for a propagator over matrices that another object owns and uploads).
+  virtual void upload(Device /*device*/) {}
 
   // What forward and backward aggregate: the rows as they are (F32, the default), or BF16 —
   // every row the SpMM reads (owned and halo, embeddings and gradients) rounded to the nearest
@@ -82,6 +85,7 @@ class LocalPropagator final : public Propagator, private HaloAccess {
   std::int64_t num_rows() const override { return a_.num_rows(); }
   const Csr& matrix() const { return a_; }
   HaloAccess* halo_access() override { return this; }
+  void upload(Device device) override;
 
  private:
   const Csr& pattern() const override { return a_; }

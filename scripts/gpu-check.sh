@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # GPU check: on a machine with a GPU, runs the GPU tests, the SpMM bandwidth benchmark (against
-# the device's measured copy bandwidth), Tessera's GCN with --device cuda when this build has a
+# the device's measured copy bandwidth), graph, pipeline and hybrid parallelism with 4 ranks on
+# the GPU at 8 and 32 layers (bench_pipeline: bytes against the traffic model, epoch time on
+# synth:arxiv-like), Tessera's GCN with --device cuda when this build has a
 # GPU-resident epoch, and PyTorch Geometric's GCN on the same synthetic graph, and writes every
 # output plus summary.txt under OUTDIR, each step under a timeout so that the whole run fits in
 # BUDGET_S seconds (default 480).
@@ -146,7 +148,7 @@ else
   step build 240 cmake --build "$build" -j "$(nproc)" --target test_cuda_kernels \
     test_cuda_runtime test_cuda_training test_cuda_codec test_cuda_attention \
     test_cuda_distributed test_cuda_cli test_communicator_conformance \
-    bench_cuda train_gcn tessera_data
+    bench_cuda bench_pipeline train_gcn partition_graph tessera_data
   if [[ ! -x $build/tests/cuda/test_cuda_kernels ]]; then
     note "gpu-check: no binaries (the build needs MPICH, METIS, HDF5 and OpenBLAS: make a pack" \
          "on a build machine with scripts/gpu-check.sh --pack)"
@@ -156,8 +158,8 @@ else
   for b in tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime tests/cuda/test_cuda_training \
            tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention tests/cuda/test_cuda_distributed \
            tests/cuda/test_cuda_cli \
-           tests/comm/test_communicator_conformance bench/bench_cuda apps/train_gcn \
-           apps/tessera_data; do ln -sf "$build/$b" "$build/gpu-bin/"; done
+           tests/comm/test_communicator_conformance bench/bench_cuda bench/bench_pipeline \
+           apps/train_gcn apps/partition_graph apps/tessera_data; do ln -sf "$build/$b" "$build/gpu-bin/"; done
   bin=$build/gpu-bin
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} OPENBLAS_NUM_THREADS=1
@@ -190,6 +192,16 @@ fi
 
 # ---- SpMM bandwidth against the copy bandwidth ----
 step bench_cuda 60 "${run[@]}" "$bin/bench_cuda" --rows 2000000 --degree 25 --widths 32 128 256
+
+# ---- graph, pipeline and hybrid with 4 ranks sharing the GPU (--gpu-comm mpi), 8 and 32
+# layers: bytes per epoch against the traffic model, epoch times (tables in the log) ----
+if [[ -n $launcher ]]; then
+  step bench_pipeline 150 "${run[@]}" env TESSERA_MPIEXEC="$launcher" \
+    TESSERA_TRAIN_GCN="$bin/train_gcn" TESSERA_PARTITION_GRAPH="$bin/partition_graph" \
+    "$bin/bench_pipeline" --dataset synth:arxiv-like --depths 8,32 --ranks 4 --hybrid-stages 2 \
+    --device cuda --gpu-comm mpi --hidden-channels 128 --epochs 3 --eval-every 3 \
+    --cores "$(nproc)" --json "$out/bench_pipeline.json" --tmpdir "$out"
+fi
 
 # ---- the synthetic graph, exported in the OGB raw layout for both trainers ----
 data=$out/data-$preset

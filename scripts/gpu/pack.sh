@@ -23,7 +23,7 @@ archive_name=tessera-gpu.tar.xz
 binaries=(tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime tests/cuda/test_cuda_training
           tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention tests/cuda/test_cuda_distributed
           tests/cuda/test_cuda_cli tests/comm/test_communicator_conformance bench/bench_cuda
-          apps/train_gcn
+          bench/bench_pipeline apps/train_gcn apps/partition_graph
           apps/tessera_data)
 # MPICH's launcher, so that the multi-rank GPU tests run there (several ranks on one GPU with
 # --gpu-comm mpi): mpiexec finds its proxy beside itself.

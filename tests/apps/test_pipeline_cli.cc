@@ -117,13 +117,13 @@ TEST(PipelineCli, StagesThatDoNotFitTheRanksAreRefused) {
 }
 
 TEST(PipelineCli, GpuOptionsAreCheckedOnEveryRank) {
-  // Pipelined modes are CPU-only: refused before any GPU is looked for, so the message is the
-  // same with or without one.
-  expect_refused(1, "--parallel pipeline --device cuda" + kSmall,
-                 {"train_gcn: error:", "--device cuda", "--parallel pipeline runs on the CPU"});
-  // Without a usable GPU (or in a build without CUDA) every rank ends with the reason.
-  expect_refused(2, "--device cuda" + kSmall,
-                 {"train_gcn: error:", "device 'cuda' requested", "use --device cpu"});
+  // Without a usable GPU (or in a build without CUDA) every rank ends with the reason, in every
+  // mode: the pipelined modes train on GPUs too, so nothing else refuses them first.
+  for (const std::string mode : {"graph", "pipeline", "hybrid --stages 2"}) {
+    SCOPED_TRACE(mode);
+    expect_refused(2, "--parallel " + mode + " --device cuda" + kSmall,
+                   {"train_gcn: error:", "device 'cuda' requested", "use --device cpu"});
+  }
 }
 
 TEST(PipelineCli, FewerChunksThanStagesAreRefused) {

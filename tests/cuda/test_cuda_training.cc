@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "datasets/loaders.h"
@@ -102,6 +103,29 @@ TEST_F(CudaTraining, EveryModelFamilyTracksTheCpu) {
     config.num_layers = family.num_layers;
     config.batch_norm = family.batch_norm;
     expect_same_training(config, dataset, family.what);
+  }
+}
+
+// One pipeline stage of several chunks on the GPU: the operator's chunk blocks, the historical
+// buffers (fresh and stale rows), the chunks' features, labels and activations and the attention
+// path's pushed gradients all live on the GPU, and track the same run on the CPU.
+TEST_F(CudaTraining, PipelinedChunksTrackTheCpu) {
+  TrainConfig base;
+  base.dataset = "synth:default";
+  base.parallel = "pipeline";
+  base.chunks = 3;
+  base.epochs = 5;
+  base.hidden_channels = 32;
+  base.dropout = 0.5f;
+  base.seed = 4;
+  const Dataset dataset = load_dataset(base.dataset);
+  for (const auto& [model, layers] :
+       {std::pair{ModelKind::Gcn, 3}, std::pair{ModelKind::Sage, 2}, std::pair{ModelKind::Gcnii, 4},
+        std::pair{ModelKind::Gat, 2}}) {
+    TrainConfig config = base;
+    config.model = to_string(model);
+    config.num_layers = layers;
+    expect_same_training(config, dataset, ("pipeline of 3 chunks, " + config.model).c_str());
   }
 }
 
