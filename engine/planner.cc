@@ -785,8 +785,8 @@ PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool
                         backward_codec_name(config) == codec;
       if (!same) planner.add(variant(config, "graph", 0, codec, ""), requested, requested);
     }
-    // The pipelined modes, which run on the CPU only, where they accept the configuration.
-    const bool pipelined = !gpu && !store && !streamed && pipelines(config);
+    // The pipelined modes, where they accept the configuration.
+    const bool pipelined = !store && !streamed && pipelines(config);
     const TrainConfig pipeline =
         variant(config, "pipeline", requested, config.codec, config.codec_backward);
     if (pipelined && mode != ParallelMode::Pipeline && config.num_layers >= requested &&

@@ -143,18 +143,18 @@ struct PlanReport {
   std::vector<PlanEstimate> rows;  // the configuration first, then the alternatives
   std::vector<PartShape> parts;    // of the configuration's graph parts
   double seconds = 0.0;            // the planner's own time (loading and partitioning included)
-  bool gpu = false;                // planned for --device cuda (no pipelined rows)
+  bool gpu = false;                // planned for --device cuda
 };
 // Loads the dataset (or reads the partition store's parts one at a time), partitions it for
 // every rank count of `ranks` (the first is the configuration's), measures a step and
 // estimates: the configuration, then on the first rank count the other codecs (none, bf16,
 // int8) and modes (pipeline over the ranks, hybrid over two stages) where they apply, then graph
 // mode on the other rank counts. `progress`: a line on stderr per phase. Single process.
-// `gpu`: the configuration runs on GPUs (planned with the CPU's step; the pipelined modes, which
-// run on the CPU only, are left out). With a partition store `ranks` may be empty (the store's
-// part count) and the plan is of graph mode. Graph mode with --partition block on a Tessera HDF5
-// file on 2 ranks or more, which every rank reads in slices, is planned without loading the
-// file (block_shapes_from_file): graph-mode rows on 2 ranks or more only.
+// `gpu`: the configuration runs on GPUs (planned with the CPU's step). With a partition store
+// `ranks` may be empty (the store's part count) and the plan is of graph mode. Graph mode with
+// --partition block on a Tessera HDF5 file on 2 ranks or more, which every rank reads in slices, is
+// planned without loading the file (block_shapes_from_file): graph-mode rows on 2 ranks or more
+// only.
 PlanReport make_plan(const TrainConfig& config, std::span<const int> ranks, bool progress,
                      bool gpu = false);
 std::string plan_table(const PlanReport& report);  // the table train_gcn --plan prints

@@ -399,6 +399,27 @@ TEST(Planner, BlockPartsStreamedFromTheFileAreThoseOfTheLoadedGraph) {
   std::filesystem::remove_all(dir);
 }
 
+// A plan for GPUs offers the pipelined modes as a CPU plan does (they train on GPUs too), each
+// rank with the memory its GPU would hold.
+TEST(Planner, GpuPlansOfferThePipelinedModes) {
+  if (ranks() > 1) GTEST_SKIP() << "one process plans";
+  TrainConfig config = small_config("gcn", "none");
+  config.dataset = "synth:default";
+  config.num_layers = 4;
+  const std::vector<int> plan_ranks = {4};
+  for (const bool gpu : {false, true}) {
+    const PlanReport r = make_plan(config, plan_ranks, /*progress=*/false, gpu);
+    EXPECT_EQ(r.gpu, gpu);
+    for (const char* mode : {"pipeline", "hybrid"}) {
+      const auto row = std::find_if(r.rows.begin(), r.rows.end(),
+                                    [&](const PlanEstimate& e) { return e.mode == mode; });
+      ASSERT_NE(row, r.rows.end()) << mode << (gpu ? " on GPUs" : " on CPUs");
+      ASSERT_EQ(row->memory.size(), 4u);
+      for (const RankMemory& m : row->memory) EXPECT_GT(m.device, 0u) << mode;
+    }
+  }
+}
+
 TEST(Planner, TheConfigurationIsTheFirstRow) {
   if (ranks() > 1) GTEST_SKIP() << "one process plans";
   struct Case {
