@@ -118,11 +118,14 @@ ChunkedOperator::ChunkedOperator(const Csr& a, MatrixSymmetry owned_symmetry,
 }
 
 void ChunkedOperator::upload(Device device) {
-  std::vector<Csr*> blocks{&halo_t_};
-  for (std::vector<Csr>* list : {&owned_, &owned_t_, &halo_})
-    for (Csr& a : *list) blocks.push_back(&a);
-  for (Csr* a : blocks)
-    if (a->num_rows() > 0) a->upload(device);  // an empty one is never multiplied on a GPU
+  // A block without rows is never multiplied on a GPU, nor is a chunk's halo block without
+  // entries (every block of pipeline mode, which has no halo): neither gets a GPU copy.
+  for (std::vector<Csr>* list : {&owned_, &owned_t_})
+    for (Csr& a : *list)
+      if (a.num_rows() > 0) a.upload(device);
+  for (Csr& a : halo_)
+    if (a.nnz() > 0) a.upload(device);
+  if (halo_t_.num_rows() > 0) halo_t_.upload(device);
 }
 
 History::History(std::int64_t num_owned, std::int64_t num_halo, int first_layer, int num_layers,
@@ -197,10 +200,10 @@ void ChunkPropagator::forward(Tensor& out, const Tensor& x, int layer) {
   check_shape(x, n, f, "ChunkPropagator::forward x");
   History::Layer& h = history_.sized(layer, f);
   copy_rows_into(h.inputs, layout_.begin(chunk_), x);  // this chunk's rows are fresh now
-  out.resize(n, f);
+  out.resize(n, f, x.device());
   spmm(out, op_.owned(chunk_).view(), h.inputs);
   if (op_.halo(chunk_).nnz() > 0) {
-    halo_part_.resize(n, f);
+    halo_part_.resize(n, f, x.device());
     spmm(halo_part_, op_.halo(chunk_).view(), h.halo_inputs);
     axpy(out, 1.0f, halo_part_);
   }
@@ -212,7 +215,7 @@ void ChunkPropagator::backward(Tensor& d_x, const Tensor& d_out, int layer) {
   History::Layer& h = history_.sized(layer, f);
   copy_rows_into(h.grads, layout_.begin(chunk_), d_out);
   h.backward_used = true;
-  d_x.resize(n, f);
+  d_x.resize(n, f, d_out.device());
   spmm(d_x, op_.owned_t(chunk_).view(), h.grads);
   if (op_.num_halo() > 0) add_rows_from(d_x, h.remote_grads, layout_.begin(chunk_));
 }

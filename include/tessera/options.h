@@ -103,7 +103,7 @@
     "compute threads per rank (0: OMP_NUM_THREADS if set, else the node's cores divided among "    \
     "its ranks); BLAS is capped to the same count")                                                \
   X(device, std::string, "cpu", Flag(), Custom(check_device), Summary(),                           \
-    "cpu, or cuda[:i] in a build with the CUDA backend (graph mode: a GPU per rank, or shared "    \
+    "cpu, or cuda[:i] in a build with the CUDA backend (every mode: a GPU per rank, or shared "    \
     "with --gpu-comm mpi); a number "                                                              \
     "N is OGB's --device N: cuda:N, or the CPU on a machine without a GPU")                        \
   X(gpu_comm, std::string, "nccl", Flag(), OneOf(gpu_comm_names), Summary(),                       \
