@@ -96,6 +96,16 @@ int gpu_count() {
 #endif
 }
 
+std::uint64_t gpu_memory_bytes(Device device) {
+  if (device.kind == DeviceKind::Cpu) return 0;
+#ifdef TESSERA_HAVE_CUDA
+  return cuda::device_memory_bytes(device.index);
+#else
+  TESSERA_FAIL(InvalidArgument, "the memory of ", to_string(device),
+               ": this build has no CUDA backend");
+#endif
+}
+
 std::string resolve_device_number(const std::string& text) {
   if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789") != std::string::npos)
     return text;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tessera {
@@ -37,6 +38,9 @@ class DeviceBackend {
 
 // GPUs this process can use: 0 in a build without the CUDA backend or on a machine without one.
 int gpu_count();
+// The memory of a GPU in bytes; 0 for the CPU (whose budget is the machine's memory:
+// engine/system.h, physical_memory_bytes).
+std::uint64_t gpu_memory_bytes(Device device);
 // OGB's --device N: "cuda:N" when this process can use a GPU, else "cpu" (as OGB's examples
 // fall back); any other text as it is.
 std::string resolve_device_number(const std::string& text);

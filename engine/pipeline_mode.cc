@@ -14,10 +14,10 @@
 namespace tessera {
 namespace {
 
-// Refuses (InvalidInput) a stage whose estimated memory exceeds --memory-budget GiB (else this
-// machine's memory).
+// Refuses (InvalidInput) a stage whose estimated memory exceeds --memory-budget GiB (else the
+// memory of the stage's GPU, or of this machine).
 void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
-                        const GraphPart& part, std::int64_t nnz) {
+                        const GraphPart& part, std::int64_t nnz, Device device) {
   const DatasetInfo& data = part.dataset;
   const StageMemory m =
       estimate_stage_memory(layout, config.kind(), data.num_features, config.hidden_channels,
@@ -25,7 +25,9 @@ void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
                             config.hyper());
   const double gib = 1024.0 * 1024.0 * 1024.0;
   const double budget = config.memory_budget > 0.0 ? config.memory_budget * gib
-                                                   : static_cast<double>(physical_memory_bytes());
+                        : device.kind == DeviceKind::Cpu
+                            ? static_cast<double>(physical_memory_bytes())
+                            : static_cast<double>(gpu_memory_bytes(device));
   char need[32], have[32];
   std::snprintf(need, sizeof need, "%.3g", static_cast<double>(m.bytes) / gib);
   std::snprintf(have, sizeof have, "%.3g", budget / gib);
@@ -34,8 +36,9 @@ void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
                 layout.first_layer(), "-", layout.first_layer() + layout.num_layers() - 1,
                 ") of part ", layout.group, " needs an estimated ", need, " GiB (", m.nodes,
                 " nodes, ", m.halo_nodes, " halo nodes, ", m.nnz,
-                " operator entries), more than the ", have,
-                " GiB one rank may use (--memory-budget); use --parallel hybrid with more "
+                " operator entries), more than the ", have, " GiB one rank may use on ",
+                to_string(device),
+                " (--memory-budget); use --parallel hybrid with more "
                 "graph parts, more stages, or a larger budget");
 }
 
@@ -79,7 +82,7 @@ void PipelineRunner::build(const LossRows& loss) {
   const LocalGraph& g = part_.graph;
   operator_ = config_.kind()->op->build(g.adjacency, g.degrees);
   operator_nnz_ = operator_.nnz();
-  check_stage_memory(config_, *layout_, part_, operator_nnz_);
+  check_stage_memory(config_, *layout_, part_, operator_nnz_, device_);
   loss_rows_ = loss.rows;
 }
 

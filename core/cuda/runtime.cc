@@ -94,6 +94,13 @@ void require_device(int index, const char* what) {
   TESSERA_CUDA_CHECK(cudaSetDevice(index));
 }
 
+std::uint64_t device_memory_bytes(int index) {
+  require_device(index, "the memory of a GPU");
+  cudaDeviceProp prop{};
+  TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return static_cast<std::uint64_t>(prop.totalGlobalMem);
+}
+
 std::string device_identity(int index) {
   cudaDeviceProp prop{};
   TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));

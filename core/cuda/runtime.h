@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tessera::cuda {
@@ -25,6 +26,8 @@ void require_device(int index, const char* what);
 // The physical identity of device `index`: "GPU-" and its UUID in hex, the same whichever
 // CUDA_VISIBLE_DEVICES numbering a process sees it under.
 std::string device_identity(int index);
+// The memory of device `index` in bytes (cudaDeviceProp::totalGlobalMem).
+std::uint64_t device_memory_bytes(int index);
 
 // An owned CUDA event (timing disabled: used for ordering and completion only).
 class Event {
