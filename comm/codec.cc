@@ -309,6 +309,13 @@ CodecKind read_message_header(std::span<const std::byte> in, std::int64_t rows, 
                              cols, expected, where);
 }
 
+std::span<std::byte> message_buffer(Tensor& bytes, std::size_t size, Device device) {
+  if (bytes.dtype() != DType::U8 || bytes.device() != device)
+    bytes = Tensor(0, 1, DType::U8, device);
+  bytes.resize(static_cast<std::int64_t>(size), 1);
+  return {static_cast<std::byte*>(bytes.raw()), size};
+}
+
 void write_message_header(std::span<std::byte> out, Device device, CodecKind kind,
                           std::int64_t rows, std::int64_t cols) {
   if (device.kind == DeviceKind::Cpu) return write_message_header(out, kind, rows, cols);

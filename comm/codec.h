@@ -112,6 +112,10 @@ CodecKind read_message_header(std::span<const std::byte> header, std::size_t mes
                               std::int64_t rows, std::int64_t cols, CodecKind expected,
                               const std::string& where);
 
+// `bytes` (u8, one column) made a buffer of `size` bytes on `device` (reallocated only when its
+// size or device changes): an encoded message where its rows live.
+std::span<std::byte> message_buffer(Tensor& bytes, std::size_t size, Device device);
+
 // The same two for a message in the memory of `device`: in GPU memory the header is written on
 // the host and copied up, or copied down and checked on the host.
 void write_message_header(std::span<std::byte> out, Device device, CodecKind kind,

@@ -291,11 +291,7 @@ std::span<std::byte> HaloExchange::message_bytes(int which, std::size_t size) {
     return bytes;
   }
   Tensor& bytes = device_bytes_[which];
-  if (size != kKeepSize) {
-    if (bytes.dtype() != DType::U8 || bytes.device() != bytes_device_)
-      bytes = Tensor(0, 1, DType::U8, bytes_device_);
-    bytes.resize(static_cast<std::int64_t>(size), 1);
-  }
+  if (size != kKeepSize) return message_buffer(bytes, size, bytes_device_);
   return {static_cast<std::byte*>(bytes.raw()), static_cast<std::size_t>(bytes.rows())};
 }
 

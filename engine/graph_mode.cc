@@ -80,10 +80,7 @@ class GraphRunner final : public ModeRunner {
   }
   const Tensor* evaluate(Model& model, int epoch) override {
     model.forward(logits_, *features_, context_, /*training=*/false, epoch);
-    if (logits_.device().kind == DeviceKind::Cpu) return &logits_;
-    host_logits_.resize(logits_.rows(), logits_.cols(), Device::cpu());  // for the metrics
-    host_logits_.copy_from(logits_);
-    return &host_logits_;
+    return logits_on_host(logits_, host_logits_);
   }
   // The halo exchanges, plus batch norm's all-reduces inside the step (blocking).
   ExchangeTimes times() const override {

@@ -48,6 +48,13 @@ DevicePlacement place_on_device(const TrainConfig& config, Communicator& job) {
   return placement;
 }
 
+const Tensor* logits_on_host(const Tensor& logits, Tensor& host) {
+  if (logits.device().kind == DeviceKind::Cpu) return &logits;
+  host.resize(logits.rows(), logits.cols(), Device::cpu());
+  host.copy_from(logits);
+  return &host;
+}
+
 const ModeSpec& mode_spec(ParallelMode mode) {
   return parallel_modes()[static_cast<std::size_t>(mode)];
 }

@@ -38,6 +38,9 @@ struct DevicePlacement {
   std::unique_ptr<Communicator> comm;
 };
 DevicePlacement place_on_device(const TrainConfig& config, Communicator& job);
+// An evaluation's logits where the metrics read them: `logits` itself on the CPU, else copied
+// into `host` (a GPU run's, copied down).
+const Tensor* logits_on_host(const Tensor& logits, Tensor& host);
 
 std::span<const ModeSpec> parallel_modes();
 const ModeSpec& mode_spec(ParallelMode mode);

@@ -37,14 +37,6 @@ std::span<const std::byte> bytes_of(const Tensor& t) {
   return {reinterpret_cast<const std::byte*>(t.raw()), t.bytes()};
 }
 
-// `bytes` as a buffer of `size` bytes on `device`: an encoded message where the rows live.
-std::span<std::byte> message_buffer(Tensor& bytes, std::size_t size, Device device) {
-  if (bytes.dtype() != DType::U8 || bytes.device() != device)
-    bytes = Tensor(0, 1, DType::U8, device);
-  bytes.resize(static_cast<std::int64_t>(size), 1);
-  return {static_cast<std::byte*>(bytes.raw()), size};
-}
-
 // The values of a one-column index tensor (empty: none).
 template <class T>
 std::span<const T> values_of(const Tensor& t) {

@@ -113,11 +113,7 @@ double PipelineRunner::train_step(Model& model, int epoch, std::uint64_t seed) {
 
 const Tensor* PipelineRunner::evaluate(Model& model, int epoch) {
   engine_->evaluate(model, logits_, epoch);
-  if (!layout_->last_stage()) return nullptr;
-  if (logits_.device().kind == DeviceKind::Cpu) return &logits_;
-  host_logits_.resize(logits_.rows(), logits_.cols(), Device::cpu());  // for the metrics
-  host_logits_.copy_from(logits_);
-  return &host_logits_;
+  return layout_->last_stage() ? logits_on_host(logits_, host_logits_) : nullptr;
 }
 
 void validate_pipelined(const TrainConfig& c) {
