@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // DistributedGraph (include/tessera/distributed_graph.h): the part loading of Session::load, then
-// one HaloExchange and one HaloPropagator per aggregation used (built on first use), run on the
-// caller's arrays through borrowed tensors.
+// one HaloExchange and one HaloPropagator per aggregation used (built on first use, and put on
+// the rank's GPU when the options name one), run on the caller's arrays through borrowed tensors.
 #include "tessera/distributed_graph.h"
 
 #include <algorithm>
@@ -13,11 +13,13 @@
 #include "api/graph_view.h"
 #include "comm/halo_exchange.h"
 #include "comm/mpi_communicator.h"
+#include "core/caller_stream.h"
 #include "core/device.h"
 #include "core/kernels.h"
 #include "core/rng.h"
 #include "datasets/dataset.h"
 #include "engine/halo_propagator.h"
+#include "engine/modes.h"
 #include "engine/part_loader.h"
 #include "layers/layer_kind.h"
 #include "partition/partition_plan.h"
@@ -41,12 +43,19 @@ struct DistributedGraph::Impl {
   Options options;
   TrainConfig config;
   std::unique_ptr<MpiCommunicator> comm;
+  // GPU ranks: this rank's GPU and, with several ranks, the communicator of the halos (traffic
+  // counted in comm's counter); on the CPU the CPU and none.
+  Device device;
+  std::unique_ptr<Communicator> gpu_comm;
+  std::uintptr_t stream = 0;  // the caller's CUDA stream (set_stream)
   bool loaded = false;
   GraphPart part;
   std::array<std::int64_t, 3> split_sizes{};  // train, valid, test over all ranks
   std::uint64_t epoch = 0;                    // keys the dropout masks
   std::unique_ptr<HaloExchange> exchange;
   std::array<std::unique_ptr<HaloPropagator>, 3> propagators;  // by Aggregation
+  Tensor device_ids;  // (num_local, 1) i64 on a GPU: the owned rows' global ids (dropout keys)
+  std::span<const GlobalId> ids;  // part.graph.owned_ids, or device_ids' on a GPU
 
   template <class F>
   auto guarded(F&& body) -> decltype(body()) {
@@ -58,6 +67,9 @@ struct DistributedGraph::Impl {
   void load(PartSource source);
   HaloPropagator& propagator(Aggregation op);
   void check_call(const char* what, std::int64_t f, int call) const;
+  // The caller's rows (num_local, f) at `data` as a tensor of device; InvalidArgument naming
+  // `name` when they are memory of another device.
+  Tensor rows(const char* what, const char* name, const float* data, std::int64_t f) const;
   void run_dropout(float* out, const float* in, std::int64_t f, float p, std::uint64_t key,
                    bool backward);
 };
@@ -79,15 +91,15 @@ DistributedGraph::DistributedGraph(const Options& options, MPI_Comm comm)
       TESSERA_CHECK(!s.config.adaptive(), InvalidArgument,
                     "DistributedGraph: codec=adaptive re-plans its bits inside Tessera's own "
                     "trainer; use a fixed codec (none, bf16, fp16, int8, int4, int2)");
-      TESSERA_CHECK(s.config.device == "cpu", InvalidArgument,
-                    "DistributedGraph: device=", s.config.device,
-                    ": the caller's arrays are host memory");
       TESSERA_CHECK(s.config.features_dtype() == DType::F32, InvalidArgument,
                     "DistributedGraph: feature_dtype=", s.config.feature_dtype,
                     " is how Tessera's own trainer keeps its features; here they are the "
                     "caller's arrays, kept as the caller keeps them (aggregate_dtype=bf16 reads "
                     "the aggregated rows in bf16)");
     });
+    DevicePlacement placement = place_on_device(s.config, *s.comm);
+    s.device = placement.device;
+    s.gpu_comm = std::move(placement.comm);
     api::warn_about_blas(*s.comm, options.verbosity);
   });
 }
@@ -99,6 +111,8 @@ DistributedGraph& DistributedGraph::operator=(DistributedGraph&&) noexcept = def
 int DistributedGraph::rank() const { return impl_->comm->rank(); }
 int DistributedGraph::size() const { return impl_->comm->size(); }
 const Options& DistributedGraph::options() const { return impl_->options; }
+std::string DistributedGraph::device() const { return to_string(impl_->device); }
+void DistributedGraph::set_stream(std::uintptr_t stream) { impl_->stream = stream; }
 
 void DistributedGraph::Impl::load(PartSource source) {
   source.partitions_dir = options.partitions;
@@ -111,6 +125,7 @@ void DistributedGraph::Impl::load(PartSource source) {
   source.progress = options.verbosity >= 2 && comm->rank() == 0;
   propagators = {};
   exchange.reset();
+  device_ids = Tensor();
   loaded = false;
   LoadedPart loaded_part = load_part(source, *comm);
   part = std::move(loaded_part.part);
@@ -129,8 +144,13 @@ void DistributedGraph::Impl::load(PartSource source) {
     codecs.backward = config.backward_codec();
     codecs.error_feedback = config.error_feedback;
     codecs.num_layers = config.num_layers;
-    exchange = std::make_unique<HaloExchange>(*comm, g.halo, g.owned_ids, g.halo_ids, codecs);
+    exchange = std::make_unique<HaloExchange>(gpu_comm ? *gpu_comm : *comm, g.halo, g.owned_ids,
+                                              g.halo_ids, codecs);
     exchange->set_noise(config.seed, 0);
+    ids = part.graph.owned_ids;
+    if (device.kind == DeviceKind::Cpu) return;
+    device_ids = index_tensor(ids, device);
+    ids = {device_ids.data<GlobalId>(), ids.size()};
   });
   loaded = true;
 }
@@ -141,6 +161,7 @@ HaloPropagator& DistributedGraph::Impl::propagator(Aggregation op) {
     const GraphOperator& g = *kOperators[static_cast<std::size_t>(op)];
     p = std::make_unique<HaloPropagator>(g.build(part.graph.adjacency, part.graph.degrees),
                                          g.symmetry, *exchange);
+    p->upload(device);
     p->set_operand_dtype(config.aggregation_dtype());
   }
   return *p;
@@ -153,6 +174,15 @@ void DistributedGraph::Impl::check_call(const char* what, std::int64_t f, int ca
   TESSERA_CHECK(call >= 0 && call < config.num_layers, InvalidArgument, "DistributedGraph::", what,
                 ": call ", call, " is not in [0, num_layers = ", config.num_layers,
                 "): set num_layers to the aggregations one pass makes");
+}
+
+Tensor DistributedGraph::Impl::rows(const char* what, const char* name, const float* data,
+                                    std::int64_t f) const {
+  const std::int64_t n = part.graph.num_owned();
+  TESSERA_CHECK(n == 0 || memory_on(device, data), InvalidArgument, "DistributedGraph::", what,
+                ": ", name, " is not memory of ", to_string(device),
+                ", where this graph's rows live");
+  return Tensor::borrow(const_cast<float*>(data), n, f, DType::F32, device);
 }
 
 void DistributedGraph::load(const std::string& spec) {
@@ -257,10 +287,11 @@ void DistributedGraph::aggregate(Aggregation op, float* out, const float* x, std
   Impl& s = *impl_;
   s.guarded([&] {
     s.check_call("aggregate", f, call);
-    const std::int64_t n = s.part.graph.num_owned();
-    const Tensor in = Tensor::borrow(const_cast<float*>(x), n, f);
-    Tensor result = Tensor::borrow(out, n, f);
+    const Tensor in = s.rows("aggregate", "x", x, f);
+    Tensor result = s.rows("aggregate", "out", out, f);
+    CallerStream caller(s.device, s.stream);
     s.propagator(op).forward(result, in, call);
+    caller.finish();
   });
 }
 
@@ -269,10 +300,11 @@ void DistributedGraph::aggregate_backward(Aggregation op, float* d_x, const floa
   Impl& s = *impl_;
   s.guarded([&] {
     s.check_call("aggregate_backward", f, call);
-    const std::int64_t n = s.part.graph.num_owned();
-    const Tensor grad_out = Tensor::borrow(const_cast<float*>(d_out), n, f);
-    Tensor grad_in = Tensor::borrow(d_x, n, f);
+    const Tensor grad_out = s.rows("aggregate_backward", "d_out", d_out, f);
+    Tensor grad_in = s.rows("aggregate_backward", "d_x", d_x, f);
+    CallerStream caller(s.device, s.stream);
     s.propagator(op).backward(grad_in, grad_out, call);
+    caller.finish();
   });
 }
 
@@ -290,15 +322,16 @@ void DistributedGraph::Impl::run_dropout(float* out, const float* in, std::int64
                 ", expected at least 1 column");
   TESSERA_CHECK(p >= 0.0f && p < 1.0f, InvalidArgument, "DistributedGraph::", what, ": p = ", p,
                 ", expected a probability in [0, 1)");
-  const std::int64_t n = part.graph.num_owned();
-  const Tensor x = Tensor::borrow(const_cast<float*>(in), n, f);
-  Tensor y = Tensor::borrow(out, n, f);
+  const Tensor x = rows(what, backward ? "d_out" : "x", in, f);
+  Tensor y = rows(what, backward ? "d_x" : "out", out, f);
   const CounterRng rng(config.seed, epoch, key, RngPurpose::Dropout);
+  CallerStream caller(device, stream);
   if (backward) {
-    tessera::dropout_backward(y, x, p, rng, part.graph.owned_ids);
+    tessera::dropout_backward(y, x, p, rng, ids);
   } else {
-    tessera::dropout_forward(y, x, p, rng, part.graph.owned_ids);
+    tessera::dropout_forward(y, x, p, rng, ids);
   }
+  caller.finish();
 }
 
 void DistributedGraph::dropout(float* out, const float* x, std::int64_t f, float p,

@@ -3,7 +3,9 @@
 // over NumPy arrays, which is what tessera.torch hands it (a CPU tensor's .numpy() shares its
 // memory: nothing is copied). The aggregations write into the caller's `out` array and read `x`
 // in place, with the GIL released while the halo exchange and SpMM run; a bad array (dtype,
-// shape, layout, read-only, overlapping) is a ValueError naming the argument.
+// shape, layout, read-only, overlapping) is a ValueError naming the argument. On a GPU graph the
+// *_on_device forms take the addresses of the caller's GPU rows instead (tessera.torch checks the
+// CUDA tensors' dtype, shape, layout and device; C++ that the memory is the graph's GPU's).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -72,16 +74,18 @@ void run_on_rows(const tessera::DistributedGraph& g, py::array& out, const py::a
   op(y, x, f);
 }
 
+tessera::Aggregation parse_op(const std::string& op) {
+  try {
+    return tessera::parse_aggregation(op);
+  } catch (const std::invalid_argument& e) {
+    value_error(std::string("op: ") + e.what());
+  }
+}
+
 // out = A x or d_x = A^T d_out.
 void run_aggregation(tessera::DistributedGraph& g, const std::string& op, py::array& out,
                      const py::array& in, int call, bool backward) {
-  const tessera::Aggregation aggregation = [&] {
-    try {
-      return tessera::parse_aggregation(op);
-    } catch (const std::invalid_argument& e) {
-      value_error(std::string("op: ") + e.what());
-    }
-  }();
+  const tessera::Aggregation aggregation = parse_op(op);
   run_on_rows(g, out, in, backward, [&](float* y, const float* x, std::int64_t f) {
     if (backward) {
       g.aggregate_backward(aggregation, y, x, f, call);
@@ -100,6 +104,15 @@ void run_dropout(tessera::DistributedGraph& g, py::array& out, const py::array& 
       g.dropout(y, x, f, p, key);
     }
   });
+}
+
+// The GPU forms: out and x are addresses of (num_local, cols) float32 rows on the graph's GPU.
+float* gpu_rows(const tessera::DistributedGraph& g, std::uintptr_t address, const char* what) {
+  if (g.device() == "cpu") {
+    value_error(std::string(what) + ": this graph's rows are host memory (pass arrays; device=" +
+                "cuda puts them on a GPU)");
+  }
+  return reinterpret_cast<float*>(address);
 }
 
 void all_reduce(tessera::DistributedGraph& g, py::array& values) {
@@ -146,6 +159,11 @@ void bind_distributed_graph(py::module_& m) {
       }))
       .def_property_readonly("rank", &DistributedGraph::rank)
       .def_property_readonly("size", &DistributedGraph::size)
+      .def_property_readonly("device", &DistributedGraph::device,
+                             "Where the rows live: 'cpu' or this rank's GPU, 'cuda:i'.")
+      .def("set_stream", &DistributedGraph::set_stream, py::arg("stream"),
+           "The caller's CUDA stream (an integer cudaStream_t): later GPU calls start after its "
+           "queued work, and its later work runs after their results are written.")
       .def_property_readonly("num_layers",
                              [](const DistributedGraph& g) { return g.options().num_layers; })
       .def(
@@ -211,6 +229,45 @@ void bind_distributed_graph(py::module_& m) {
              int call) { run_aggregation(g, op, d_x, d_out, call, true); },
           py::arg("op"), py::arg("d_x"), py::arg("d_out"), py::arg("call"),
           "Collective: d_x = A^T d_out, halo gradients sent to their owners.")
+      .def(
+          "aggregate_on_device",
+          [](DistributedGraph& g, const std::string& op, std::uintptr_t out, std::uintptr_t x,
+             std::int64_t cols, int call) {
+            const tessera::Aggregation aggregation = parse_op(op);
+            float* y = gpu_rows(g, out, "aggregate_on_device");
+            const float* in = gpu_rows(g, x, "aggregate_on_device");
+            py::gil_scoped_release release;
+            g.aggregate(aggregation, y, in, cols, call);
+          },
+          py::arg("op"), py::arg("out"), py::arg("x"), py::arg("cols"), py::arg("call"),
+          "aggregate on a GPU graph: out and x the addresses of (num_local, cols) float32 rows "
+          "on its GPU.")
+      .def(
+          "aggregate_backward_on_device",
+          [](DistributedGraph& g, const std::string& op, std::uintptr_t d_x, std::uintptr_t d_out,
+             std::int64_t cols, int call) {
+            const tessera::Aggregation aggregation = parse_op(op);
+            float* y = gpu_rows(g, d_x, "aggregate_backward_on_device");
+            const float* in = gpu_rows(g, d_out, "aggregate_backward_on_device");
+            py::gil_scoped_release release;
+            g.aggregate_backward(aggregation, y, in, cols, call);
+          },
+          py::arg("op"), py::arg("d_x"), py::arg("d_out"), py::arg("cols"), py::arg("call"))
+      .def(
+          "dropout_on_device",
+          [](DistributedGraph& g, std::uintptr_t out, std::uintptr_t x, std::int64_t cols, float p,
+             std::uint64_t key, bool backward) {
+            float* y = gpu_rows(g, out, "dropout_on_device");
+            const float* in = gpu_rows(g, x, "dropout_on_device");
+            py::gil_scoped_release release;
+            if (backward) {
+              g.dropout_backward(y, in, cols, p, key);
+            } else {
+              g.dropout(y, in, cols, p, key);
+            }
+          },
+          py::arg("out"), py::arg("x"), py::arg("cols"), py::arg("p"), py::arg("key"),
+          py::arg("backward"), "dropout (or its backward) on a GPU graph's rows.")
       .def("set_epoch", &DistributedGraph::set_epoch, py::arg("epoch"),
            "The epoch that keys the codecs' rounding noise and the dropout masks from now on.")
       .def(

@@ -4,7 +4,8 @@
 # the device's measured copy bandwidth), graph, pipeline and hybrid parallelism with 4 ranks on
 # the GPU at 8 and 32 layers (bench_pipeline: bytes against the traffic model, epoch time on
 # synth:arxiv-like), Tessera's GCN with --device cuda when this build has a
-# GPU-resident epoch, and PyTorch Geometric's GCN on the same synthetic graph, and writes every
+# GPU-resident epoch, tessera.torch on CUDA tensors (when this machine's python3 loads the pack's
+# module), and PyTorch Geometric's GCN on the same synthetic graph, and writes every
 # output plus summary.txt under OUTDIR, each step under a timeout so that the whole run fits in
 # BUDGET_S seconds (default 480).
 #
@@ -147,7 +148,7 @@ else
     -DCMAKE_CUDA_ARCHITECTURES=90 -DTESSERA_BUILD_PYTHON=OFF -DTESSERA_NATIVE_ARCH=OFF &&
   step build 240 cmake --build "$build" -j "$(nproc)" --target test_cuda_kernels \
     test_cuda_runtime test_cuda_training test_cuda_codec test_cuda_attention \
-    test_cuda_distributed test_cuda_cli test_communicator_conformance \
+    test_cuda_distributed test_cuda_distributed_graph test_cuda_cli test_communicator_conformance \
     bench_cuda bench_pipeline train_gcn partition_graph tessera_data
   if [[ ! -x $build/tests/cuda/test_cuda_kernels ]]; then
     note "gpu-check: no binaries (the build needs MPICH, METIS, HDF5 and OpenBLAS: make a pack" \
@@ -157,7 +158,7 @@ else
   mkdir -p "$build/gpu-bin"
   for b in tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime tests/cuda/test_cuda_training \
            tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention tests/cuda/test_cuda_distributed \
-           tests/cuda/test_cuda_cli \
+           tests/cuda/test_cuda_distributed_graph tests/cuda/test_cuda_cli \
            tests/comm/test_communicator_conformance bench/bench_cuda bench/bench_pipeline \
            apps/train_gcn apps/partition_graph apps/tessera_data; do ln -sf "$build/$b" "$build/gpu-bin/"; done
   bin=$build/gpu-bin
@@ -167,7 +168,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} OPENBLAS_NUM_THREADS=1
 # ---- GPU tests (the twins, the runtime, the communicator contract on one rank's GPU, GPU
 # training against the CPU; Cora's part skips there unless the shared datasets came along) ----
 for t in test_cuda_runtime test_cuda_kernels test_cuda_attention test_cuda_codec \
-         test_communicator_conformance test_cuda_training; do
+         test_communicator_conformance test_cuda_training test_cuda_distributed_graph; do
   step "$t" 90 "${run[@]}" "$bin/$t" --gtest_output="xml:$out/$t.xml"
 done
 
@@ -178,7 +179,7 @@ launcher=$bin/mpiexec  # the pack's; a build uses the machine's
 [[ -x $launcher ]] || launcher=$(command -v mpiexec || true)
 if [[ -n $launcher ]]; then
   for n in 2 4; do
-    for t in test_communicator_conformance test_cuda_distributed; do
+    for t in test_communicator_conformance test_cuda_distributed test_cuda_distributed_graph; do
       step "${t}_np$n" 120 "${run[@]}" env OMP_NUM_THREADS=2 "$launcher" -n "$n" "$bin/$t"
     done
   done
@@ -188,6 +189,24 @@ if [[ -n $launcher ]]; then
 else
   note "multi-rank GPU tests: skipped (no mpiexec in the pack or on this machine)"
   failed=1
+fi
+
+# ---- tessera.torch on CUDA tensors against the CPU, on one rank and two sharing the GPU: where
+# this machine's python3 loads the pack's module (built for the build machine's Python) and its
+# torch has CUDA ----
+pymod=$(dirname "$bin")/python
+torch_env=("${run[@]}" env "PYTHONPATH=$pymod:$root/tests/python" OMP_NUM_THREADS=2)
+if [[ ! -d $pymod/tessera ]]; then
+  note "torch_cuda: skipped (no Python module beside the binaries)"
+elif ! why=$("${torch_env[@]}" python3 -c 'import torch, tessera.torch
+assert torch.cuda.is_available(), "torch " + torch.__version__ + " has no usable CUDA"' 2>&1); then
+  note "torch_cuda: skipped (python3 $(python3 -V 2>&1 | cut -d' ' -f2): $(echo "$why" | tail -1))"
+else
+  step torch_cuda_np1 120 "${torch_env[@]}" python3 "$root/tests/python/torch_cuda.py"
+  if [[ -n $launcher ]]; then
+    step torch_cuda_np2 120 "${torch_env[@]}" TESSERA_GPU_COMM=mpi "$launcher" -n 2 python3 \
+      "$root/tests/python/torch_cuda.py"
+  fi
 fi
 
 # ---- SpMM bandwidth against the copy bandwidth ----

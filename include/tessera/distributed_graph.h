@@ -8,6 +8,11 @@
 // in backward the halo gradients sent back to their owners. On K ranks the aggregation of every
 // row equals the single-process one up to float summation order.
 //
+// On GPU ranks (options.device "cuda" or "cuda:i") the part's operators, halo buffers and keys
+// live on this rank's GPU, the caller's rows are that GPU's memory, and the halo rows move
+// between the ranks' GPUs as train_gcn's do (NCCL, or gpu_comm "mpi" staged through host
+// memory, so that several ranks may share a GPU).
+//
 // Errors: as Session (std::invalid_argument for bad arguments and input, std::runtime_error
 // otherwise, the same on every rank; a failure of one rank alone inside a collective ends the
 // job).
@@ -41,7 +46,8 @@ class TESSERA_API DistributedGraph {
   // (duplicated). From the options: partition and parts (how the graph is cut), partitions (a
   // store to read instead), node_order (how its rows are renumbered), seed, normalize_features,
   // codec, codec_backward and error_feedback (halo messages), num_layers (how many aggregations one
-  // forward pass makes: each has its own message keys and error-feedback residuals), comm_timeout,
+  // forward pass makes: each has its own message keys and error-feedback residuals), device and
+  // gpu_comm (where the rows live, as train_gcn's --device and --gpu-comm), comm_timeout,
   // verbosity.
   explicit DistributedGraph(const Options& options = {});
   DistributedGraph(const Options& options, MPI_Comm comm);
@@ -54,6 +60,14 @@ class TESSERA_API DistributedGraph {
   int rank() const;
   int size() const;
   const Options& options() const;
+  // Where the rows of aggregate and dropout live: "cpu", or this rank's GPU, "cuda:i" (with
+  // "cuda", the local rank modulo the visible GPUs, as train_gcn binds its ranks).
+  std::string device() const;
+  // On a GPU: the caller's CUDA stream (a cudaStream_t as an integer; 0, the default, is the
+  // legacy default stream). Each later aggregate and dropout starts after the work queued on it
+  // before the call, and work queued on it after the call returns runs after the call's results
+  // are written, so the caller need not synchronise. Ignored on the CPU.
+  void set_stream(std::uintptr_t stream);
 
   // Collective: the dataset (as Session::load) cut into one part per rank.
   void load(const std::string& spec);
@@ -80,8 +94,8 @@ class TESSERA_API DistributedGraph {
   std::int64_t split_size(const std::string& split) const;
 
   // Collective: out (num_local, f) = A x, x (num_local, f) this rank's rows, both row-major f32
-  // host memory owned by the caller (not copied). `call` numbers the aggregation within a pass,
-  // in [0, options().num_layers): it keys the messages, the codecs' rounding noise (with the
+  // memory of device() owned by the caller (not copied). `call` numbers the aggregation within a
+  // pass, in [0, options().num_layers): it keys the messages, the codecs' rounding noise (with the
   // epoch) and the error-feedback residuals; every rank must make the same calls in the same
   // order.
   void aggregate(Aggregation op, float* out, const float* x, std::int64_t f, int call);
@@ -98,7 +112,8 @@ class TESSERA_API DistributedGraph {
   void dropout(float* out, const float* x, std::int64_t f, float p, std::uint64_t key);
   void dropout_backward(float* d_x, const float* d_out, std::int64_t f, float p, std::uint64_t key);
 
-  // Collective: values summed over ranks, in place (gradients; loss terms).
+  // Collective: values summed over ranks, in place (gradients; loss terms); host memory on every
+  // device.
   void all_reduce_sum(float* values, std::int64_t n);
   void all_reduce_sum(double* values, std::int64_t n);
   // Bytes this rank sent so far, all categories (after the codecs).

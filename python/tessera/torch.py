@@ -20,9 +20,17 @@ keep PyG's parameter names and layouts, so a PyG model moves by changing its imp
 
 With the loss a sum over this rank's rows divided by the global count (graph.num_train), the
 reduced gradients are those of the single-process loss; on one rank this is PyG's model.
-Aggregation reads and writes the caller's float32 CPU tensors in place (their memory is handed
-to C++ without a copy, the GIL released while it runs); tensors of another floating dtype are
+Aggregation reads and writes the caller's float32 tensors in place (their memory is handed to
+C++ without a copy, the GIL released while it runs); tensors of another floating dtype are
 converted to float32 for the aggregation and back.
+
+In a build with the CUDA backend, DistributedGraph(..., device="cuda") puts this rank's part on
+its GPU (the local rank modulo the visible GPUs, as train_gcn binds its ranks; "cuda:i" names
+one): graph.x, graph.y, the masks and ids are CUDA tensors, the model moves with
+model.to(graph.device), and the aggregations and dropouts run on the GPU, ordered after the
+work torch queued on its current stream, with the halo rows moved between the ranks' GPUs
+(NCCL, or gpu_comm="mpi" through host memory, so that ranks may share a GPU). Gradients are
+summed over the ranks through host memory.
 """
 import ctypes
 import os
@@ -76,7 +84,8 @@ class DistributedGraph:
     edge_index and scipy sources give x, y (or OGB's (N, 1)) and the splits as masks or ids.
 
     Keyword options are Session's that apply (partition, partitions, node_order, seed, codec,
-    codec_backward, error_feedback, normalize_features, comm_timeout, verbosity) and num_layers:
+    codec_backward, error_feedback, normalize_features, device, gpu_comm, comm_timeout,
+    verbosity) and num_layers:
     how many aggregations one forward pass of the model makes (each has its own message keys,
     codec noise and error-feedback residuals; calls are numbered modulo num_layers and the count
     restarts at set_epoch).
@@ -84,7 +93,8 @@ class DistributedGraph:
     Attributes (this rank's rows, in the order of node_ids): x, y, train_mask, val_mask,
     test_mask, train_idx, valid_idx, test_idx (local row ids); node_ids (the dataset's id of each
     row); num_nodes, num_train, num_valid, num_test (over all ranks); num_local, num_features,
-    num_classes; rank, size; edge_index (the graph itself, for PyG-style calls).
+    num_classes; rank, size; device (where the rows live: torch.device("cpu") or this rank's
+    GPU); edge_index (the graph itself, for PyG-style calls).
 
     node_order is "none" here unless given: the caller holds the rows, so one process hands back
     the source's rows as they are and node_ids increase. node_order="rcm" renumbers the rows for
@@ -149,15 +159,20 @@ class DistributedGraph:
     def _take_part(self):
         core = self._core
         n = core.num_local
-        self.node_ids = torch.from_numpy(core.node_ids())
-        self.x = torch.from_numpy(core.features())
+        self.device = torch.device(core.device)
+
+        def on_device(array):
+            return torch.from_numpy(array).to(self.device)
+
+        self.node_ids = on_device(core.node_ids())
+        self.x = on_device(core.features())
         labels = core.labels()
-        self.y = torch.from_numpy(labels) if labels.size else torch.from_numpy(core.targets())
+        self.y = on_device(labels if labels.size else core.targets())
         self.train_idx, self.valid_idx, self.test_idx = (
-            torch.from_numpy(core.split_rows(s)) for s in ("train", "valid", "test"))
+            on_device(core.split_rows(s)) for s in ("train", "valid", "test"))
         masks = []
         for rows in (self.train_idx, self.valid_idx, self.test_idx):
-            mask = torch.zeros(n, dtype=torch.bool)
+            mask = torch.zeros(n, dtype=torch.bool, device=self.device)
             mask[rows] = True
             masks.append(mask)
         self.train_mask, self.val_mask, self.test_mask = masks
@@ -190,7 +205,7 @@ class DistributedGraph:
         """(num_local, 1) (degree + 2)^-1/2: GCNConv(improved=True)'s normalisation, whose self
         loops weigh 2 (global degrees, so that every rank weighs its rows as one process)."""
         if self._improved is None:
-            degrees = torch.from_numpy(self._core.degrees())
+            degrees = torch.from_numpy(self._core.degrees()).to(self.device)
             self._improved = (degrees + 2.0).rsqrt().unsqueeze(1)
         return self._improved
 
@@ -204,13 +219,15 @@ class DistributedGraph:
         return self._dropouts - 1
 
     def all_reduce_(self, tensor):
-        """Collective: a float32/float64 CPU tensor summed over ranks, in place; returns it."""
+        """Collective: a float32/float64 tensor summed over ranks, in place; returns it. A CUDA
+        tensor's values are summed through a host copy."""
         if not isinstance(tensor, torch.Tensor) or tensor.dtype not in (torch.float32,
                                                                           torch.float64):
             raise ValueError("tensor: expected a float32 or float64 torch tensor")
-        if not tensor.is_contiguous() or tensor.device.type != "cpu":
-            raise ValueError("tensor: expected a contiguous CPU tensor (summed in place)")
-        self._core.all_reduce_sum(tensor.detach().numpy())
+        if not tensor.is_contiguous() or tensor.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"tensor: expected a contiguous CPU or CUDA tensor (summed in "
+                             f"place), got one on {tensor.device}")
+        _summed_(self, tensor.detach())
         return tensor
 
     def global_sum(self, value):
@@ -226,12 +243,23 @@ class DistributedGraph:
                 f"{self.num_local} of {self.num_nodes} nodes, {self.num_features} features)")
 
 
+def _summed_(graph, t):
+    """Collective: the contiguous float32/float64 tensor t summed over ranks, in place (a CUDA
+    tensor through a host copy); returns t."""
+    if t.device.type == "cpu":
+        graph._core.all_reduce_sum(t.numpy())
+        return t
+    host = t.cpu()
+    graph._core.all_reduce_sum(host.numpy())
+    return t.copy_(host)
+
+
 _OPS = ("gcn", "mean", "sum")
 
 
 class _RowOp(torch.autograd.Function):
     """A linear operation on this rank's rows run by the C++ module: forward(out, x) and
-    backward(d_x, d_out) write float32 arrays in place (the aggregations: A x and A^T with the
+    backward(d_x, d_out) write float32 tensors in place (the aggregations: A x and A^T with the
     halo gradients sent to their owners; dropout: the mask recomputed). Other float dtypes are
     converted to float32 and back."""
 
@@ -247,11 +275,29 @@ class _RowOp(torch.autograd.Function):
 
 def _run_on_rows(op, t):
     source = _float32(t)
-    # In Tessera's host memory, whose large blocks are reused when torch frees the result:
-    # torch.empty_like would have glibc map a fresh block and fault its pages in every step.
-    out = torch.from_numpy(_empty_rows(source.shape[0], source.shape[1]))
-    op(out.numpy(), source.numpy())
+    if source.is_cuda:  # torch's caching allocator keeps its GPU blocks for the next result
+        out = torch.empty_like(source)
+    else:
+        # In Tessera's host memory, whose large blocks are reused when torch frees the result:
+        # torch.empty_like would have glibc map a fresh block and fault its pages in every step.
+        out = torch.from_numpy(_empty_rows(source.shape[0], source.shape[1]))
+    op(out, source)
     return out if t.dtype == torch.float32 else out.to(t.dtype)
+
+
+def _on_rows(graph, on_host, on_device):
+    """(out, src) -> None for _RowOp: on_host(out_array, src_array) for CPU tensors (their
+    NumPy views), on_device(out_address, src_address, cols) for CUDA ones, ordered after the
+    work torch queued on its current stream."""
+    core = graph._core
+
+    def run(out, src):
+        if src.is_cuda:
+            core.set_stream(torch.cuda.current_stream(src.device).cuda_stream)
+            on_device(out.data_ptr(), src.data_ptr(), src.shape[1])
+        else:
+            on_host(out.numpy(), src.numpy())
+    return run
 
 
 class _Linear(torch.autograd.Function):
@@ -320,8 +366,12 @@ def aggregate(x, graph, op="gcn", call=None):
     _check_rows(x, graph)
     call = graph._next_call() if call is None else int(call)
     core = graph._core
-    return _RowOp.apply(x, lambda out, src: core.aggregate(op, out, src, call),
-                        lambda d_x, d_out: core.aggregate_backward(op, d_x, d_out, call))
+    forward = _on_rows(graph, lambda out, src: core.aggregate(op, out, src, call),
+                       lambda out, src, cols: core.aggregate_on_device(op, out, src, cols, call))
+    backward = _on_rows(graph, lambda d_x, d_out: core.aggregate_backward(op, d_x, d_out, call),
+                        lambda d_x, d_out, cols: core.aggregate_backward_on_device(
+                            op, d_x, d_out, cols, call))
+    return _RowOp.apply(x, forward, backward)
 
 
 def dropout(x, graph, p=0.5, training=True, key=None):
@@ -338,15 +388,20 @@ def dropout(x, graph, p=0.5, training=True, key=None):
         return x
     p, key = float(p), int(graph._next_dropout() if key is None else key)
     core = graph._core
-    return _RowOp.apply(x, lambda out, src: core.dropout(out, src, p, key),
-                        lambda d_x, d_out: core.dropout_backward(d_x, d_out, p, key))
+    forward = _on_rows(graph, lambda out, src: core.dropout(out, src, p, key),
+                       lambda out, src, cols: core.dropout_on_device(out, src, cols, p, key, False))
+    backward = _on_rows(graph, lambda d_x, d_out: core.dropout_backward(d_x, d_out, p, key),
+                        lambda d_x, d_out, cols: core.dropout_on_device(d_x, d_out, cols, p, key,
+                                                                        True))
+    return _RowOp.apply(x, forward, backward)
 
 
 def _check_rows(x, graph):
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise ValueError("x: expected a floating-point torch tensor")
-    if x.device.type != "cpu":
-        raise ValueError(f"x: the tensor is on {x.device}; this build works on CPU tensors")
+    if x.device != graph.device:
+        raise ValueError(f"x: the tensor is on {x.device}, the graph's rows on {graph.device} "
+                         f"(x.to(graph.device))")
     if x.dim() != 2 or x.shape[0] != graph.num_local:
         raise ValueError(f"x: expected shape (num_local = {graph.num_local}, F), got "
                          f"{tuple(x.shape)}")
@@ -463,9 +518,9 @@ class SAGEConv(torch.nn.Module):
 def _global_moments(x, graph):
     """The mean and biased variance per column over every rank's rows (float64), and the count."""
     x = x.detach().double()
-    sums = torch.cat([x.sum(0), (x * x).sum(0), torch.tensor([float(x.shape[0])],
-                                                             dtype=torch.float64)])
-    graph._core.all_reduce_sum(sums.numpy())
+    count = torch.tensor([float(x.shape[0])], dtype=torch.float64, device=x.device)
+    sums = torch.cat([x.sum(0), (x * x).sum(0), count])
+    _summed_(graph, sums)
     c, count = x.shape[1], sums[-1].item()
     if count < 2:
         raise ValueError(f"x: batch normalisation needs at least 2 rows over all ranks, got "
@@ -489,7 +544,7 @@ class _GlobalNormalize(torch.autograd.Function):
         xhat, inv_std = ctx.saved_tensors
         g, h = d_xhat.double(), xhat.double()
         sums = torch.cat([g.sum(0), (g * h).sum(0)])
-        ctx.graph._core.all_reduce_sum(sums.numpy())
+        _summed_(ctx.graph, sums)
         c = h.shape[1]
         d_x = (g - sums[:c] / ctx.count - h * (sums[c:] / ctx.count)) * inv_std
         return d_x.to(d_xhat.dtype), None, None, None, None
@@ -529,7 +584,7 @@ def _sum_over_ranks(tensors, graph, keep_root_only=False):
         flat = torch.cat([t.detach().reshape(-1).double() for t in tensors])
         if keep_root_only and graph.rank != 0:
             flat.zero_()
-        graph._core.all_reduce_sum(flat.numpy())
+        _summed_(graph, flat)
         offset = 0
         for t in tensors:
             t.copy_(flat[offset:offset + t.numel()].view_as(t))

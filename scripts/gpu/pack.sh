@@ -22,9 +22,21 @@ pack=$2
 archive_name=tessera-gpu.tar.xz
 binaries=(tests/cuda/test_cuda_kernels tests/cuda/test_cuda_runtime tests/cuda/test_cuda_training
           tests/cuda/test_cuda_codec tests/cuda/test_cuda_attention tests/cuda/test_cuda_distributed
+          tests/cuda/test_cuda_distributed_graph
           tests/cuda/test_cuda_cli tests/comm/test_communicator_conformance bench/bench_cuda
           bench/bench_pipeline apps/train_gcn apps/partition_graph
           apps/tessera_data)
+# The Python module (tessera and tessera.torch), when the build has it: gpu-check.sh runs
+# tessera.torch on CUDA tensors where the GPU machine's python3 (the same version as here) and
+# its torch with CUDA can load it.
+python_module=$build/python/tessera
+modules=()
+if [[ -d $python_module ]]; then
+  modules=("$python_module"/_core*.so)
+else
+  echo "pack.sh: $python_module is missing (TESSERA_BUILD_PYTHON=OFF): the pack goes without" \
+       "the Python module, and gpu-check.sh skips tessera.torch on the GPU" >&2
+fi
 # MPICH's launcher, so that the multi-rank GPU tests run there (several ranks on one GPU with
 # --gpu-comm mpi): mpiexec finds its proxy beside itself.
 launcher=(/usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy)
@@ -65,12 +77,17 @@ top=$stage/tessera-gpu
 mkdir -p "$top/bin" "$top/lib"
 for f in "${files[@]}"; do cp "$f" "$top/bin/"; done
 mv "$top/bin/mpiexec.hydra" "$top/bin/mpiexec"
+if ((${#modules[@]})); then
+  mkdir -p "$top/python"
+  cp -r "$python_module" "$top/python/"
+  rm -rf "$top/python/tessera/__pycache__"
+fi
 
 # Libraries: what ldd resolves, minus glibc's own, the C++ runtime and the CUDA libraries.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libanl\.so|libnsl\.so|libnss_|libthread_db\.so|libBrokenLocale\.so|libstdc\+\+\.so|libgcc_s\.so|libcudart|libcublas|libcublasLt|libcusparse|libnccl|libnvJitLink|libcuda\.so|libnvidia-)'
 missing=0
 declare -A left_out=()
-for b in "${files[@]}"; do
+for b in "${files[@]}" "${modules[@]}"; do
   while read -r name arrow path _; do
     [[ $arrow == "=>" ]] || continue
     if [[ $path == "not" ]]; then
@@ -86,7 +103,7 @@ for b in "${files[@]}"; do
   done < <(ldd "$b")
 done
 chmod u+w "$top"/lib/*
-strip --strip-unneeded "$top"/bin/* "$top"/lib/* 2> /dev/null || true
+strip --strip-unneeded "$top"/bin/* "$top"/lib/* "$top"/python/tessera/*.so 2> /dev/null || true
 for f in "$top"/lib/*; do
   if objdump -T "$f" 2> /dev/null | grep GLIBC_PRIVATE > /dev/null; then
     echo "pack.sh: $(basename "$f") uses glibc's private symbols: it only works with this" \

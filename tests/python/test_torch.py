@@ -428,6 +428,21 @@ class FreedMemory(unittest.TestCase):
         self.assertGreater(with_graph, 48, "TESSERA_TORCH_MALLOC=keep did not apply")
 
 
+class Devices(unittest.TestCase):
+    def test_a_cpu_graph_holds_cpu_tensors(self):
+        graph = tt.DistributedGraph(ring_data())
+        self.assertEqual(graph.device, torch.device("cpu"))
+        for name in ("x", "y", "train_mask", "train_idx", "node_ids"):
+            self.assertEqual(getattr(graph, name).device, graph.device, name)
+        self.assertEqual(tt.aggregate(graph.x, graph).device, graph.device)
+
+    @unittest.skipIf(torch.cuda.is_available(), "this machine has a GPU (torch_cuda.py runs)")
+    def test_device_cuda_without_a_gpu_is_refused_on_every_rank(self):
+        with self.assertRaisesRegex(RuntimeError, r"device 'cuda' requested, but (no usable CUDA "
+                                                  r"GPU|this build of Tessera has no CUDA)"):
+            tt.DistributedGraph(ring_data(), device="cuda")
+
+
 class BadInputIsValueError(unittest.TestCase):
     def test_bad_inputs_name_the_argument(self):
         data = ring_data()
@@ -473,6 +488,8 @@ class BadInputIsValueError(unittest.TestCase):
             (r"p: expected a probability in \[0, 1\), got 1.0",
              lambda: tt.dropout(x, graph, p=1.0)),
             (r"x: expected shape \(num_local = 60, F\)", lambda: tt.dropout(x[:3], graph)),
+            (r"x: the tensor is on meta, the graph's rows on cpu \(x.to\(graph.device\)\)",
+             lambda: tt.aggregate(torch.empty(60, 4, device="meta"), graph)),
         ]
         for pattern, call in cases:
             with self.subTest(pattern=pattern):
@@ -496,6 +513,10 @@ class BadInputIsValueError(unittest.TestCase):
             (r"values: expected dtype float32 or float64, got int64",
              lambda: graph.all_reduce_sum(np.zeros(3, np.int64))),
             (r"split: expected train, valid or test, got 'val'", lambda: graph.split_rows("val")),
+            (r"aggregate_on_device: this graph's rows are host memory",
+             lambda: graph.aggregate_on_device("gcn", x.ctypes.data, x.ctypes.data, 4, 0)),
+            (r"dropout_on_device: this graph's rows are host memory",
+             lambda: graph.dropout_on_device(x.ctypes.data, x.ctypes.data, 4, 0.5, 0, False)),
         ]
         for pattern, call in cases:
             with self.subTest(pattern=pattern):
