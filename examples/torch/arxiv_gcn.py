@@ -6,7 +6,8 @@ from the PyG script is marked `# tessera:`. Runs on one process or on K ranks:
     PYTHONPATH=build/python mpiexec -n 4 python3 examples/torch/arxiv_gcn.py --epochs 50
 
 --dataset takes an OGB raw-layout folder (e.g. ogbn_arxiv as OGB downloads it), a Tessera .h5
-file, or synth:arxiv-like (the default: generated, with arxiv's shape).
+file, or synth:arxiv-like (the default: generated, with arxiv's shape). --device cuda puts
+each rank's part and the model on its GPU (in a build with the CUDA backend).
 """
 import argparse
 import time
@@ -77,14 +78,20 @@ def main():
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--log_steps", type=int, default=10)
     parser.add_argument("--codec", default="none", help="halo messages: none, bf16, int8, ...")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, cuda (each rank its GPU: the local rank modulo the visible "
+                             "ones) or cuda:N")
+    parser.add_argument("--gpu_comm", default="nccl",
+                        help="nccl, or mpi when ranks share a GPU (through host memory)")
     args = parser.parse_args()
 
     # tessera: this rank's part of the graph (METIS), instead of the whole Data on one device;
     # num_layers = aggregations per forward pass
-    graph = tt.DistributedGraph(args.dataset, num_layers=args.num_layers, codec=args.codec)
+    graph = tt.DistributedGraph(args.dataset, num_layers=args.num_layers, codec=args.codec,
+                                device=args.device, gpu_comm=args.gpu_comm)
     torch.manual_seed(0)
     model = GCN(graph.num_features, args.hidden_channels, graph.num_classes, args.num_layers,
-                args.dropout)
+                args.dropout).to(graph.device)  # tessera: the rank's device
     torch.set_num_threads(1)
     if graph.rank == 0:
         print(f"{graph.size} rank(s); rank 0 holds {graph.num_local} of {graph.num_nodes} nodes")
