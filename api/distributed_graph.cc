@@ -97,6 +97,8 @@ DistributedGraph::DistributedGraph(const Options& options, MPI_Comm comm)
                     "caller's arrays, kept as the caller keeps them (aggregate_dtype=bf16 reads "
                     "the aggregated rows in bf16)");
     });
+    // Binding a GPU makes it current; the caller's stays current when this returns.
+    const CurrentDevice callers(parse_device(s.config.device), false);
     DevicePlacement placement = place_on_device(s.config, *s.comm);
     s.device = placement.device;
     s.gpu_comm = std::move(placement.comm);
@@ -104,7 +106,11 @@ DistributedGraph::DistributedGraph(const Options& options, MPI_Comm comm)
   });
 }
 
-DistributedGraph::~DistributedGraph() = default;
+DistributedGraph::~DistributedGraph() {
+  if (!impl_) return;                                 // moved from
+  const CurrentDevice callers(impl_->device, false);  // freeing GPU memory switches the GPU
+  impl_.reset();
+}
 DistributedGraph::DistributedGraph(DistributedGraph&&) noexcept = default;
 DistributedGraph& DistributedGraph::operator=(DistributedGraph&&) noexcept = default;
 
@@ -123,6 +129,7 @@ void DistributedGraph::Impl::load(PartSource source) {
   source.seed = config.seed;
   source.node_order = parse_node_order(options.node_order);
   source.progress = options.verbosity >= 2 && comm->rank() == 0;
+  const CurrentDevice callers(device, false);  // freeing and uploading GPU memory switch the GPU
   propagators = {};
   exchange.reset();
   device_ids = Tensor();
@@ -149,6 +156,7 @@ void DistributedGraph::Impl::load(PartSource source) {
     exchange->set_noise(config.seed, 0);
     ids = part.graph.owned_ids;
     if (device.kind == DeviceKind::Cpu) return;
+    const CurrentDevice on_gpu(device);
     device_ids = index_tensor(ids, device);
     ids = {device_ids.data<GlobalId>(), ids.size()};
   });

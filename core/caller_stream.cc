@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// CallerStream and memory_on (core/caller_stream.h): CUDA events between the caller's stream and
-// Tessera's compute stream (core/cuda/runtime.h) when the CUDA backend is built.
+// CurrentDevice, CallerStream and memory_on (core/caller_stream.h): CUDA events between the
+// caller's stream and Tessera's compute stream (core/cuda/runtime.h) when the CUDA backend is
+// built.
 #include "core/caller_stream.h"
 
 #ifdef TESSERA_HAVE_CUDA
@@ -20,20 +21,24 @@ cudaStream_t as_stream(std::uintptr_t stream) { return reinterpret_cast<cudaStre
 
 }  // namespace
 
-CallerStream::CallerStream(Device device, std::uintptr_t stream)
-    : device_(device), stream_(stream) {
-  if (device_.kind == DeviceKind::Cpu) return;
+CurrentDevice::CurrentDevice(Device device, bool make_current) {
+  if (device.kind == DeviceKind::Cpu || !cuda::cuda_available()) return;
   int previous = 0;
   TESSERA_CUDA_CHECK(cudaGetDevice(&previous));
-  cuda::require_device(device_.index, "a call on a GPU");
+  if (make_current) cuda::require_device(device.index, "a call on a GPU");
   previous_ = previous;
+}
+
+CurrentDevice::~CurrentDevice() {
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
+CallerStream::CallerStream(Device device, std::uintptr_t stream)
+    : current_(device), device_(device), stream_(stream) {
+  if (device_.kind == DeviceKind::Cpu) return;
   cuda::Event queued;
   queued.record(as_stream(stream_));
   queued.wait_on(cuda::compute_stream());
-}
-
-CallerStream::~CallerStream() {
-  if (previous_ >= 0) (void)cudaSetDevice(previous_);
 }
 
 void CallerStream::finish() {
@@ -58,9 +63,10 @@ bool memory_on(Device device, const void* ptr) {
 
 #else
 
+CurrentDevice::CurrentDevice(Device, bool) {}
+CurrentDevice::~CurrentDevice() = default;
 CallerStream::CallerStream(Device device, std::uintptr_t stream)
-    : device_(device), stream_(stream) {}
-CallerStream::~CallerStream() = default;
+    : current_(device), device_(device), stream_(stream) {}
 void CallerStream::finish() {}
 bool memory_on(Device device, const void*) { return device.kind == DeviceKind::Cpu; }
 

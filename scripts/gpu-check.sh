@@ -193,19 +193,37 @@ fi
 
 # ---- tessera.torch on CUDA tensors against the CPU, on one rank and two sharing the GPU: where
 # this machine's python3 loads the pack's module (built for the build machine's Python) and its
-# torch has CUDA ----
+# torch has CUDA. python3 gets the pack's libraries only, so that torch keeps its own CUDA
+# libraries; the CUDA libraries found above come after them only if the module needs them to
+# load. Another Python or a torch without CUDA is a skip; any other import failure a failure ----
 pymod=$(dirname "$bin")/python
-torch_env=("${run[@]}" env "PYTHONPATH=$pymod:$root/tests/python" OMP_NUM_THREADS=2)
+probe_torch() {  # probe_torch LIBRARY_PATH: the import's error, if any, on stdout
+  env "LD_LIBRARY_PATH=$1" "PYTHONPATH=$pymod:$root/tests/python" python3 -c 'import torch
+import tessera.torch
+assert torch.cuda.is_available(), "torch " + torch.__version__ + " has no usable CUDA"' 2>&1 | tail -1
+}
 if [[ ! -d $pymod/tessera ]]; then
   note "torch_cuda: skipped (no Python module beside the binaries)"
-elif ! why=$("${torch_env[@]}" python3 -c 'import torch, tessera.torch
-assert torch.cuda.is_available(), "torch " + torch.__version__ + " has no usable CUDA"' 2>&1); then
-  note "torch_cuda: skipped (python3 $(python3 -V 2>&1 | cut -d' ' -f2): $(echo "$why" | tail -1))"
 else
-  step torch_cuda_np1 120 "${torch_env[@]}" python3 "$root/tests/python/torch_cuda.py"
-  if [[ -n $launcher ]]; then
-    step torch_cuda_np2 120 "${torch_env[@]}" TESSERA_GPU_COMM=mpi "$launcher" -n 2 python3 \
-      "$root/tests/python/torch_cuda.py"
+  torch_path=${unpacked:+$unpacked/lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  why=$(probe_torch "$torch_path")
+  if [[ -n $why && -n ${libpath:-} && $why != *"no usable CUDA"* ]]; then
+    torch_path=$libpath
+    why=$(probe_torch "$torch_path")
+  fi
+  if [[ -z $why ]]; then
+    torch_env=(env "LD_LIBRARY_PATH=$torch_path" "PYTHONPATH=$pymod:$root/tests/python"
+               OMP_NUM_THREADS=2)
+    step torch_cuda_np1 90 "${torch_env[@]}" python3 "$root/tests/python/torch_cuda.py"
+    if [[ -n $launcher ]]; then
+      step torch_cuda_np2 90 "${torch_env[@]}" TESSERA_GPU_COMM=mpi "$launcher" -n 2 python3 \
+        "$root/tests/python/torch_cuda.py"
+    fi
+  elif [[ $why == *"no usable CUDA"* || $why == *"No module named"* ]]; then
+    note "torch_cuda: skipped (python3 $(python3 -V 2>&1 | cut -d' ' -f2): $why)"
+  else
+    note "torch_cuda: failed to import (python3 $(python3 -V 2>&1 | cut -d' ' -f2): $why)"
+    failed=1
   fi
 fi
 

@@ -9,12 +9,15 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tessera/distributed_graph.h"
@@ -49,9 +52,8 @@ class GpuRows {
   GpuRows(const GpuRows&) = delete;
   GpuRows& operator=(const GpuRows&) = delete;
   float* data() { return static_cast<float*>(data_); }
-  void upload(const std::vector<float>& host, cudaStream_t stream = nullptr) {
-    EXPECT_EQ(cudaMemcpyAsync(data_, host.data(), bytes_, cudaMemcpyHostToDevice, stream),
-              cudaSuccess);
+  void upload(const std::vector<float>& host) {
+    EXPECT_EQ(cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice), cudaSuccess);
   }
   std::vector<float> download(cudaStream_t stream = nullptr) const {
     std::vector<float> host(bytes_ / 4);
@@ -65,6 +67,11 @@ class GpuRows {
   std::size_t bytes_;
   void* data_ = nullptr;
 };
+
+// Holds the caller's stream for a while: the work queued after it starts 200 ms late.
+void CUDART_CB hold_the_stream(void*) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
 
 // Each node's row a function of its global id, so that both graphs see the same input.
 std::vector<float> rows_of(const tessera::DistributedGraph& g, std::int64_t f, unsigned seed) {
@@ -104,6 +111,9 @@ class CudaDistributedGraph : public ::testing::TestWithParam<std::string> {
     gpu_ = std::make_unique<tessera::DistributedGraph>(options);
     for (auto* g : {cpu_.get(), gpu_.get()}) g->load("synth:default");
     n_ = cpu_->num_local();
+    // The graph leaves the current GPU as it was: the test's own memory goes on the graph's.
+    ASSERT_EQ(gpu_->device().rfind("cuda:", 0), 0u) << gpu_->device();
+    ASSERT_EQ(cudaSetDevice(std::stoi(gpu_->device().substr(5))), cudaSuccess);
   }
   std::unique_ptr<tessera::DistributedGraph> cpu_, gpu_;
   std::int64_t n_ = 0;
@@ -138,25 +148,35 @@ TEST_P(CudaDistributedGraph, AggregationsAndDropoutEqualTheCpus) {
   expect_close(kept_gpu, kept, 1e-6f, "dropout");
 }
 
-// The input is copied up on a non-blocking stream of the caller's, the result copied down on it:
-// without the ordering, the aggregation would read the input before it arrives.
+// The caller's non-blocking stream is held for 200 ms, then copies the input up from pinned
+// memory; the aggregation is called at once, and the result is copied down on that stream.
+// Without the ordering, the aggregation would read the zeros there before, and the copy down
+// would not wait for it. A first call builds the operator beforehand (its upload synchronises).
 TEST_P(CudaDistributedGraph, CallsAreOrderedWithTheCallersStream) {
   const std::int64_t f = 256;
   const std::vector<float> x = rows_of(*cpu_, f, 2);
   std::vector<float> y(x.size());
   cpu_->aggregate(tessera::Aggregation::Gcn, y.data(), x.data(), f, 0);
+  GpuRows x_gpu(n_, f), y_gpu(n_, f);
+  x_gpu.upload(std::vector<float>(x.size(), 0.0f));
+  gpu_->aggregate(tessera::Aggregation::Gcn, y_gpu.data(), x_gpu.data(), f, 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  void* block = nullptr;
+  ASSERT_EQ(cudaMallocHost(&block, x.size() * sizeof(float)), cudaSuccess);
+  auto* pinned = static_cast<float*>(block);
+  std::copy(x.begin(), x.end(), pinned);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  GpuRows x_gpu(n_, f), y_gpu(n_, f);
-  std::vector<float> zeros(x.size(), 0.0f);
-  x_gpu.upload(zeros);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   gpu_->set_stream(reinterpret_cast<std::uintptr_t>(stream));
-  x_gpu.upload(x, stream);
+  ASSERT_EQ(cudaLaunchHostFunc(stream, hold_the_stream, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(x_gpu.data(), pinned, x.size() * sizeof(float), cudaMemcpyHostToDevice,
+                            stream),
+            cudaSuccess);
   gpu_->aggregate(tessera::Aggregation::Gcn, y_gpu.data(), x_gpu.data(), f, 0);
   expect_close(y_gpu.download(stream), y, 1e-5f, "on the caller's stream");
   gpu_->set_stream(0);
   cudaStreamDestroy(stream);
+  cudaFreeHost(pinned);
 }
 
 TEST_P(CudaDistributedGraph, HostMemoryIsRefused) {

@@ -5,8 +5,8 @@ share a GPU): a DistributedGraph with device="cuda" against the same partition o
 - the part's tensors are CUDA tensors on the rank's GPU, and every result stays there;
 - the gcn, mean and sum aggregations, forward and backward, and dropout equal the CPU's (to
   float rounding: cuSPARSE sums in its own order; dropout's masks exactly);
-- an aggregation queued on a side stream of torch's, right after a long product on that stream,
-  reads the product's result (Tessera orders its work after the caller's stream);
+- an aggregation called on a side stream of torch's that is held, then writes the input, reads
+  what was written (Tessera orders its work after the caller's stream);
 - a 2-layer GCN with batch norm and Tessera's dropout, and a 2-layer SAGE model, trained 10
   epochs from the same initial weights: per-epoch losses equal to the CPU run's to 2e-3
   relative (as the GPU training tests); with the int8 codec the same, and the same bytes sent
@@ -94,18 +94,26 @@ def operators_match(gpu, cpu):
 
 
 def ordered_after_the_callers_stream(gpu, cpu):
-    """The input is written on a side stream by a long product queued just before the call."""
+    """A side stream of torch's is held (torch.cuda._sleep, else a chain of products), then
+    writes the input over zeros; the aggregation is called at once on that stream. Without the
+    ordering it would read the zeros. A first call builds the operator beforehand (its upload
+    synchronises)."""
     x = rows_of(cpu, 256, 3)
     expected = tt.aggregate(x, cpu, "gcn", call=0)
-    side = torch.cuda.Stream(device=gpu.device)
-    weight = torch.eye(256, device=gpu.device)
     x_gpu = x.to(gpu.device)
+    target = torch.zeros_like(x_gpu)
+    tt.aggregate(target, gpu, "gcn", call=0)
+    side = torch.cuda.Stream(device=gpu.device)
     torch.cuda.synchronize(gpu.device)
     with torch.cuda.stream(side):
-        slow = x_gpu
-        for _ in range(20):
-            slow = slow @ weight
-        result = tt.aggregate(slow, gpu, "gcn", call=0)
+        if hasattr(torch.cuda, "_sleep"):
+            torch.cuda._sleep(int(1e9))  # about half a second of GPU clock cycles
+        else:
+            weight = torch.eye(256, device=gpu.device)
+            for _ in range(200):
+                x_gpu = x_gpu @ weight
+        target.copy_(x_gpu)
+        result = tt.aggregate(target, gpu, "gcn", call=0)
     torch.cuda.current_stream(gpu.device).wait_stream(side)
     check(close(result, expected, 1e-4), "an aggregation on a side stream read an unwritten input")
 
