@@ -115,6 +115,16 @@ float* gpu_rows(const tessera::DistributedGraph& g, std::uintptr_t address, cons
   return reinterpret_cast<float*>(address);
 }
 
+// op(y, x) on a GPU graph's rows at the addresses out and x, with the GIL released.
+template <class Op>
+void run_on_gpu_rows(const tessera::DistributedGraph& g, std::uintptr_t out, std::uintptr_t x,
+                     const char* what, Op op) {
+  float* y = gpu_rows(g, out, what);
+  const float* in = gpu_rows(g, x, what);
+  py::gil_scoped_release release;
+  op(y, in);
+}
+
 void all_reduce(tessera::DistributedGraph& g, py::array& values) {
   if (!(values.flags() & py::array::c_style)) {
     value_error("values: the array is not C-contiguous (pass numpy.ascontiguousarray(...))");
@@ -232,39 +242,31 @@ void bind_distributed_graph(py::module_& m) {
       .def(
           "aggregate_on_device",
           [](DistributedGraph& g, const std::string& op, std::uintptr_t out, std::uintptr_t x,
-             std::int64_t cols, int call) {
+             std::int64_t cols, int call, bool backward) {
             const tessera::Aggregation aggregation = parse_op(op);
-            float* y = gpu_rows(g, out, "aggregate_on_device");
-            const float* in = gpu_rows(g, x, "aggregate_on_device");
-            py::gil_scoped_release release;
-            g.aggregate(aggregation, y, in, cols, call);
+            run_on_gpu_rows(g, out, x, "aggregate_on_device", [&](float* y, const float* in) {
+              if (backward) {
+                g.aggregate_backward(aggregation, y, in, cols, call);
+              } else {
+                g.aggregate(aggregation, y, in, cols, call);
+              }
+            });
           },
           py::arg("op"), py::arg("out"), py::arg("x"), py::arg("cols"), py::arg("call"),
-          "aggregate on a GPU graph: out and x the addresses of (num_local, cols) float32 rows "
-          "on its GPU.")
-      .def(
-          "aggregate_backward_on_device",
-          [](DistributedGraph& g, const std::string& op, std::uintptr_t d_x, std::uintptr_t d_out,
-             std::int64_t cols, int call) {
-            const tessera::Aggregation aggregation = parse_op(op);
-            float* y = gpu_rows(g, d_x, "aggregate_backward_on_device");
-            const float* in = gpu_rows(g, d_out, "aggregate_backward_on_device");
-            py::gil_scoped_release release;
-            g.aggregate_backward(aggregation, y, in, cols, call);
-          },
-          py::arg("op"), py::arg("d_x"), py::arg("d_out"), py::arg("cols"), py::arg("call"))
+          py::arg("backward"),
+          "aggregate (or, backward, aggregate_backward: out = d_x, x = d_out) on a GPU graph: out "
+          "and x the addresses of (num_local, cols) float32 rows on its GPU.")
       .def(
           "dropout_on_device",
           [](DistributedGraph& g, std::uintptr_t out, std::uintptr_t x, std::int64_t cols, float p,
              std::uint64_t key, bool backward) {
-            float* y = gpu_rows(g, out, "dropout_on_device");
-            const float* in = gpu_rows(g, x, "dropout_on_device");
-            py::gil_scoped_release release;
-            if (backward) {
-              g.dropout_backward(y, in, cols, p, key);
-            } else {
-              g.dropout(y, in, cols, p, key);
-            }
+            run_on_gpu_rows(g, out, x, "dropout_on_device", [&](float* y, const float* in) {
+              if (backward) {
+                g.dropout_backward(y, in, cols, p, key);
+              } else {
+                g.dropout(y, in, cols, p, key);
+              }
+            });
           },
           py::arg("out"), py::arg("x"), py::arg("cols"), py::arg("p"), py::arg("key"),
           py::arg("backward"), "dropout (or its backward) on a GPU graph's rows.")

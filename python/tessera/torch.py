@@ -367,10 +367,11 @@ def aggregate(x, graph, op="gcn", call=None):
     call = graph._next_call() if call is None else int(call)
     core = graph._core
     forward = _on_rows(graph, lambda out, src: core.aggregate(op, out, src, call),
-                       lambda out, src, cols: core.aggregate_on_device(op, out, src, cols, call))
+                       lambda out, src, cols: core.aggregate_on_device(op, out, src, cols, call,
+                                                                       False))
     backward = _on_rows(graph, lambda d_x, d_out: core.aggregate_backward(op, d_x, d_out, call),
-                        lambda d_x, d_out, cols: core.aggregate_backward_on_device(
-                            op, d_x, d_out, cols, call))
+                        lambda d_x, d_out, cols: core.aggregate_on_device(op, d_x, d_out, cols,
+                                                                          call, True))
     return _RowOp.apply(x, forward, backward)
 
 

@@ -518,7 +518,8 @@ class BadInputIsValueError(unittest.TestCase):
              lambda: graph.all_reduce_sum(np.zeros(3, np.int64))),
             (r"split: expected train, valid or test, got 'val'", lambda: graph.split_rows("val")),
             (r"aggregate_on_device: this graph's rows are host memory",
-             lambda: graph.aggregate_on_device("gcn", x.ctypes.data, x.ctypes.data, 4, 0)),
+             lambda: graph.aggregate_on_device("gcn", x.ctypes.data, x.ctypes.data, 4, 0,
+                                                  False)),
             (r"dropout_on_device: this graph's rows are host memory",
              lambda: graph.dropout_on_device(x.ctypes.data, x.ctypes.data, 4, 0.5, 0, False)),
         ]
