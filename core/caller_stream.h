@@ -23,7 +23,9 @@ class CurrentDevice {
   CurrentDevice& operator=(const CurrentDevice&) = delete;
 
  private:
-  int previous_ = -1;  // the thread's GPU before (-1: nothing to restore, or on the CPU)
+  // The thread's GPU before (-1: nothing to restore, or on the CPU). [[maybe_unused]]: a build
+  // without the CUDA backend keeps no GPU (clang's -Wunused-private-field).
+  [[maybe_unused]] int previous_ = -1;
 };
 
 // One call's scope: `device` current (as CurrentDevice), and Tessera's compute stream there
@@ -37,8 +39,8 @@ class CallerStream {
 
  private:
   CurrentDevice current_;
-  Device device_;
-  std::uintptr_t stream_ = 0;
+  [[maybe_unused]] Device device_;
+  [[maybe_unused]] std::uintptr_t stream_ = 0;
 };
 
 // Whether `ptr` is memory of `device`: for the CPU, memory no GPU owns; for a GPU, memory CUDA
