@@ -145,10 +145,15 @@ History::Layer& History::layer(int l) {
 History::Layer& History::sized(int l, std::int64_t f) {
   Layer& h = layer(l);
   if (h.inputs.cols() != f || h.inputs.rows() != num_owned_) {
-    for (Tensor* t : {&h.inputs, &h.grads, &h.remote_grads}) {
+    for (Tensor* t : {&h.inputs, &h.grads}) {
       t->resize(num_owned_, f, device_);
       t->zero();
     }
+    // What other parts send back to this part's rows: only a part with halo rows has any (the
+    // training graph is symmetric: no halo rows, no rows in other parts' halos either), so a
+    // pipeline stage, whose part is the whole graph, keeps no (N, F) buffer for it.
+    h.remote_grads.resize(num_halo_ > 0 ? num_owned_ : 0, f, device_);
+    h.remote_grads.zero();
     for (Tensor* t : {&h.halo_inputs, &h.halo_grads}) {
       t->resize(num_halo_, f, device_);
       t->zero();

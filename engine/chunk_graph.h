@@ -73,7 +73,8 @@ class ChunkedOperator {
 //   grads (N, F)         every owned row's gradient of the aggregation output, fresh or stale
 //                        in the same way (backward)
 //   remote_grads (N, F)  what the other parts' rows send back to this part's rows (hybrid),
-//                        refreshed after each epoch
+//                        refreshed after each epoch; (0, F) for a part without halo rows (a
+//                        pipeline stage's), which receives nothing
 // Layers that weight the edges themselves (attention, `pushed`) keep per-edge terms that a row
 // gradient cannot rebuild, so their backward pushes each source's contribution instead, and
 // grads holds something else:

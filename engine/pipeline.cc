@@ -549,7 +549,13 @@ std::vector<NodeArray> PipelineEngine::save_history(Communicator& world) {
     History::Layer* h = history_->has(l) ? &history_->layer(l) : nullptr;
     gather(l, h ? &h->inputs : nullptr, "inputs");
     if (at(l, 1) != 0) gather(l, h ? &h->grads : nullptr, "grads");
-    if (at(l, 2) != 0) gather(l, h ? &h->remote_grads : nullptr, "remote_grads");
+    if (at(l, 2) != 0) {
+      // A part without halo rows keeps no remote gradients (History::sized): it received none.
+      const Tensor none = h != nullptr && h->remote_grads.empty()
+                              ? Tensor::zeros(h->inputs.rows(), at(l, 0))
+                              : Tensor();
+      gather(l, h ? (none.empty() ? &h->remote_grads : &none) : nullptr, "remote_grads");
+    }
   }
   return arrays;
 }
@@ -587,7 +593,7 @@ void PipelineEngine::restore_history(const std::vector<NodeArray>& arrays) {
       pick(h.grads, *grads);
       h.backward_used = true;
     }
-    if (remote != nullptr) pick(h.remote_grads, *remote);
+    if (remote != nullptr && !h.remote_grads.empty()) pick(h.remote_grads, *remote);
   }
 }
 
