@@ -2,6 +2,7 @@
 // GPU binding rules (comm/gpu_binding.h).
 #include "comm/gpu_binding.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -61,10 +62,25 @@ void refuse_shared_gpu(std::pair<int, int> ranks, const std::string& identity,
                "memory over MPI)");
 }
 
+namespace {
+
+constexpr std::size_t kIdentitySlot = 48;  // "GPU-" and 32 hex digits fit
+
+}  // namespace
+
+int ranks_on_gpu(std::span<const std::string> identities, int rank) {
+  const std::string& mine = identities[static_cast<std::size_t>(rank)];
+  return static_cast<int>(std::count(identities.begin(), identities.end(), mine));
+}
+
+int ranks_sharing_gpu(Communicator& comm, const std::string& identity) {
+  const std::vector<std::string> identities = all_gather_strings(comm, identity, kIdentitySlot);
+  return ranks_on_gpu(identities, comm.rank());
+}
+
 void require_one_gpu_per_rank(Communicator& comm, const std::string& identity,
                               std::string_view device) {
-  constexpr std::size_t kSlot = 48;  // "GPU-" and 32 hex digits fit
-  const std::vector<std::string> identities = all_gather_strings(comm, identity, kSlot);
+  const std::vector<std::string> identities = all_gather_strings(comm, identity, kIdentitySlot);
   run_agreed(comm, "checking one GPU per rank", [&] {
     const auto shared = first_shared_gpu(identities);
     if (shared && shared->second == comm.rank())

@@ -37,6 +37,13 @@ std::optional<std::pair<int, int>> first_shared_gpu(std::span<const std::string>
 [[noreturn]] void refuse_shared_gpu(std::pair<int, int> ranks, const std::string& identity,
                                     std::string_view device);
 
+// How many ranks (`rank` included) have the GPU identity of `rank`.
+int ranks_on_gpu(std::span<const std::string> identities, int rank);
+
+// Collective over comm: how many ranks (this one included) run on this rank's GPU, from every
+// rank's GPU identity (--gpu-comm mpi lets several share one: they share its memory too).
+int ranks_sharing_gpu(Communicator& comm, const std::string& identity);
+
 // Collective over comm: gathers every rank's GPU identity and, when two ranks share one, throws
 // AgreedError on every rank (refuse_shared_gpu's message, from the later of the two).
 void require_one_gpu_per_rank(Communicator& comm, const std::string& identity,

@@ -7,9 +7,11 @@
 #include "core/error.h"
 #ifdef TESSERA_HAVE_NCCL
 #include "comm/agreement.h"
+#include "comm/gpu_binding.h"
 #include "comm/launch_env.h"
 #include "comm/nccl_communicator.h"
 #include "comm/staged_communicator.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace tessera {
@@ -35,8 +37,8 @@ int bind_shared_gpu(MpiCommunicator& job, const std::string& device) {
 #endif
 
 std::unique_ptr<Communicator> make_gpu_communicator(Communicator& job, const std::string& device,
-                                                    const std::string& transport,
-                                                    int* device_index) {
+                                                    const std::string& transport, int* device_index,
+                                                    int* ranks_on_gpu) {
   TESSERA_CHECK(transport == "nccl" || transport == "mpi", InvalidArgument,
                 "--gpu-comm: expected nccl or mpi, got '", transport, "'");
   auto* mpi = dynamic_cast<MpiCommunicator*>(&job);
@@ -46,15 +48,19 @@ std::unique_ptr<Communicator> make_gpu_communicator(Communicator& job, const std
   if (transport == "mpi") {
     const int index = bind_shared_gpu(*mpi, device);
     if (device_index != nullptr) *device_index = index;
+    const int sharing = ranks_sharing_gpu(*mpi, cuda::device_identity(index));
+    if (ranks_on_gpu != nullptr) *ranks_on_gpu = sharing;
     return std::make_unique<StagedCommunicator>(*mpi);
   }
   auto nccl = std::make_unique<NcclCommunicator>(*mpi, job.timeout(), device);
   nccl->count_traffic_in(job);
   if (device_index != nullptr) *device_index = nccl->device();
+  if (ranks_on_gpu != nullptr) *ranks_on_gpu = 1;  // NcclCommunicator refuses a shared GPU
   return nccl;
 #else
   (void)device;
   (void)device_index;
+  (void)ranks_on_gpu;
   TESSERA_FAIL(InvalidArgument,
                "this build of Tessera has no GPU communicator (configure with "
                "TESSERA_CUDA=ON where CUDA and NCCL are installed)");

@@ -42,7 +42,8 @@ DevicePlacement place_on_device(const TrainConfig& config, Communicator& job) {
   if (placement.device.kind == DeviceKind::Cpu || job.size() == 1) return placement;
   int index = 0;
   run_agreed(job, "binding the GPUs", [&] {
-    placement.comm = make_gpu_communicator(job, config.device, config.gpu_comm, &index);
+    placement.comm =
+        make_gpu_communicator(job, config.device, config.gpu_comm, &index, &placement.ranks_on_gpu);
   });
   placement.device.index = index;  // each rank's own GPU
   return placement;

@@ -32,10 +32,12 @@ struct ModeSpec {
 // their device memory (NCCL, or with --gpu-comm mpi staged through host memory over MPI, so
 // that ranks may share a GPU), bootstrapped over `job` with each rank's GPU bound by the launch
 // rules (comm/gpu_binding.h); collective and agreed. `comm` is null on the CPU and for one rank;
-// its traffic is counted in job's counter.
+// its traffic is counted in job's counter. ranks_on_gpu: how many of the job's ranks run on this
+// rank's GPU, itself included (several under --gpu-comm mpi, which share its memory too).
 struct DevicePlacement {
   Device device;
   std::unique_ptr<Communicator> comm;
+  int ranks_on_gpu = 1;
 };
 DevicePlacement place_on_device(const TrainConfig& config, Communicator& job);
 // An evaluation's logits where the metrics read them: `logits` itself on the CPU, else copied

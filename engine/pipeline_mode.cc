@@ -4,9 +4,12 @@
 // estimate exceeds the budget.
 #include "engine/pipeline_mode.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "comm/agreement.h"
+#include "comm/mpi_communicator.h"
 #include "core/error.h"
 #include "engine/modes.h"
 #include "engine/system.h"
@@ -14,20 +17,22 @@
 namespace tessera {
 namespace {
 
-// Refuses (InvalidInput) a stage whose estimated memory exceeds --memory-budget GiB (else the
-// memory of the stage's GPU, or of this machine).
+// Refuses (InvalidInput) a stage whose estimated memory exceeds --memory-budget GiB, else the
+// memory of the stage's GPU or of this node, divided among the `sharing` ranks that use it.
 void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
-                        const GraphPart& part, std::int64_t nnz, Device device) {
+                        const GraphPart& part, std::int64_t nnz, Device device, int sharing) {
   const DatasetInfo& data = part.dataset;
   const StageMemory m =
       estimate_stage_memory(layout, config.kind(), data.num_features, config.hidden_channels,
                             data.num_outputs(), part.graph.num_owned(), part.graph.num_halo(), nnz,
                             config.hyper());
   const double gib = 1024.0 * 1024.0 * 1024.0;
-  const double budget = config.memory_budget > 0.0 ? config.memory_budget * gib
-                        : device.kind == DeviceKind::Cpu
-                            ? static_cast<double>(physical_memory_bytes())
-                            : static_cast<double>(gpu_memory_bytes(device));
+  const bool given = config.memory_budget > 0.0;
+  const double budget = stage_memory_budget(config.memory_budget,
+                                            device.kind == DeviceKind::Cpu
+                                                ? static_cast<double>(physical_memory_bytes())
+                                                : static_cast<double>(gpu_memory_bytes(device)),
+                                            sharing);
   char need[32], have[32];
   std::snprintf(need, sizeof need, "%.3g", static_cast<double>(m.bytes) / gib);
   std::snprintf(have, sizeof have, "%.3g", budget / gib);
@@ -38,9 +43,19 @@ void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
                 " nodes, ", m.halo_nodes, " halo nodes, ", m.nnz,
                 " operator entries), more than the ", have, " GiB one rank may use on ",
                 to_string(device),
+                !given && sharing > 1 ? " (shared by " + std::to_string(sharing) + " ranks)" : "",
                 " (--memory-budget); use --parallel hybrid with more "
                 "graph parts, more stages, or a larger budget");
 }
+
+}  // namespace
+
+double stage_memory_budget(double memory_budget_gib, double memory, int sharing) {
+  if (memory_budget_gib > 0.0) return memory_budget_gib * 1024.0 * 1024.0 * 1024.0;
+  return memory / std::max(1, sharing);
+}
+
+namespace {
 
 std::unique_ptr<ModeRunner> make_pipeline_runner(const TrainConfig& config, GraphPart& part,
                                                  Communicator& comm) {
@@ -68,6 +83,7 @@ void PipelineRunner::connect() {
   });
   DevicePlacement placement = place_on_device(config_, comm_);
   device_ = placement.device;
+  ranks_on_gpu_ = placement.ranks_on_gpu;
   gpu_comm_ = std::move(placement.comm);
   Communicator& base = gpu_comm_ ? *gpu_comm_ : comm_;
   pipe_comm_ = base.split(layout_->group, layout_->stage);
@@ -82,7 +98,12 @@ void PipelineRunner::build(const LossRows& loss) {
   const LocalGraph& g = part_.graph;
   operator_ = config_.kind()->op->build(g.adjacency, g.degrees);
   operator_nnz_ = operator_.nnz();
-  check_stage_memory(config_, *layout_, part_, operator_nnz_, device_);
+  // The ranks that share the budget's memory: those on this GPU, or on this node.
+  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm_);
+  const int sharing = device_.kind != DeviceKind::Cpu ? ranks_on_gpu_
+                      : mpi != nullptr                ? mpi->ranks_on_node()
+                                                      : 1;
+  check_stage_memory(config_, *layout_, part_, operator_nnz_, device_, sharing);
   loss_rows_ = loss.rows;
 }
 

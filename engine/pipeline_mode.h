@@ -15,6 +15,10 @@
 
 namespace tessera {
 
+// The bytes one rank's stage may use: --memory-budget GiB when given, else `memory` (its GPU's,
+// or its node's) divided among the `sharing` ranks that use that memory.
+double stage_memory_budget(double memory_budget_gib, double memory, int sharing);
+
 class PipelineRunner final : public ModeRunner {
  public:
   PipelineRunner(const TrainConfig& config, GraphPart& part, Communicator& comm,
@@ -50,6 +54,7 @@ class PipelineRunner final : public ModeRunner {
   Communicator& comm_;
   PartExchangeFactory part_exchange_;
   Device device_;
+  int ranks_on_gpu_ = 1;                    // ranks sharing device_'s memory (--gpu-comm mpi)
   std::unique_ptr<Communicator> gpu_comm_;  // GPU ranks of a multi-rank job: what the two split
   std::optional<PipelineLayout> layout_;
   std::unique_ptr<Communicator> pipe_comm_, stage_comm_;  // until the engine takes them

@@ -79,6 +79,13 @@ TEST(FirstSharedGpu, FindsTheFirstPairInRankOrder) {
   EXPECT_EQ(*pair, std::make_pair(1, 3)) << "rank 3 meets rank 1's GPU before rank 4 meets 0's";
 }
 
+TEST(RanksOnGpu, CountsTheRanksWithThisRanksIdentity) {
+  const std::vector<std::string> four_on_two{"GPU-a", "GPU-b", "GPU-a", "GPU-a"};
+  EXPECT_EQ(ranks_on_gpu(four_on_two, 0), 3) << "ranks 0, 2 and 3 share GPU-a";
+  EXPECT_EQ(ranks_on_gpu(four_on_two, 1), 1);
+  EXPECT_EQ(ranks_on_gpu(std::vector<std::string>{"GPU-a"}, 0), 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Simulated launches across the ranks of this job.
 

@@ -15,9 +15,10 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/chunk_graph.h"
 #include "core/error.h"
+#include "engine/chunk_graph.h"
 #include "engine/pipeline.h"
+#include "engine/pipeline_mode.h"
 #include "engine/traffic_model.h"
 #include "engine/train_config.h"
 #include "layers/propagator.h"
@@ -694,6 +695,16 @@ TEST(StageMemory, GrowsWithNodesAndShrinksWithStagesAndParts) {
               "S=4 %.1f, S=8 %.1f; S=2 with G=2 %.1f, G=4 %.1f\n",
               s1 / 1048576.0, s2 / 1048576.0, s4 / 1048576.0, s8 / 1048576.0, g2 / 1048576.0,
               g4 / 1048576.0);
+}
+
+// The budget a stage is checked against: the one given, else the memory divided among the ranks
+// that use it (the ranks of the node, or of the GPU under --gpu-comm mpi).
+TEST(StageMemory, TheDefaultBudgetIsSharedByTheRanksOnTheMemory) {
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  EXPECT_DOUBLE_EQ(stage_memory_budget(0.0, 24 * gib, 4), 6 * gib);
+  EXPECT_DOUBLE_EQ(stage_memory_budget(0.0, 80 * gib, 1), 80 * gib);
+  EXPECT_DOUBLE_EQ(stage_memory_budget(2.5, 80 * gib, 4), 2.5 * gib)
+      << "a given budget is per rank";
 }
 
 // An attention layer keeps heads and source terms (H·D + H wide) and per-edge weights: more than
