@@ -22,8 +22,7 @@ std::vector<std::string> gpu_comm_names();
 // `device` ("cuda" or "cuda:i") gives it under the rules of comm/gpu_binding.h; *device_index
 // receives it, and *ranks_on_gpu (when given) how many ranks of the job run on that GPU, this one
 // included (1 under nccl). Under nccl two ranks on one GPU are refused; under mpi they may share
-// it. Bytes
-// sent through it are counted in job's traffic counter. Collective over job. Throws
+// it. Bytes sent through it are counted in job's traffic counter. Collective over job. Throws
 // InvalidArgument in a build without the CUDA backend (NCCL) or when job is not an MPI
 // communicator, and an agreed error when a rank has no GPU or asks for one it does not see.
 std::unique_ptr<Communicator> make_gpu_communicator(Communicator& job, const std::string& device,

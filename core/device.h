@@ -38,8 +38,8 @@ class DeviceBackend {
 
 // GPUs this process can use: 0 in a build without the CUDA backend or on a machine without one.
 int gpu_count();
-// The memory of a GPU in bytes; 0 for the CPU (whose budget is the machine's memory:
-// engine/system.h, physical_memory_bytes).
+// The memory of a GPU in bytes; 0 for the CPU (whose memory is engine/system.h's
+// physical_memory_bytes).
 std::uint64_t gpu_memory_bytes(Device device);
 // OGB's --device N: "cuda:N" when this process can use a GPU, else "cpu" (as OGB's examples
 // fall back); any other text as it is.

@@ -551,10 +551,13 @@ std::vector<NodeArray> PipelineEngine::save_history(Communicator& world) {
     if (at(l, 1) != 0) gather(l, h ? &h->grads : nullptr, "grads");
     if (at(l, 2) != 0) {
       // A part without halo rows keeps no remote gradients (History::sized): it received none.
-      const Tensor none = h != nullptr && h->remote_grads.empty()
-                              ? Tensor::zeros(h->inputs.rows(), at(l, 0))
-                              : Tensor();
-      gather(l, h ? (none.empty() ? &h->remote_grads : &none) : nullptr, "remote_grads");
+      const Tensor* remote = h ? &h->remote_grads : nullptr;
+      Tensor none;
+      if (remote != nullptr && remote->empty()) {
+        none = Tensor::zeros(h->inputs.rows(), at(l, 0));
+        remote = &none;
+      }
+      gather(l, remote, "remote_grads");
     }
   }
   return arrays;

@@ -106,23 +106,17 @@ void run_dropout(tessera::DistributedGraph& g, py::array& out, const py::array& 
   });
 }
 
-// The GPU forms: out and x are addresses of (num_local, cols) float32 rows on the graph's GPU.
-float* gpu_rows(const tessera::DistributedGraph& g, std::uintptr_t address, const char* what) {
+// The GPU forms: op(y, x) on a GPU graph's rows at the addresses out and x ((num_local, cols)
+// float32 on its GPU), with the GIL released.
+template <class Op>
+void run_on_gpu_rows(const tessera::DistributedGraph& g, std::uintptr_t out, std::uintptr_t x,
+                     const char* what, Op op) {
   if (g.device() == "cpu") {
     value_error(std::string(what) + ": this graph's rows are host memory (pass arrays; device=" +
                 "cuda puts them on a GPU)");
   }
-  return reinterpret_cast<float*>(address);
-}
-
-// op(y, x) on a GPU graph's rows at the addresses out and x, with the GIL released.
-template <class Op>
-void run_on_gpu_rows(const tessera::DistributedGraph& g, std::uintptr_t out, std::uintptr_t x,
-                     const char* what, Op op) {
-  float* y = gpu_rows(g, out, what);
-  const float* in = gpu_rows(g, x, what);
   py::gil_scoped_release release;
-  op(y, in);
+  op(reinterpret_cast<float*>(out), reinterpret_cast<const float*>(x));
 }
 
 void all_reduce(tessera::DistributedGraph& g, py::array& values) {
