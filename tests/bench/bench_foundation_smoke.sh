@@ -19,6 +19,9 @@ check_lines "$out" '^# bench_foundation: preset default | threads 2 ' '^| kernel
   '^| SpMM | 256 |' '^| SpMM bf16 x | 256 |' '^| SpMM, rcm order | 256 |' '^| SpMM, metis order | 256 |' \
   '^| order | compute s | bandwidth |' '^| rcm | ' '^| metis | ' '^| product, layers |' '^| warm-up | timed epochs |' '^| format | file MB' \
   '^| ogb_raw |' '^| hdf5 |' '^## GEMM GFLOP/s with each OpenBLAS core' '^| product, layers | Prescott |'
+# --core-rounds 2 (the default): every core's child runs in both rounds.
+check_lines "$out" '^{"bench":"gemm_core".*"round":0,' '^{"bench":"gemm_core".*"round":1,' \
+  '^{"bench":"gemm_vs_best".*"gflops_this_process"' '^## GEMM GFLOP/s .* best of 2 rounds'
 for kind in dataset train copy spmm node_order gemm gemm_core gemm_vs_best load machine; do
   check_lines "$out" "^{\"bench\":\"$kind\""
 done
