@@ -418,7 +418,9 @@ def run_system(args, manifest, system, dataset, path, rep, epochs, stop_at_valid
         sys.exit(f"run_peers.py: {name} on {dataset} exited {status}:\n{tail}\n"
                  f"command: {' '.join(cmd)}")
     summary = report.read_json(full + ".json")
-    log(f"  {wall:.1f} s, best valid {100 * summary['best_valid_acc']:.2f}%, "
+    best = summary.get("best_valid_acc")  # None: given up before its first evaluation
+    log(f"  {wall:.1f} s, best valid "
+        f"{'none (no evaluation)' if best is None else f'{100 * best:.2f}%'}, "
         f"load {load_during:.1f} while it ran")
     entry = {"system": name, "dataset": dataset, "rep": rep, "seed": rep, "wall_s": wall,
              "rusage_maxrss_bytes": maxrss, "load_average": load, "load_during": load_during,
