@@ -185,6 +185,44 @@ class Harness(unittest.TestCase):
                 run_peers.parse_flags(["--sage-give-up-factor", bad])
             self.assertIn("--sage-give-up-factor", err.getvalue())
 
+    def test_a_setting_given_up_before_its_first_evaluation_is_recorded(self):
+        # The run's summary has no accuracy at all (best_valid_acc null, no metrics lines); the
+        # harness logs it as such, keeps it in the manifest and the report gives a bound for it.
+        args = run_peers.parse_flags(["--work", os.path.join(WORK, "no-eval"), "--sage-sweep",
+                                      "4096:5,5,5:0.003"])
+        setting = args.sage_sweep[0]
+
+        def fake_run_one(cmd, env, log_path, timeout):
+            flag = dict(zip(cmd, cmd[1:]))
+            open(flag["--metrics"], "w").close()
+            with open(flag["--summary"], "w") as f:
+                json.dump({"best_valid_acc": None, "stopped": "gave_up"}, f)
+            return 0, 800.0, 1 << 30, 2.0
+
+        saved = run_peers.run_one
+        run_peers.run_one = fake_run_one
+        manifest = {"runs": []}
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                entry = run_peers.run_system(args, manifest, report.SAGE, "g", "DATA", 0, 5,
+                                             0.7, setting, 790.0)
+        finally:
+            run_peers.run_one = saved
+        self.assertIn("800.0 s, best valid none (no evaluation)", out.getvalue())
+        self.assertEqual(manifest["runs"], [entry])
+        self.assertEqual(entry["give_up_after"], 790.0)
+        name = report.sage_name(setting)
+        records = [{"system": "tessera-1", "dataset": "g", "rep": 0, "wall_s": 400.0,
+                    "best_valid_acc": 0.8, "valid_curve": [0.8], "epoch_s_list": [1.0],
+                    "eval_s_list": [0.0], "stopped": None},
+                   {"system": name, "dataset": "g", "rep": 0, "wall_s": 800.0,
+                    "best_valid_acc": None, "valid_curve": [], "epoch_s_list": [],
+                    "eval_s_list": [], "stopped": "gave_up"}]
+        text = report.markdown_tta(report.time_to_accuracy_table(records, "g",
+                                                                 give_up_factor=2))
+        self.assertIn("every setting needs more than 800 s. tessera-1 / the best setting: < 0.50.",
+                      text)
+
     def test_tessera_1_time_to_target_reads_its_run(self):
         root = os.path.join(WORK, "t1-tta")
         os.makedirs(root, exist_ok=True)
