@@ -223,6 +223,39 @@ class Harness(unittest.TestCase):
         self.assertIn("every setting needs more than 800 s. tessera-1 / the best setting: < 0.50.",
                       text)
 
+    def test_each_run_gets_its_dataset_s_time_limit_and_a_stopped_run_says_so(self):
+        work = os.path.join(WORK, "timeouts")
+        limits = []
+
+        def fake_run_one(cmd, env, log_path, timeout):
+            limits.append(timeout)
+            with open(log_path, "w") as f:
+                f.write("epoch 24\n")
+            return -9, timeout + 0.5, 1 << 30, 2.0
+
+        saved = run_peers.run_one
+        run_peers.run_one = fake_run_one
+        try:
+            for flags, dataset, limit in (([], "arxiv-like", 1800.0),
+                                          ([], "products-like", 14400.0),
+                                          (["--timeout", "60"], "products-like", 60.0)):
+                args = run_peers.parse_flags(["--work", work] + flags)
+                with self.subTest(flags=flags, dataset=dataset), \
+                        contextlib.redirect_stdout(io.StringIO()), \
+                        self.assertRaises(SystemExit) as stopped:
+                    run_peers.run_system(args, {"runs": []}, "tessera-1", dataset, "D", 0, 3)
+                self.assertEqual(limits[-1], limit)
+                self.assertIn(f"tessera-1 on {dataset} was stopped at --timeout {limit:g} s",
+                              str(stopped.exception.code))
+                self.assertIn("epoch 24", str(stopped.exception.code))
+        finally:
+            run_peers.run_one = saved
+        for bad in ("0", "-5", "nan"):
+            with self.subTest(bad=bad), contextlib.redirect_stderr(io.StringIO()) as err, \
+                    self.assertRaises(SystemExit):
+                run_peers.parse_flags(["--timeout", bad])
+            self.assertIn("--timeout", err.getvalue())
+
     def test_tessera_1_time_to_target_reads_its_run(self):
         root = os.path.join(WORK, "t1-tta")
         os.makedirs(root, exist_ok=True)
