@@ -14,6 +14,7 @@ import os
 import statistics
 import sys
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -199,15 +200,11 @@ class Harness(unittest.TestCase):
                 json.dump({"best_valid_acc": None, "stopped": "gave_up"}, f)
             return 0, 800.0, 1 << 30, 2.0
 
-        saved = run_peers.run_one
-        run_peers.run_one = fake_run_one
         manifest = {"runs": []}
-        try:
-            with contextlib.redirect_stdout(io.StringIO()) as out:
-                entry = run_peers.run_system(args, manifest, report.SAGE, "g", "DATA", 0, 5,
-                                             0.7, setting, 790.0)
-        finally:
-            run_peers.run_one = saved
+        with mock.patch.object(run_peers, "run_one", fake_run_one), \
+                contextlib.redirect_stdout(io.StringIO()) as out:
+            entry = run_peers.run_system(args, manifest, report.SAGE, "g", "DATA", 0, 5, 0.7,
+                                         setting, 790.0)
         self.assertIn("800.0 s, best valid none (no evaluation)", out.getvalue())
         self.assertEqual(manifest["runs"], [entry])
         self.assertEqual(entry["give_up_after"], 790.0)
@@ -233,23 +230,19 @@ class Harness(unittest.TestCase):
                 f.write("epoch 24\n")
             return -9, timeout + 0.5, 1 << 30, 2.0
 
-        saved = run_peers.run_one
-        run_peers.run_one = fake_run_one
-        try:
-            for flags, dataset, limit in (([], "arxiv-like", 1800.0),
-                                          ([], "products-like", 14400.0),
-                                          (["--timeout", "60"], "products-like", 60.0)):
-                args = run_peers.parse_flags(["--work", work] + flags)
-                with self.subTest(flags=flags, dataset=dataset), \
-                        contextlib.redirect_stdout(io.StringIO()), \
-                        self.assertRaises(SystemExit) as stopped:
-                    run_peers.run_system(args, {"runs": []}, "tessera-1", dataset, "D", 0, 3)
-                self.assertEqual(limits[-1], limit)
-                self.assertIn(f"tessera-1 on {dataset} was stopped at --timeout {limit:g} s",
-                              str(stopped.exception.code))
-                self.assertIn("epoch 24", str(stopped.exception.code))
-        finally:
-            run_peers.run_one = saved
+        for flags, dataset, limit in (([], "arxiv-like", 1800.0),
+                                      ([], "products-like", 14400.0),
+                                      (["--timeout", "60"], "products-like", 60.0)):
+            args = run_peers.parse_flags(["--work", work] + flags)
+            with self.subTest(flags=flags, dataset=dataset), \
+                    mock.patch.object(run_peers, "run_one", fake_run_one), \
+                    contextlib.redirect_stdout(io.StringIO()), \
+                    self.assertRaises(SystemExit) as stopped:
+                run_peers.run_system(args, {"runs": []}, "tessera-1", dataset, "D", 0, 3)
+            self.assertEqual(limits[-1], limit)
+            self.assertIn(f"tessera-1 on {dataset} was stopped at --timeout {limit:g} s",
+                          str(stopped.exception.code))
+            self.assertIn("epoch 24", str(stopped.exception.code))
         for bad in ("0", "-5", "nan"):
             with self.subTest(bad=bad), contextlib.redirect_stderr(io.StringIO()) as err, \
                     self.assertRaises(SystemExit):
