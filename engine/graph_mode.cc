@@ -4,23 +4,63 @@
 // exchange moves the boundary rows of every layer, overlapped with the aggregation of the inner
 // rows, with the configured codecs; a training step is one forward and backward over the owned
 // rows. On GPUs (--device cuda) the features, operator, dropout keys, labels and loss rows are
-// uploaded once, and several GPU ranks move halos and gradients over NCCL.
+// uploaded once, and several GPU ranks move halos and gradients over NCCL. On the CPU a part
+// whose training is estimated above --memory-budget is refused before its operator is built.
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "comm/mpi_communicator.h"
 #include "comm/stall_injection.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/kernels.h"
 #include "engine/halo_propagator.h"
 #include "engine/modes.h"
+#include "engine/pipeline_mode.h"
+#include "engine/planner.h"
 #include "engine/system.h"
 #include "engine/traffic_model.h"
 
 namespace tessera {
 namespace {
+
+// Refuses (InvalidInput) a part whose training on the CPU is estimated above --memory-budget GiB
+// (else this node's memory divided among its `sharing` ranks), before its operator is built: the
+// planner's estimate of a graph-mode rank (graph_rank_bytes), with a step measured on two small
+// synthetic graphs of the model's widths (measure_step_memory, seconds). Only a part whose floor
+// (graph_rank_floor_bytes, no measurement) is above an eighth of the budget is measured; the
+// estimate is within eight times the floor (test_planner). `report`: a line on stderr.
+void check_part_memory(const TrainConfig& config, const GraphPart& part, int sharing, bool report) {
+  const double budget = stage_memory_budget(config.memory_budget,
+                                            static_cast<double>(physical_memory_bytes()), sharing);
+  const DatasetInfo& data = part.dataset;
+  const PartShape shape = part_shape(part);
+  if (budget <= 0.0 || graph_rank_floor_bytes(config, data, shape) <= budget / 8.0) return;
+  const double degree =
+      shape.owned > 0 ? static_cast<double>(shape.entries) / static_cast<double>(shape.owned) : 0.0;
+  Stopwatch watch;
+  const double need =
+      graph_rank_bytes(config, data, shape, measure_step_memory(config, data, degree));
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  char needed[32], allowed[32];
+  std::snprintf(needed, sizeof needed, "%.3g", need / gib);
+  std::snprintf(allowed, sizeof allowed, "%.3g", budget / gib);
+  if (report)
+    std::fprintf(stderr,
+                 "Memory: part %d needs an estimated %s GiB while training, of the %s GiB one rank "
+                 "may use (--memory-budget; step measured in %.1f s)\n",
+                 part.graph.part, needed, allowed, watch.seconds());
+  TESSERA_CHECK(need <= budget, InvalidInput, "--parallel graph: part ", part.graph.part, " of ",
+                part.graph.num_parts, " (", shape.owned, " nodes, ", shape.halo, " halo nodes, ",
+                shape.entries, " adjacency entries) needs an estimated ", needed,
+                " GiB while training, more than the ", allowed,
+                " GiB one rank may use (--memory-budget; by default this node's memory divided "
+                "among its ranks); use more ranks, --feature-dtype bf16, a smaller model, or a "
+                "larger budget (train_gcn --plan estimates the alternatives)");
+}
 
 class GraphRunner final : public ModeRunner {
  public:
@@ -126,6 +166,11 @@ void GraphRunner::build(const LossRows& loss) {
   LocalGraph& g = part_.graph;
   TESSERA_CHECK(g.num_parts == comm_.size() && g.part == comm_.rank(), InvalidArgument, "part ",
                 g.part, " of ", g.num_parts, " given to rank ", comm_.rank(), " of ", comm_.size());
+  if (device_.kind == DeviceKind::Cpu) {
+    const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm_);
+    check_part_memory(config_, part_, mpi != nullptr ? mpi->ranks_on_node() : 1,
+                      config_.verbosity >= 1 && comm_.rank() == 0);
+  }
   ExchangeCodecs codecs;
   codecs.adaptive = config_.adaptive();
   codecs.forward = config_.forward_codec();

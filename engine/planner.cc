@@ -125,6 +125,9 @@ double step_bytes(const TrainConfig& config, const DatasetInfo& data, double mea
   c.predict.clear();
   c.restore_best = false;
   c.device = "cpu";
+  // No memory check of the probe (a graph-mode check measures its step with this very probe):
+  // a budget of an exabyte, which every probe fits.
+  c.memory_budget = 1e9;
   // The probe's features stay f32, the dataset's, which `own` takes away: the step is the same
   // with bf16 features but for their widened blocks (a few MiB, not counted).
   c.feature_dtype = "f32";
@@ -369,10 +372,10 @@ double signs_gap_per_row(const TrainConfig& c, const DatasetInfo& data) {
 }
 
 // What a graph-mode rank holds while training beside the process and its part.
-double graph_train_bytes(const PlanInputs& in, const PartShape& p, const ExchangedWidths& widths) {
-  const TrainConfig& c = in.config;
-  double bytes = operator_bytes(p, c) + exchange_bytes(p, c, widths) + in.step.fixed +
-                 in.step.per_row * static_cast<double>(p.owned);
+double graph_train_bytes(const TrainConfig& c, const StepMemory& step, const PartShape& p,
+                         const ExchangedWidths& widths) {
+  double bytes = operator_bytes(p, c) + exchange_bytes(p, c, widths) + step.fixed +
+                 step.per_row * static_cast<double>(p.owned);
   if (c.kind()->attention) {
     // The attention layers' (N + H)-row tensors over the halo rows: heads and source terms,
     // their gradients and the exchanged copy, at every layer.
@@ -411,6 +414,34 @@ double stage_train_bytes(const PlanInputs& in, const PartShape& p, const Pipelin
 
 }  // namespace
 
+double graph_rank_bytes(const TrainConfig& c, const DatasetInfo& d, const PartShape& p,
+                        const StepMemory& step) {
+  const ExchangedWidths widths = exchanged_widths(c.num_layers, d.num_features, c.hidden_channels,
+                                                  d.num_outputs(), c.kind(), c.hyper());
+  // The part as loaded (f32 features), and as it trains (its features rounded to bf16 under
+  // --feature-dtype bf16). The operator is built beside the part, which then holds no
+  // adjacency; the features are rounded once the operator and the exchange's buffers exist: f32
+  // and bf16 features at once beside them.
+  const double own = part_data_bytes(p, d);
+  const double adjacency = adjacency_bytes(p);
+  const double kept = part_data_bytes(p, d, c.features_dtype()) - adjacency;
+  const double setup = own + operator_build_bytes(p, c);
+  const double rounding = (own - adjacency) + (own - adjacency - kept) + operator_bytes(p, c) +
+                          exchange_bytes(p, c, widths);
+  return std::max({setup, rounding, kept + graph_train_bytes(c, step, p, widths)});
+}
+
+double graph_rank_floor_bytes(const TrainConfig& c, const DatasetInfo& d, const PartShape& p) {
+  const double outputs =
+      static_cast<double>(c.num_layers - 1) * static_cast<double>(c.hidden_channels) +
+      static_cast<double>(d.num_outputs());
+  // Attention layers also keep their projected rows, those rows with their attention terms, and
+  // their gradient: three more rows of the layer's width.
+  const double rows = c.kind()->attention ? 4.0 : 1.0;
+  return part_data_bytes(p, d) + 4.0 * static_cast<double>(p.entries) +
+         4.0 * static_cast<double>(p.owned) * outputs * rows;
+}
+
 PlanEstimate estimate_plan(const PlanInputs& in) {
   const TrainConfig& c = in.config;
   const DatasetInfo& d = in.data;
@@ -427,13 +458,8 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
                                                   d.num_outputs(), c.kind(), c.hyper());
   estimate_traffic(in, widths, e);
   const double baseline = static_cast<double>(in.facts.baseline);
-  // A part as it is loaded (f32 features), and as it trains (its features rounded to bf16 under
-  // --feature-dtype bf16, which holds both copies while it rounds).
-  std::vector<double> data_bytes, train_data_bytes;
-  for (const PartShape& p : in.parts) {
-    data_bytes.push_back(part_data_bytes(p, d));
-    train_data_bytes.push_back(part_data_bytes(p, d, c.features_dtype()));
-  }
+  std::vector<double> data_bytes;  // the parts as loaded (f32 features)
+  for (const PartShape& p : in.parts) data_bytes.push_back(part_data_bytes(p, d));
   const double largest_part = *std::max_element(data_bytes.begin(), data_bytes.end());
   std::vector<double> layer_cost;
   if (e.stages > 1)
@@ -446,15 +472,7 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
     double load = load_bytes(in, r, own, largest_part);
     double train = baseline + own;
     if (e.stages == 1) {
-      // The operator is built beside the part, which then holds no adjacency; the features are
-      // rounded once the operator and the exchange's buffers exist: f32 and bf16 features at
-      // once beside them.
-      const double adjacency = adjacency_bytes(p);
-      const double kept = train_data_bytes[static_cast<std::size_t>(part)] - adjacency;
-      const double setup = baseline + own + operator_build_bytes(p, c);
-      const double rounding = baseline + (own - adjacency) + (own - adjacency - kept) +
-                              operator_bytes(p, c) + exchange_bytes(p, c, widths);
-      train = std::max({setup, rounding, baseline + kept + graph_train_bytes(in, p, widths)});
+      train = baseline + graph_rank_bytes(c, d, p, in.step);
     } else {
       const PipelineLayout layout = pipeline_layout(c, r, e.ranks, layer_cost);
       train += stage_train_bytes(in, p, layout);

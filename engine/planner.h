@@ -166,4 +166,16 @@ std::string plan_json(const PlanReport& report);   // the same as JSON (--plan-j
 double part_data_bytes(const PartShape& part, const DatasetInfo& data,
                        DType features_dtype = DType::F32);
 
+// What a graph-mode rank holding `part` keeps at its height, beside the process itself
+// (libraries, MPI): the part while its operator is built, while its features are rounded
+// (--feature-dtype bf16), and while it trains with the operator, the halo exchange's buffers and
+// the measured step `step` (measure_step_memory). The training memory of estimate_plan's rank
+// less the process.
+double graph_rank_bytes(const TrainConfig& config, const DatasetInfo& data, const PartShape& part,
+                        const StepMemory& step);
+// A floor of graph_rank_bytes that needs no measured step: the part as loaded, its operator's
+// weights (4 bytes an entry) and every layer's output once (attention layers': four rows of it).
+double graph_rank_floor_bytes(const TrainConfig& config, const DatasetInfo& data,
+                              const PartShape& part);
+
 }  // namespace tessera

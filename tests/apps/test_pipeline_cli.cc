@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `mpiexec -n K train_gcn --parallel pipeline|hybrid` from the outside: every kind of bad
 // pipeline input (stages against layers and ranks, chunks, memory budget, options a pipeline
-// cannot honour) ends every rank with the usage status 2 (a stage over the memory budget: 1)
+// cannot honour) ends every rank with the usage status 2 (a stage, or a graph-mode part, over
+// the memory budget: 1)
 // before the first epoch, with one message
 // naming the flag and no summary or metrics file; good pipeline and hybrid runs write the
 // layout and per-epoch bytes equal to the traffic model into their summary.
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -154,6 +156,42 @@ TEST(PipelineCli, MemoryBudgetBelowTheEstimateIsRefused) {
              model,
       work_dir() / "status_ok");
   EXPECT_EQ(rank_status(2, work_dir() / "status_ok"), std::vector<int>(2, 0)) << ok.output;
+}
+
+// Graph mode refuses a part estimated above the budget in the same way, on one rank and on two.
+// A budget above the estimate but below eight times the part's floor measures the step (the
+// "Memory:" line) and trains to the same predictions as the default budget, which measures
+// nothing at this size: the probe leaves the run as it was.
+TEST(PipelineCli, GraphModeMemoryBudgetBelowTheEstimateIsRefused) {
+  const std::string model = " --num-layers 3 --hidden-channels 256 --epochs 2";
+  double estimate = 0.0;
+  for (const int ranks : {1, 2}) {
+    const std::string line = expect_refused(
+        ranks, "--parallel graph --memory-budget 0.0001" + model,
+        {"train_gcn: error:", "--parallel graph: part", "needs an estimated", "--memory-budget"},
+        1);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, std::regex("estimated ([0-9.e-]+) GiB"))) << line;
+    estimate = std::stod(m[1].str());
+    EXPECT_GT(estimate, 0.0001) << line;
+    std::printf("[ measured ] %d rank(s): %s\n", ranks, line.c_str());
+  }
+  std::vector<std::string> predictions;
+  for (const std::string& budget : {std::to_string(2.0 * estimate), std::string()}) {
+    const fs::path out = work_dir() / ("predictions" + std::to_string(predictions.size()) + ".csv");
+    fs::remove(out);
+    const Result r = run_ranks(2,
+                               "--parallel graph" + model + " --save-predictions " + out.string() +
+                                   (budget.empty() ? std::string() : " --memory-budget " + budget),
+                               work_dir() / "status_fit");
+    EXPECT_EQ(rank_status(2, work_dir() / "status_fit"), std::vector<int>(2, 0)) << r.output;
+    EXPECT_EQ(r.output.find("Memory: part 0 needs an estimated") != std::string::npos,
+              !budget.empty())
+        << r.output;
+    predictions.push_back(read_text(out));
+  }
+  EXPECT_FALSE(predictions[0].empty());
+  EXPECT_EQ(predictions[0], predictions[1]);
 }
 
 TEST(PipelineCli, OptionsAPipelineCannotHonourAreRefused) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -254,6 +255,35 @@ TEST(Planner, Bf16FeaturesAreCountedAsTheyAreKept) {
             << "rank " << r;
       }
     }
+  }
+}
+
+// Graph mode's memory check (graph_mode.cc) measures a step only for a part whose floor is above
+// an eighth of the budget: on a large part the floor is below the estimate, and the estimate
+// within eight times the floor, for every layer kind, with batch norm and with bf16 features.
+TEST(Planner, GraphRankFloorBoundsTheEstimate) {
+  if (ranks() > 1) GTEST_SKIP() << "one process plans";
+  const Data& d = data();
+  PartShape big =
+      part_shapes(d.graph, partition_block(d.info.num_nodes, 2), d.dataset.train_idx)[0];
+  for (std::int64_t* n : {&big.owned, &big.halo, &big.entries, &big.halo_entries, &big.send,
+                          &big.boundary, &big.train})
+    *n *= 1000;
+  const double mean_degree =
+      static_cast<double>(d.graph.nnz()) / static_cast<double>(d.info.num_nodes);
+  for (const std::string variant :
+       {"gcn", "sage", "gat", "gcnii", "resgcn", "gcn batch-norm", "sage bf16-features"}) {
+    TrainConfig c = small_config(variant.substr(0, variant.find(' ')), "none");
+    c.hidden_channels = 256;
+    c.batch_norm = variant.ends_with("batch-norm");
+    if (variant.ends_with("bf16-features")) c.feature_dtype = "bf16";
+    const StepMemory step = measure_step_memory(c, d.info, mean_degree, 2048);
+    const double estimate = graph_rank_bytes(c, d.info, big, step);
+    const double floor = graph_rank_floor_bytes(c, d.info, big);
+    EXPECT_LE(floor, estimate) << variant;
+    EXPECT_LE(estimate, 8.0 * floor) << variant;
+    std::printf("[ measured ] %s: floor %.0f MB, estimate %.0f MB (%.2fx)\n", variant.c_str(),
+                floor / 1e6, estimate / 1e6, estimate / floor);
   }
 }
 
