@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "comm/mpi_communicator.h"
 #include "comm/stall_injection.h"
 #include "core/error.h"
 #include "core/host_memory.h"
@@ -44,15 +44,12 @@ void check_part_memory(const TrainConfig& config, const GraphPart& part, int sha
   Stopwatch watch;
   const double need =
       graph_rank_bytes(config, data, shape, measure_step_memory(config, data, degree));
-  const double gib = 1024.0 * 1024.0 * 1024.0;
-  char needed[32], allowed[32];
-  std::snprintf(needed, sizeof needed, "%.3g", need / gib);
-  std::snprintf(allowed, sizeof allowed, "%.3g", budget / gib);
+  const std::string needed = gib_text(need), allowed = gib_text(budget);
   if (report)
     std::fprintf(stderr,
                  "Memory: part %d needs an estimated %s GiB while training, of the %s GiB one rank "
                  "may use (--memory-budget; step measured in %.1f s)\n",
-                 part.graph.part, needed, allowed, watch.seconds());
+                 part.graph.part, needed.c_str(), allowed.c_str(), watch.seconds());
   TESSERA_CHECK(need <= budget, InvalidInput, "--parallel graph: part ", part.graph.part, " of ",
                 part.graph.num_parts, " (", shape.owned, " nodes, ", shape.halo, " halo nodes, ",
                 shape.entries, " adjacency entries) needs an estimated ", needed,
@@ -166,11 +163,9 @@ void GraphRunner::build(const LossRows& loss) {
   LocalGraph& g = part_.graph;
   TESSERA_CHECK(g.num_parts == comm_.size() && g.part == comm_.rank(), InvalidArgument, "part ",
                 g.part, " of ", g.num_parts, " given to rank ", comm_.rank(), " of ", comm_.size());
-  if (device_.kind == DeviceKind::Cpu) {
-    const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm_);
-    check_part_memory(config_, part_, mpi != nullptr ? mpi->ranks_on_node() : 1,
+  if (device_.kind == DeviceKind::Cpu)
+    check_part_memory(config_, part_, ranks_on_this_node(comm_),
                       config_.verbosity >= 1 && comm_.rank() == 0);
-  }
   ExchangeCodecs codecs;
   codecs.adaptive = config_.adaptive();
   codecs.forward = config_.forward_codec();

@@ -22,20 +22,16 @@ namespace {
 void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
                         const GraphPart& part, std::int64_t nnz, Device device, int sharing) {
   const DatasetInfo& data = part.dataset;
-  const StageMemory m =
-      estimate_stage_memory(layout, config.kind(), data.num_features, config.hidden_channels,
-                            data.num_outputs(), part.graph.num_owned(), part.graph.num_halo(), nnz,
-                            config.hyper());
-  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const StageMemory m = estimate_stage_memory(
+      layout, config.kind(), data.num_features, config.hidden_channels, data.num_outputs(),
+      part.graph.num_owned(), part.graph.num_halo(), nnz, config.hyper());
   const bool given = config.memory_budget > 0.0;
   const double budget = stage_memory_budget(config.memory_budget,
                                             device.kind == DeviceKind::Cpu
                                                 ? static_cast<double>(physical_memory_bytes())
                                                 : static_cast<double>(gpu_memory_bytes(device)),
                                             sharing);
-  char need[32], have[32];
-  std::snprintf(need, sizeof need, "%.3g", static_cast<double>(m.bytes) / gib);
-  std::snprintf(have, sizeof have, "%.3g", budget / gib);
+  const std::string need = gib_text(static_cast<double>(m.bytes)), have = gib_text(budget);
   TESSERA_CHECK(budget <= 0.0 || static_cast<double>(m.bytes) <= budget, InvalidInput,
                 "--parallel ", to_string(layout.mode), ": stage ", layout.stage, " (layers ",
                 layout.first_layer(), "-", layout.first_layer() + layout.num_layers() - 1,
@@ -53,6 +49,17 @@ void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
 double stage_memory_budget(double memory_budget_gib, double memory, int sharing) {
   if (memory_budget_gib > 0.0) return memory_budget_gib * 1024.0 * 1024.0 * 1024.0;
   return memory / std::max(1, sharing);
+}
+
+int ranks_on_this_node(const Communicator& comm) {
+  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm);
+  return mpi != nullptr ? mpi->ranks_on_node() : 1;
+}
+
+std::string gib_text(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", bytes / (1024.0 * 1024.0 * 1024.0));
+  return text;
 }
 
 namespace {
@@ -99,10 +106,7 @@ void PipelineRunner::build(const LossRows& loss) {
   operator_ = config_.kind()->op->build(g.adjacency, g.degrees);
   operator_nnz_ = operator_.nnz();
   // The ranks that share the budget's memory: those on this GPU, or on this node.
-  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm_);
-  const int sharing = device_.kind != DeviceKind::Cpu ? ranks_on_gpu_
-                      : mpi != nullptr                ? mpi->ranks_on_node()
-                                                      : 1;
+  const int sharing = device_.kind != DeviceKind::Cpu ? ranks_on_gpu_ : ranks_on_this_node(comm_);
   check_stage_memory(config_, *layout_, part_, operator_nnz_, device_, sharing);
   loss_rows_ = loss.rows;
 }

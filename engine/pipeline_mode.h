@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/mode_runner.h"
@@ -18,6 +19,10 @@ namespace tessera {
 // The bytes one rank's stage may use: --memory-budget GiB when given, else `memory` (its GPU's,
 // or its node's) divided among the `sharing` ranks that use that memory.
 double stage_memory_budget(double memory_budget_gib, double memory, int sharing);
+// The ranks that share this node's memory: those of `comm` on this node (1 if it is not MPI's).
+int ranks_on_this_node(const Communicator& comm);
+// `bytes` in GiB to three significant digits, as the memory checks print them.
+std::string gib_text(double bytes);
 
 class PipelineRunner final : public ModeRunner {
  public:
