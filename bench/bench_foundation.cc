@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // bench_foundation: what one process of Tessera's CPU engine achieves on a synthetic preset,
 // against limits measured in the same run. Copy bandwidth (STREAM-style) is the limit for SpMM
-// on the GCN operator; GEMM GFLOP/s for a GCN's shapes; the median training epoch; and loading
-// the OGB raw layout vs Tessera HDF5. Prints one JSON line per measurement, then Markdown tables.
+// on the GCN operator; GEMM GFLOP/s for a GCN's shapes; the median training epoch; loading the
+// OGB raw layout vs Tessera HDF5; and with --refault-pause, fresh memory after a pause. Prints
+// one JSON line per measurement, then Markdown tables.
 // Relies on the core kernels, the synthetic generator, the loaders/writers and the Trainer.
 #include <CLI/CLI.hpp>
 #include <omp.h>
@@ -23,12 +24,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_common.h"
 #include "core/cpu/dispatch.h"
 #include "core/csr.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/kernels.h"
 #include "core/tensor.h"
 #include "datasets/loaders.h"
@@ -61,6 +64,7 @@ struct Flags {
   std::string blas_cores = "all";  // GEMM again with each of these OpenBLAS cores
   int core_rounds = 2;             // each core's child runs once per round; best round kept
   bool gemm_only = false;          // a child of the comparison: the GEMM lines only
+  double refault_pause = 0;        // > 0: fresh memory right after freeing and after this pause
 };
 
 // ---- output ----
@@ -490,6 +494,42 @@ std::vector<LoadResult> measure_loading(const Dataset& data, const fs::path& dir
   return results;
 }
 
+// ---- 6. fresh memory right after freeing and after a pause ----
+
+// Mapping and first touch of a large block the way a tensor's is made (HostBlockCache: mapped
+// with huge pages advised; this cache keeps no freed block), once right after a block of its
+// size was freed and once after `pause` idle seconds, a round each. Where a virtual machine
+// hands free memory back to its host (Linux free page reporting), the second is many times
+// slower: a phase that pauses (a memory check's probe, a wait for other ranks) then slows the
+// next phase that touches fresh memory, such as a run's first epoch.
+struct RefaultResult {
+  double bytes = 0;
+  std::vector<double> right_after_s, after_pause_s;  // one of each a round
+};
+
+double touch_fresh_block(HostBlockCache& cache, std::size_t bytes) {
+  Stopwatch watch;
+  void* block = cache.allocate(bytes);
+  std::memset(block, 1, bytes);
+  const double seconds = watch.seconds();
+  cache.deallocate(block, bytes);
+  return seconds;
+}
+
+RefaultResult measure_refault(std::int64_t megabytes, double pause, int rounds) {
+  HostBlockCache cache(0);
+  const auto bytes = static_cast<std::size_t>(static_cast<double>(megabytes) * kMB);
+  RefaultResult r;
+  r.bytes = static_cast<double>(bytes);
+  for (int i = 0; i < rounds; ++i) {
+    touch_fresh_block(cache, bytes);  // the block whose memory the next one gets back
+    r.right_after_s.push_back(touch_fresh_block(cache, bytes));
+    std::this_thread::sleep_for(std::chrono::duration<double>(pause));
+    r.after_pause_s.push_back(touch_fresh_block(cache, bytes));
+  }
+  return r;
+}
+
 // ---- the report ----
 
 struct Measurements {
@@ -504,6 +544,7 @@ struct Measurements {
   std::vector<CoreGemm> gemm_by_core;
   TrainResult train;
   std::vector<LoadResult> load;
+  RefaultResult refault;
   double load_avg_start = -1, load_avg_end = -1;  // other processes compete for the cores
 };
 
@@ -604,6 +645,19 @@ void print_load_table(const Measurements& m) {
   }
 }
 
+void print_refault_table(const Flags& flags, const Measurements& m) {
+  if (m.refault.right_after_s.empty()) return;
+  std::printf("\n## Fresh memory right after freeing and after a %.1f s pause\n\n",
+              flags.refault_pause);
+  std::printf("| MB | round | right after, GB/s | after the pause, GB/s | slower |\n");
+  std::printf("|--:|--:|--:|--:|--:|\n");
+  for (std::size_t i = 0; i < m.refault.right_after_s.size(); ++i) {
+    const double after = m.refault.after_pause_s[i], right = m.refault.right_after_s[i];
+    std::printf("| %.0f | %zu | %.2f | %.2f | %.1fx |\n", m.refault.bytes / kMB, i + 1,
+                m.refault.bytes / right / kGB, m.refault.bytes / after / kGB, after / right);
+  }
+}
+
 void print_notes(const Flags& flags, const Measurements& m) {
   std::printf(
       "\nNotes:\n"
@@ -629,6 +683,13 @@ void print_notes(const Flags& flags, const Measurements& m) {
       "parsing, not the disk. Raw layout text = .csv.gz files inflated; speedup = raw read "
       "time / this format's read time; same data = arrays identical to those written.\n",
       m.copy_repeats, flags.repeats, static_cast<long long>(kOrderPartNodes), flags.repeats);
+  if (!m.refault.right_after_s.empty())
+    std::printf(
+        "- Fresh memory: a block of 4 x --stream-mb mapped as a tensor's (huge pages "
+        "advised) and written once, single-threaded, right after a block of its size was "
+        "freed and after the pause; \"slower\" = the second time / the first. Far above "
+        "1 where the system hands freed memory back to a hypervisor (free page "
+        "reporting): a run's first epoch after a pause then pays it.\n");
   const double array_bytes = static_cast<double>(flags.stream_mb) * kMB;
   if (m.l3_bytes > 0 && array_bytes < 4.0 * static_cast<double>(m.l3_bytes)) {
     std::printf("- WARNING: the copy arrays (%.0f MB each) are smaller than 4x the L3 cache "
@@ -823,6 +884,17 @@ void run_loading(const Dataset& data, const Flags& flags, Measurements& m, JsonL
   }
 }
 
+void run_refault(const Flags& flags, Measurements& m, JsonLines& out) {
+  m.refault = measure_refault(4 * flags.stream_mb, flags.refault_pause, flags.repeats);
+  for (std::size_t i = 0; i < m.refault.right_after_s.size(); ++i) {
+    out.emit("refault", {{"bytes", m.refault.bytes},
+                         {"pause_s", flags.refault_pause},
+                         {"round", i},
+                         {"right_after_s", m.refault.right_after_s[i]},
+                         {"after_pause_s", m.refault.after_pause_s[i]}});
+  }
+}
+
 // --gemm-only: the core OpenBLAS uses and the GEMM lines, at the preset's sizes.
 int run_gemm_only(const Flags& flags, JsonLines& out) {
   const SyntheticConfig preset = synthetic_preset(flags.preset);
@@ -865,6 +937,7 @@ int run(Flags flags) {
   run_gemm(flags, m, out);
   run_gemm_by_core(flags, m, out);
   run_loading(data, flags, m, out);
+  if (flags.refault_pause > 0) run_refault(flags, m, out);
 
   m.load_avg_end = load_average();
   out.emit("machine", {{"cores", omp_get_num_procs()}, {"load_avg_1min_start", m.load_avg_start},
@@ -875,6 +948,7 @@ int run(Flags flags) {
   print_gemm_train_tables(flags, m);
   print_gemm_by_core_table(flags, m);
   print_load_table(m);
+  print_refault_table(flags, m);
   print_notes(flags, m);
   std::fflush(stdout);
   if (!flags.json_file.empty()) write_file_atomic(flags.json_file, out.all());
@@ -919,6 +993,11 @@ void add_flags(CLI::App& app, Flags& f) {
                  "rounds of --blas-cores: each runs every core's child once, in turn; a core's "
                  "figure is its best round (the core in use: its own child's, if compared)")
       ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  app.add_option("--refault-pause", f.refault_pause,
+                 "also time the first touch of a 4 x --stream-mb block right after freeing one "
+                 "and after this many idle seconds, --repeats rounds (0: not measured)")
+      ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
   app.add_flag("--gemm-only", f.gemm_only,
                "measure the GEMM shapes only (what each child of --blas-cores runs)");

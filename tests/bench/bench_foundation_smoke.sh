@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# bench_foundation on the small "default" preset with a 16 MB copy test: must exit 0, print every
-# table, one JSON line per kind of measurement, and write the same lines to --json.
+# bench_foundation on the small "default" preset with a 16 MB copy test and a 0.1 s refault pause:
+# must exit 0, print every table, one JSON line per kind of measurement, and write the same lines
+# to --json.
 # Usage: bench_foundation_smoke.sh BENCH_FOUNDATION WORK_DIR
 set -u
 . "$(dirname "$0")/smoke_checks.sh"
@@ -11,18 +12,19 @@ out=$work/bench_foundation_smoke.out
 lines=$work/bench_foundation_smoke.jsonl
 rm -f "$out" "$lines"
 "$bench" --preset default --threads 2 --epochs 2 --warmup 1 --repeats 1 --stream-mb 16 \
-  --json "$lines" --tmpdir "$work" >"$out"
+  --refault-pause 0.1 --json "$lines" --tmpdir "$work" >"$out"
 status=$?
 cat "$out"
 check_status "$status" bench_foundation
 check_lines "$out" '^# bench_foundation: preset default | threads 2 ' '^| kernel | F | median ms' \
   '^| SpMM | 256 |' '^| SpMM bf16 x | 256 |' '^| SpMM, rcm order | 256 |' '^| SpMM, metis order | 256 |' \
   '^| order | compute s | bandwidth |' '^| rcm | ' '^| metis | ' '^| product, layers |' '^| warm-up | timed epochs |' '^| format | file MB' \
-  '^| ogb_raw |' '^| hdf5 |' '^## GEMM GFLOP/s with each OpenBLAS core' '^| product, layers | Prescott |'
+  '^| ogb_raw |' '^| hdf5 |' '^## Fresh memory right after freeing and after a 0.1 s pause' \
+  '^| 64 | 1 | ' '^## GEMM GFLOP/s with each OpenBLAS core' '^| product, layers | Prescott |'
 # --core-rounds 2 (the default): every core's child runs in both rounds.
 check_lines "$out" '^{"bench":"gemm_core".*"round":0,' '^{"bench":"gemm_core".*"round":1,' \
   '^{"bench":"gemm_vs_best".*"gflops_this_process"' '^## GEMM GFLOP/s .* best of 2 rounds'
-for kind in dataset train copy spmm node_order gemm gemm_core gemm_vs_best load machine; do
+for kind in dataset train copy spmm node_order gemm gemm_core gemm_vs_best load refault machine; do
   check_lines "$out" "^{\"bench\":\"$kind\""
 done
 check_json_copy "$out" "$lines"
