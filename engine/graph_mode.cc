@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/stall_injection.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/kernels.h"
@@ -27,36 +28,45 @@
 namespace tessera {
 namespace {
 
-// Refuses (InvalidInput) a part whose training on the CPU is estimated above --memory-budget GiB
-// (else this node's memory divided among its `sharing` ranks), before its operator is built: the
-// planner's estimate of a graph-mode rank (graph_rank_bytes), with a step measured on two small
-// synthetic graphs of the model's widths (measure_step_memory, seconds). Only a part whose floor
-// (graph_rank_floor_bytes, no measurement) is above an eighth of the budget is measured; the
-// estimate is within eight times the floor (test_planner). `report`: a line on stderr.
-void check_part_memory(const TrainConfig& config, const GraphPart& part, int sharing, bool report) {
-  const double budget = stage_memory_budget(config.memory_budget,
-                                            static_cast<double>(physical_memory_bytes()), sharing);
+// Refuses (InvalidInput) a part whose training is estimated above --memory-budget GiB (else the
+// memory of this node, or of the rank's GPU, divided among the `sharing` ranks that use it),
+// before its operator is built: the planner's estimate of a graph-mode rank (graph_rank_bytes;
+// on a GPU graph_rank_device_bytes, which no GPU has checked), with a step measured on two small
+// synthetic graphs of the model's widths on the CPU (measure_step_memory, seconds). Only a part
+// whose floor (graph_rank_floor_bytes, no measurement) is above an eighth of the budget is
+// measured; the estimate is within eight times the floor (test_planner). `report`: a line on
+// stderr.
+void check_part_memory(const TrainConfig& config, const GraphPart& part, Device device, int sharing,
+                       bool report) {
+  const bool cpu = device.kind == DeviceKind::Cpu;
+  const double memory =
+      static_cast<double>(cpu ? physical_memory_bytes() : gpu_memory_bytes(device));
+  const double budget = stage_memory_budget(config.memory_budget, memory, sharing);
   const DatasetInfo& data = part.dataset;
   const PartShape shape = part_shape(part);
   if (budget <= 0.0 || graph_rank_floor_bytes(config, data, shape) <= budget / 8.0) return;
   const double degree =
       shape.owned > 0 ? static_cast<double>(shape.entries) / static_cast<double>(shape.owned) : 0.0;
   Stopwatch watch;
-  const double need =
-      graph_rank_bytes(config, data, shape, measure_step_memory(config, data, degree));
+  const StepMemory step = measure_step_memory(config, data, degree);
+  const double need = cpu ? graph_rank_bytes(config, data, shape, step)
+                          : graph_rank_device_bytes(config, data, shape, step);
   const std::string needed = gib_text(need), allowed = gib_text(budget);
+  const std::string where = cpu ? std::string() : " on " + to_string(device);
   if (report)
     std::fprintf(stderr,
                  "Memory: part %d needs an estimated %s GiB while training, of the %s GiB one rank "
-                 "may use (--memory-budget; step measured in %.1f s)\n",
-                 part.graph.part, needed.c_str(), allowed.c_str(), watch.seconds());
+                 "may use%s (--memory-budget; step measured in %.1f s)\n",
+                 part.graph.part, needed.c_str(), allowed.c_str(), where.c_str(), watch.seconds());
   TESSERA_CHECK(need <= budget, InvalidInput, "--parallel graph: part ", part.graph.part, " of ",
                 part.graph.num_parts, " (", shape.owned, " nodes, ", shape.halo, " halo nodes, ",
                 shape.entries, " adjacency entries) needs an estimated ", needed,
-                " GiB while training, more than the ", allowed,
-                " GiB one rank may use (--memory-budget; by default this node's memory divided "
-                "among its ranks); use more ranks, --feature-dtype bf16, a smaller model, or a "
-                "larger budget (train_gcn --plan estimates the alternatives)");
+                " GiB while training, more than the ", allowed, " GiB one rank may use", where,
+                " (--memory-budget; by default ",
+                cpu ? "this node's memory divided among its ranks"
+                    : "the GPU's memory divided among the ranks on it",
+                "); use more ranks, --feature-dtype bf16, a smaller model, or a larger budget "
+                "(train_gcn --plan estimates the alternatives)");
 }
 
 class GraphRunner final : public ModeRunner {
@@ -68,6 +78,7 @@ class GraphRunner final : public ModeRunner {
   void connect() override {
     DevicePlacement placement = place_on_device(config_, comm_);
     device_ = placement.device;
+    ranks_on_gpu_ = placement.ranks_on_gpu;
     gpu_comm_ = std::move(placement.comm);
   }
 
@@ -134,6 +145,7 @@ class GraphRunner final : public ModeRunner {
   GraphPart& part_;
   Communicator& comm_;
   Device device_;
+  int ranks_on_gpu_ = 1;  // the job's ranks on this rank's GPU, itself included
   // Several GPU ranks: the communicator of their halos and gradients (traffic counted in comm_'s
   // counter).
   std::unique_ptr<Communicator> gpu_comm_;
@@ -163,9 +175,9 @@ void GraphRunner::build(const LossRows& loss) {
   LocalGraph& g = part_.graph;
   TESSERA_CHECK(g.num_parts == comm_.size() && g.part == comm_.rank(), InvalidArgument, "part ",
                 g.part, " of ", g.num_parts, " given to rank ", comm_.rank(), " of ", comm_.size());
-  if (device_.kind == DeviceKind::Cpu)
-    check_part_memory(config_, part_, ranks_on_this_node(comm_),
-                      config_.verbosity >= 1 && comm_.rank() == 0);
+  // The ranks that share the budget's memory: those on this GPU, or on this node.
+  const int sharing = device_.kind != DeviceKind::Cpu ? ranks_on_gpu_ : ranks_on_this_node(comm_);
+  check_part_memory(config_, part_, device_, sharing, config_.verbosity >= 1 && comm_.rank() == 0);
   ExchangeCodecs codecs;
   codecs.adaptive = config_.adaptive();
   codecs.forward = config_.forward_codec();

@@ -431,6 +431,11 @@ double graph_rank_bytes(const TrainConfig& c, const DatasetInfo& d, const PartSh
   return std::max({setup, rounding, kept + graph_train_bytes(c, step, p, widths)});
 }
 
+double graph_rank_device_bytes(const TrainConfig& c, const DatasetInfo& d, const PartShape& p,
+                               const StepMemory& step) {
+  return graph_rank_bytes(c, d, p, step) + signs_gap_per_row(c, d) * static_cast<double>(p.owned);
+}
+
 double graph_rank_floor_bytes(const TrainConfig& c, const DatasetInfo& d, const PartShape& p) {
   const double outputs =
       static_cast<double>(c.num_layers - 1) * static_cast<double>(c.hidden_channels) +
@@ -479,8 +484,8 @@ PlanEstimate estimate_plan(const PlanInputs& in) {
       // Stages after the first receive the part as an image from the first (held with it).
       load = layout.first_stage() ? load + own : baseline + 2.0 * own;
     }
-    const double gap = e.stages == 1 ? signs_gap_per_row(c, d) : 0.0;
-    const double device = train - baseline + gap * static_cast<double>(p.owned);
+    const double device =
+        e.stages == 1 ? graph_rank_device_bytes(c, d, p, in.step) : train - baseline;
     e.memory.push_back({static_cast<std::uint64_t>(load), static_cast<std::uint64_t>(train),
                         static_cast<std::uint64_t>(device)});
   }

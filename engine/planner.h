@@ -173,6 +173,12 @@ double part_data_bytes(const PartShape& part, const DatasetInfo& data,
 // less the process.
 double graph_rank_bytes(const TrainConfig& config, const DatasetInfo& data, const PartShape& part,
                         const StepMemory& step);
+// What the GPU of a graph-mode rank holding `part` would hold while training (planned with the
+// CPU's step; no GPU has checked it): graph_rank_bytes plus the layer outputs that a host step
+// keeps as their signs only (Model::keep_signs_only), whole on a GPU.
+double graph_rank_device_bytes(const TrainConfig& config, const DatasetInfo& data,
+                               const PartShape& part, const StepMemory& step);
+
 // A floor of graph_rank_bytes that needs no measured step: the part as loaded, its operator's
 // weights (4 bytes an entry) and every layer's output once (attention layers': four rows of it).
 double graph_rank_floor_bytes(const TrainConfig& config, const DatasetInfo& data,

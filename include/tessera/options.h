@@ -121,8 +121,9 @@
     ReportedAs("chunks"),                                                                          \
     "chunks each graph part is cut into for the pipeline, >= --stages (0: the stages)")            \
   X(memory_budget, double, 0.0, Flag(), AtLeast(0), Summary(),                                     \
-    "GiB one rank may use: every mode refuses, before training, a pipeline stage or (on the CPU) " \
-    "a graph part estimated above it (0: the node's memory shared among its ranks)")               \
+    "GiB one rank may use: every mode refuses, before training, a pipeline stage or a graph part " \
+    "estimated above it (0: the memory of the node, or of the rank's GPU, shared among the ranks " \
+    "that use it)")                                                                                \
   X(parts, int, 0, Flag(), AtLeast(0), ReportedAs("graph_parts"),                                  \
     "graph parts; must equal the ranks (hybrid: ranks / stages) and Slurm's task count (0: not "   \
     "checked)")                                                                                    \

@@ -2,8 +2,9 @@
 // train_gcn on GPU ranks as a user launches it (mpiexec): two ranks sharing one GPU with
 // --gpu-comm mpi train to the end and say so in the summary; under NCCL (two GPUs or more) a
 // rank that never joins the NCCL communicator (TESSERA_STALL) makes the other give up within
-// --comm-timeout, and the job ends. Skipped, with the reason, without the GPUs. The binaries
-// are the build's, or TESSERA_TRAIN_GCN and TESSERA_MPIEXEC (the GPU check's pack).
+// --comm-timeout, and the job ends; graph mode refuses a part above the GPU's --memory-budget.
+// Skipped, with the reason, without the GPUs. The binaries are the build's, or TESSERA_TRAIN_GCN
+// and TESSERA_MPIEXEC (the GPU check's pack).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -57,6 +58,23 @@ TEST(CudaCli, ARankThatNeverJoinsNcclEndsTheJobAtTheTimeout) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(r.seconds, 60.0) << r.output;
   EXPECT_NE(r.output.find("did not complete within 3 s"), std::string::npos) << r.output;
+}
+
+// Graph mode checks a GPU rank's part against its GPU's share of --memory-budget, as a CPU rank's
+// against the node's: a budget below the estimate ends the job before training, naming the GPU,
+// and leaves no output file.
+TEST(CudaCli, GraphModeRefusesAPartAboveTheGpuBudget) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no usable CUDA GPU: " << cuda::unavailable_reason();
+  const fs::path summary = work_dir() / "refused.json";
+  fs::remove(summary);
+  const cli_test::Result r = cli_test::run(
+      train_gcn(1, "--device cuda:0 --memory-budget 0.0001 --epochs 2 --quiet --summary " +
+                       summary.string()),
+      work_dir() / "refused.log");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("needs an estimated"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("one rank may use on cuda:0"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(summary));
 }
 
 }  // namespace
