@@ -39,9 +39,8 @@ namespace {
 void check_part_memory(const TrainConfig& config, const GraphPart& part, Device device, int sharing,
                        bool report) {
   const bool cpu = device.kind == DeviceKind::Cpu;
-  const double memory =
-      static_cast<double>(cpu ? physical_memory_bytes() : gpu_memory_bytes(device));
-  const double budget = stage_memory_budget(config.memory_budget, memory, sharing);
+  const double budget =
+      stage_memory_budget(config.memory_budget, rank_memory_bytes(device), sharing);
   const DatasetInfo& data = part.dataset;
   const PartShape shape = part_shape(part);
   if (budget <= 0.0 || graph_rank_floor_bytes(config, data, shape) <= budget / 8.0) return;

@@ -26,11 +26,8 @@ void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
       layout, config.kind(), data.num_features, config.hidden_channels, data.num_outputs(),
       part.graph.num_owned(), part.graph.num_halo(), nnz, config.hyper());
   const bool given = config.memory_budget > 0.0;
-  const double budget = stage_memory_budget(config.memory_budget,
-                                            device.kind == DeviceKind::Cpu
-                                                ? static_cast<double>(physical_memory_bytes())
-                                                : static_cast<double>(gpu_memory_bytes(device)),
-                                            sharing);
+  const double budget =
+      stage_memory_budget(config.memory_budget, rank_memory_bytes(device), sharing);
   const std::string need = gib_text(static_cast<double>(m.bytes)), have = gib_text(budget);
   TESSERA_CHECK(budget <= 0.0 || static_cast<double>(m.bytes) <= budget, InvalidInput,
                 "--parallel ", to_string(layout.mode), ": stage ", layout.stage, " (layers ",
@@ -49,6 +46,11 @@ void check_stage_memory(const TrainConfig& config, const PipelineLayout& layout,
 double stage_memory_budget(double memory_budget_gib, double memory, int sharing) {
   if (memory_budget_gib > 0.0) return memory_budget_gib * 1024.0 * 1024.0 * 1024.0;
   return memory / std::max(1, sharing);
+}
+
+double rank_memory_bytes(Device device) {
+  return static_cast<double>(device.kind == DeviceKind::Cpu ? physical_memory_bytes()
+                                                            : gpu_memory_bytes(device));
 }
 
 int ranks_on_this_node(const Communicator& comm) {

@@ -19,6 +19,8 @@ namespace tessera {
 // The bytes one rank's stage may use: --memory-budget GiB when given, else `memory` (its GPU's,
 // or its node's) divided among the `sharing` ranks that use that memory.
 double stage_memory_budget(double memory_budget_gib, double memory, int sharing);
+// The memory a rank on `device` draws from: this node's (physical_memory_bytes) or its GPU's.
+double rank_memory_bytes(Device device);
 // The ranks that share this node's memory: those of `comm` on this node (1 if it is not MPI's).
 int ranks_on_this_node(const Communicator& comm);
 // `bytes` in GiB to three significant digits, as the memory checks print them.
