@@ -174,9 +174,8 @@ void GraphRunner::build(const LossRows& loss) {
   LocalGraph& g = part_.graph;
   TESSERA_CHECK(g.num_parts == comm_.size() && g.part == comm_.rank(), InvalidArgument, "part ",
                 g.part, " of ", g.num_parts, " given to rank ", comm_.rank(), " of ", comm_.size());
-  // The ranks that share the budget's memory: those on this GPU, or on this node.
-  const int sharing = device_.kind != DeviceKind::Cpu ? ranks_on_gpu_ : ranks_on_this_node(comm_);
-  check_part_memory(config_, part_, device_, sharing, config_.verbosity >= 1 && comm_.rank() == 0);
+  check_part_memory(config_, part_, device_, ranks_sharing_memory(device_, ranks_on_gpu_, comm_),
+                    config_.verbosity >= 1 && comm_.rank() == 0);
   ExchangeCodecs codecs;
   codecs.adaptive = config_.adaptive();
   codecs.forward = config_.forward_codec();

@@ -53,7 +53,8 @@ double rank_memory_bytes(Device device) {
                                                             : gpu_memory_bytes(device));
 }
 
-int ranks_on_this_node(const Communicator& comm) {
+int ranks_sharing_memory(Device device, int ranks_on_gpu, const Communicator& comm) {
+  if (device.kind != DeviceKind::Cpu) return ranks_on_gpu;
   const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm);
   return mpi != nullptr ? mpi->ranks_on_node() : 1;
 }
@@ -107,9 +108,8 @@ void PipelineRunner::build(const LossRows& loss) {
   const LocalGraph& g = part_.graph;
   operator_ = config_.kind()->op->build(g.adjacency, g.degrees);
   operator_nnz_ = operator_.nnz();
-  // The ranks that share the budget's memory: those on this GPU, or on this node.
-  const int sharing = device_.kind != DeviceKind::Cpu ? ranks_on_gpu_ : ranks_on_this_node(comm_);
-  check_stage_memory(config_, *layout_, part_, operator_nnz_, device_, sharing);
+  check_stage_memory(config_, *layout_, part_, operator_nnz_, device_,
+                     ranks_sharing_memory(device_, ranks_on_gpu_, comm_));
   loss_rows_ = loss.rows;
 }
 

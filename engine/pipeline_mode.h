@@ -21,8 +21,9 @@ namespace tessera {
 double stage_memory_budget(double memory_budget_gib, double memory, int sharing);
 // The memory a rank on `device` draws from: this node's (physical_memory_bytes) or its GPU's.
 double rank_memory_bytes(Device device);
-// The ranks that share this node's memory: those of `comm` on this node (1 if it is not MPI's).
-int ranks_on_this_node(const Communicator& comm);
+// The ranks that share the memory rank_memory_bytes(device) gives: `ranks_on_gpu` on a GPU, else
+// those of `comm` on this node (1 if it is not MPI's).
+int ranks_sharing_memory(Device device, int ranks_on_gpu, const Communicator& comm);
 // `bytes` in GiB to three significant digits, as the memory checks print them.
 std::string gib_text(double bytes);
 
