@@ -660,4 +660,9 @@ std::string build_description() { return build_text(); }
 
 void use_best_blas_core(char** argv) { cpu::use_best_blas_core(argv); }
 
+BlasCores blas_cores() {
+  const cpu::BlasKernels blas = cpu::blas_kernels();
+  return {blas.chosen, blas.weaker ? blas.best : std::string()};
+}
+
 }  // namespace tessera

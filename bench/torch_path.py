@@ -8,11 +8,15 @@ training draws them); PyG's is F.dropout. Prints the median training-step time (
 excluded), the ratio to native and each system's peak resident memory. The torch path runs with
 glibc's malloc as it is, with tessera.torch.keep_freed_memory() (TESSERA_TORCH_MALLOC=keep), and
 with glibc's malloc asking for transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
+train_gcn starts again with OpenBLAS's best GEMM kernels for the CPU when OpenBLAS chose weaker
+ones; a Python process cannot, so every run gets that core in OPENBLAS_CORETYPE (--blas best,
+the default) unless the environment sets one; --blas as-loaded leaves the torch path on
+OpenBLAS's own choice, as a user who sets nothing runs it.
 
   python3 bench/torch_path.py [--build build] [--ranks 1,2] [--epochs 20]
                               [--malloc default,keep[,thp]]
                               [--dataset synth:arxiv-like] [--pyg-python VENV/bin/python]
-                              [--pyg-epochs 5]
+                              [--pyg-epochs 5] [--blas best|as-loaded]
 
 --pyg-python: an interpreter with torch_geometric, pandas and torch (the peers' environment of
 bench/peers); without it the PyG row is left out. Runs the workers itself under mpiexec.
@@ -104,6 +108,8 @@ def main():
                    help="the torch path's malloc policies: default; keep (TESSERA_TORCH_MALLOC="
                         "keep); thp (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)")
     p.add_argument("--mpiexec", default="mpiexec")
+    p.add_argument("--blas", default="best", choices=("best", "as-loaded"),
+                   help="the torch path's OpenBLAS core: train_gcn's, or OpenBLAS's own choice")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -113,6 +119,13 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env["PYTHONPATH"] = os.path.join(args.build, "python") + os.pathsep + env.get("PYTHONPATH", "")
     train_gcn = os.path.join(args.build, "apps", "train_gcn")
+    chosen, better = subprocess.run(
+        [sys.executable, "-c", "import tessera; print(*tessera.blas_cores(), sep=',')"],
+        env=env, check=True, capture_output=True, text=True).stdout.strip().split(",")
+    blas_line = f"OpenBLAS core of the torch path: {chosen} (as loaded)"
+    if better and args.blas == "best" and "OPENBLAS_CORETYPE" not in env:
+        env["OPENBLAS_CORETYPE"] = better
+        blas_line = f"OpenBLAS core of the torch path: {better} (set here; OpenBLAS chose {chosen})"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in [int(r) for r in args.ranks.split(",")]:
@@ -163,6 +176,7 @@ def main():
     version = subprocess.run([train_gcn, "--version"], check=True, capture_output=True,
                              text=True, env=env).stdout.strip().splitlines()
     print(version[-1])  # the CPU kernels and OpenBLAS's core (torch's OpenBLAS is Debian's too)
+    print(blas_line)
     print(f"GCN {MODEL['num_layers']}x{MODEL['hidden_channels']} on {args.dataset}, "
           f"{args.epochs} epochs, 1 thread per rank: median training step (epochs 2..)")
     print(f"| {'system':<28} | ranks | step s | vs native | peak RSS MiB (largest rank) |")

@@ -260,6 +260,15 @@ PYBIND11_MODULE(_core, m) {
       },
       "Every option Session takes (the option table): name, flag, type, default, help, choices.");
 
+  m.def(
+      "blas_cores",
+      [] {
+        const tessera::BlasCores cores = tessera::blas_cores();
+        return py::make_tuple(cores.chosen, cores.better);
+      },
+      "(chosen, better): the OpenBLAS core this process's GEMMs run, and the OPENBLAS_CORETYPE "
+      "value that selects faster kernels on this CPU ('' when none does).");
+
   py::class_<PyGraph>(m, "Graph",
                       "A dataset held in NumPy arrays (kept by reference, not copied): edges as "
                       "edge_index (2, E) int64 or indptr/indices (CSR over destinations), "

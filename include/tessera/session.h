@@ -205,5 +205,14 @@ TESSERA_API std::string build_description();
 // Every Tessera program calls it; build_description() then names both cores. A value of
 // OPENBLAS_CORETYPE the user set is kept.
 TESSERA_API void use_best_blas_core(char** argv);
+// OpenBLAS's GEMM kernels in this process: `chosen`, the core OpenBLAS runs (its own choice, or
+// OPENBLAS_CORETYPE's), and `better`, the value of OPENBLAS_CORETYPE that selects faster kernels
+// on this CPU when there is one (else empty). A process that cannot start again, such as a Python
+// interpreter that imported the module, keeps `chosen` until it exits.
+struct BlasCores {
+  std::string chosen;
+  std::string better;
+};
+TESSERA_API BlasCores blas_cores();
 
 }  // namespace tessera

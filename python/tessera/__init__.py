@@ -6,13 +6,39 @@
   tessera.torch     the graph operators as torch autograd Functions, GCNConv, SAGEConv and
                     DistributedGraph: a PyTorch model of one's own on K ranks
 """
+import os as _os
+import warnings as _warnings
+
 import numpy as _np
 
 from tessera import _convert
-from tessera._core import Session, __version__, options
+from tessera._core import Session, __version__, blas_cores, options
 from tessera._core import Graph as _Graph
 
-__all__ = ["Graph", "Session", "options", "__version__"]
+__all__ = ["Graph", "Session", "blas_cores", "options", "__version__"]
+
+# The launchers' variables for a process's rank, the launcher's own first (mpiexec inside a
+# Slurm allocation leaves every rank SLURM_PROCID=0).
+_RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+
+
+def _warn_about_blas():
+    """On import, in a lone process or on rank 0 of a launch: a RuntimeWarning when this
+    process's OpenBLAS runs slower GEMM kernels than this CPU's best (OpenBLAS 0.3.21 falls back
+    to old ones on CPUs it does not know). train_gcn starts again with the better ones; a Python
+    process cannot, and NumPy's, torch's and Tessera's products all run on the ones OpenBLAS
+    chose when it loaded."""
+    chosen, better = blas_cores()
+    rank = next((_os.environ[v] for v in _RANK_VARIABLES if v in _os.environ), "0")
+    if better and rank.strip() == "0":
+        _warnings.warn(
+            f"OpenBLAS chose its {chosen} GEMM kernels, but this CPU runs its {better} kernels, "
+            f"which are faster; this process's products (NumPy's, torch's and Tessera's) run on "
+            f"{chosen} until it exits: start Python with OPENBLAS_CORETYPE={better} (under "
+            f"mpiexec: -genv OPENBLAS_CORETYPE {better})", RuntimeWarning, stacklevel=2)
+
+
+_warn_about_blas()
 
 
 def Graph(*, num_nodes, edge_index=None, indptr=None, indices=None, x, y=None, targets=None,

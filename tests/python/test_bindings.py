@@ -223,6 +223,39 @@ class StoppingTraining(unittest.TestCase):
         self.assertEqual(child.wait(timeout=60), 42)
 
 
+class SlowBlasKernelsAreNamed(unittest.TestCase):
+    """A Python process cannot start again with better GEMM kernels as train_gcn does: importing
+    the module warns once, on rank 0 only, and names the variable to set."""
+
+    @staticmethod
+    def import_tessera(**variables):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("OPENBLAS_CORETYPE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK",
+                            "SLURM_PROCID")}
+        env.update(variables)
+        done = subprocess.run([sys.executable, "-c", "import tessera; print(*tessera.blas_cores())"],
+                              capture_output=True, text=True, env=env, check=True)
+        return done.stdout.split(), done.stderr
+
+    def test_prescott_on_a_wider_cpu_warns_on_rank_0(self):
+        cores, err = self.import_tessera(OPENBLAS_CORETYPE="Prescott")
+        if len(cores) < 2:
+            self.skipTest("this CPU runs no OpenBLAS kernels faster than Prescott's")
+        self.assertEqual(cores[0], "Prescott")
+        self.assertIn("RuntimeWarning: OpenBLAS chose its Prescott GEMM kernels", err)
+        self.assertIn(f"OPENBLAS_CORETYPE={cores[1]}", err)
+        self.assertEqual(err.count("RuntimeWarning"), 1, err)
+        for variable in ("PMI_RANK", "SLURM_PROCID"):
+            _, quiet = self.import_tessera(OPENBLAS_CORETYPE="Prescott", **{variable: "1"})
+            self.assertNotIn("RuntimeWarning", quiet, variable)
+        # mpiexec inside an allocation: every rank sees SLURM_PROCID=0; the launcher's rank rules.
+        _, quiet = self.import_tessera(OPENBLAS_CORETYPE="Prescott", SLURM_PROCID="0", PMI_RANK="2")
+        self.assertNotIn("RuntimeWarning", quiet)
+        better, err = self.import_tessera(OPENBLAS_CORETYPE=cores[1])
+        self.assertEqual(better, [cores[1]])
+        self.assertNotIn("RuntimeWarning", err)
+
+
 class BadInputIsValueError(unittest.TestCase):
     def assert_graph_refused(self, pattern, **changes):
         data = two_rings()
