@@ -58,7 +58,7 @@ struct Flags {
   int repeats = 5;
   int layers = 3;
   std::int64_t hidden = 256;
-  std::int64_t stream_mb = 256;
+  std::int64_t stream_mb = 0;  // 0: copy_array_mb's choice for the L3 cache found
   std::string json_file;
   std::string tmpdir;
   std::string blas_cores = "all";  // GEMM again with each of these OpenBLAS cores
@@ -133,6 +133,14 @@ std::int64_t l3_cache_bytes() {
     }
   }
   return std::max<long>(0, ::sysconf(_SC_LEVEL3_CACHE_SIZE));
+}
+
+// MB per array of the copy test: `requested` when given, else four times the L3 cache (`l3_bytes`,
+// 0 when unknown), so that the copy measures DRAM, and at least 256.
+std::int64_t copy_array_mb(std::int64_t requested, std::int64_t l3_bytes) {
+  if (requested > 0) return requested;
+  const auto mb = static_cast<std::int64_t>(std::ceil(4.0 * static_cast<double>(l3_bytes) / kMB));
+  return std::max<std::int64_t>(256, mb);
 }
 
 struct CopyResult {
@@ -909,6 +917,7 @@ int run_gemm_only(const Flags& flags, JsonLines& out) {
 
 int run(Flags flags) {
   if (flags.threads <= 0) flags.threads = omp_get_num_procs();
+  flags.stream_mb = copy_array_mb(flags.stream_mb, l3_cache_bytes());
   set_num_threads(flags.threads);
   JsonLines out(flags.preset, flags.threads);
   if (flags.gemm_only) return run_gemm_only(flags, out);
@@ -976,9 +985,10 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--hidden", f.hidden, "GCN hidden width (training and GEMM shapes)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16))
       ->capture_default_str();
-  app.add_option("--stream-mb", f.stream_mb, "MB per array of the copy test (>= 4x L3 to be "
-                                              "honest)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16))
+  app.add_option("--stream-mb", f.stream_mb,
+                 "MB per array of the copy test (0: four times the L3 cache found, so that it "
+                 "measures DRAM, and at least 256; the refault block is four arrays)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 16))
       ->capture_default_str();
   app.add_option("--json", f.json_file, "also write the JSON lines to this file");
   app.add_option("--tmpdir", f.tmpdir,

@@ -29,4 +29,22 @@ for kind in dataset train copy spmm node_order gemm gemm_core gemm_vs_best load 
 done
 check_json_copy "$out" "$lines"
 check_no_scratch "$work"
+# Without --stream-mb each copy array is four times the L3 cache found, rounded up to whole MB,
+# and at least 256 MB, so that the copy measures DRAM: bytes = 2 arrays of that, no warning.
+auto=$work/bench_foundation_smoke_auto.out
+"$bench" --preset default --threads 1 --epochs 1 --warmup 0 --repeats 1 --blas-cores none \
+  --tmpdir "$work" >"$auto"
+check_status $? "bench_foundation without --stream-mb"
+copy=$(grep '^{"bench":"copy"' "$auto")
+bytes=$(echo "$copy" | sed 's/.*"bytes":\([0-9.e+]*\).*/\1/')
+l3=$(echo "$copy" | sed 's/.*"l3_bytes":\([0-9]*\).*/\1/')
+if ! awk -v b="$bytes" -v l="$l3" 'BEGIN { mb = int((4 * l + 999999) / 1e6); if (mb < 256) mb = 256
+                                            exit !(b == 2e6 * mb) }'; then
+  echo "FAIL: the default copy arrays ($bytes bytes in all) are not 2 x max(256 MB, 4 x the L3 of $l3 bytes)" >&2
+  exit 1
+fi
+if grep -q 'WARNING: the copy arrays' "$auto"; then
+  echo "FAIL: the default copy arrays were reported too small for the L3 cache" >&2
+  exit 1
+fi
 echo "bench_foundation smoke: OK"
