@@ -414,6 +414,30 @@ def _glorot_(weight):
         weight.uniform_(-bound, bound)
 
 
+def _check_message_passing_options(kwargs, layer):
+    """Refuses the options of PyG's MessagePassing that would change what the layer computes
+    here (a ValueError naming the option), so that none is ignored in silence. Taken: flow
+    'source_to_target' (messages along edge_index's direction, as Tessera aggregates),
+    node_dim -2 or 0 (the node axis of 2-D rows) and decomposed_layers (a memory trade in PyG,
+    the same values)."""
+    for name, value in kwargs.items():
+        if name == "aggr":
+            continue  # each layer checks its own
+        if name == "flow":
+            if value != "source_to_target":
+                raise ValueError(f"flow: {layer} aggregates along the edges' direction "
+                                 f"(source_to_target), got {value!r}")
+        elif name == "node_dim":
+            if value not in (-2, 0):
+                raise ValueError(f"node_dim: the rows are (nodes, channels), so the node axis is "
+                                 f"-2 or 0, got {value!r}")
+        elif name == "decomposed_layers":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"decomposed_layers: expected a positive int, got {value!r}")
+        elif not (name == "aggr_kwargs" and not value):
+            raise ValueError(f"{name}: not an option of PyG's {layer} that tessera.torch takes")
+
+
 class GCNConv(torch.nn.Module):
     """PyG's GCNConv over a DistributedGraph: lin (Linear without bias, weight out x in,
     glorot), then D^-1/2 (A+I) D^-1/2 aggregation, then bias (zeros). normalize=False
@@ -430,6 +454,7 @@ class GCNConv(torch.nn.Module):
                              "use add_self_loops=True or normalize=False")
         if kwargs.get("aggr", "add") != "add":
             raise ValueError(f"aggr: GCNConv sums its messages, got {kwargs['aggr']!r}")
+        _check_message_passing_options(kwargs, "GCNConv")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.normalize, self.cached, self.improved = normalize, cached, improved
         self.lin = torch.nn.Linear(in_channels, out_channels, bias=False)
@@ -478,6 +503,7 @@ class SAGEConv(torch.nn.Module):
         super().__init__()
         if aggr not in ("mean", "sum", "add"):
             raise ValueError(f"aggr: expected 'mean', 'sum' or 'add', got {aggr!r}")
+        _check_message_passing_options(kwargs, "SAGEConv")
         # A pair (source width, target width): x is then a pair of this rank's rows too, the
         # neighbours' features and the nodes' own (PyG's bipartite form over one node set).
         widths = tuple(in_channels) if isinstance(in_channels, (tuple, list)) else (in_channels,) * 2

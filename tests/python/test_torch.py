@@ -148,6 +148,19 @@ class Layers(unittest.TestCase):
         torch.testing.assert_close(summed(x, graph),
                                    torch.sparse.mm(ops["sum"], x @ summed.lin.weight.T))
 
+    def test_message_passing_options_that_change_nothing_are_taken(self):
+        # PyG's defaults spelled out, and decomposed_layers (a memory trade there): the same
+        # layer; what would change the values (flow="target_to_source") is refused, in
+        # BadInputIsValueError.
+        graph = tt.DistributedGraph(ring_data())
+        x = torch.randn(60, 5)
+        options = dict(flow="source_to_target", node_dim=0, decomposed_layers=2, aggr_kwargs=None)
+        for make in (tt.GCNConv, tt.SAGEConv):
+            with self.subTest(layer=make.__name__):
+                plain, spelled = make(5, 3), make(5, 3, **options)
+                spelled.load_state_dict(plain.state_dict())
+                torch.testing.assert_close(spelled(x, graph), plain(x, graph), rtol=0, atol=0)
+
     def test_projected_sage_aggregates_relu_of_lin(self):
         # PyG's project=True: lin_l(mean of relu(lin(x)) over neighbours) + lin_r(x), with the
         # names lin.weight (in x in) and lin.bias; gradients reach all three Linears.
@@ -464,6 +477,14 @@ class BadInputIsValueError(unittest.TestCase):
              lambda: tt.GCNConv(4, 2)(x, graph, torch.ones(120))),
             (r"aggr: expected 'mean', 'sum' or 'add', got 'max'",
              lambda: tt.SAGEConv(4, 2, aggr="max")),
+            (r"flow: GCNConv aggregates along the edges' direction \(source_to_target\), "
+             r"got 'target_to_source'", lambda: tt.GCNConv(4, 2, flow="target_to_source")),
+            (r"flow: SAGEConv aggregates", lambda: tt.SAGEConv(4, 2, flow="target_to_source")),
+            (r"node_dim: the rows are \(nodes, channels\)", lambda: tt.GCNConv(4, 2, node_dim=1)),
+            (r"decomposed_layers: expected a positive int, got 0",
+             lambda: tt.SAGEConv(4, 2, decomposed_layers=0)),
+            (r"fill_value: not an option of PyG's GCNConv that tessera.torch takes",
+             lambda: tt.GCNConv(4, 2, fill_value=2.0)),
             (r"x: float64 value .* has no exact float32",
              lambda: tt.DistributedGraph(data.edge_index, x=data.x.double() + 1e-9, y=data.y,
                                          train_mask=data.train_mask)),
