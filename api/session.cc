@@ -258,9 +258,10 @@ Session::Session(const Options& options, MPI_Comm comm) : impl_(std::make_unique
   s.guarded([&] {
     run_agreed(*s.comm, "checking options", [&] {
       s.config = to_config(options);
-      // TESSERA_CPU is read now: a bad value is a usage error here, not an exception escaping
-      // the first kernel (std::terminate).
+      // TESSERA_CPU and TESSERA_SPMM_PREFETCH are read now: a bad value is a usage error here,
+      // not an exception escaping the first kernel (std::terminate).
       cpu::cpu_level();
+      cpu::spmm_prefetch_target();
     });
     // Output files go where rank 0 can write them: known now, not after hours of training.
     run_agreed(*s.comm, "checking the output files", [&] {

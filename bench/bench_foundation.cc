@@ -178,6 +178,8 @@ struct SpmmResult {
   std::int64_t f = 0;
   DType x_dtype = DType::F32;     // f32, or bf16 (--aggregate-dtype bf16's rows)
   std::string order = "dataset";  // the node order the operator is in (partition/node_order.h)
+  std::string prefetch;           // where the kernel prefetched rows: "l1" or "l2" (dispatch.h)
+  bool other_prefetch = false;    // the target not in use, for comparison
   double speedup = 1.0;  // the f32 SpMM's median time at this width, dataset order / this one's
   double median_s = 0, min_s = 0;
   double bytes_upper = 0;       // every gathered row counted once per nonzero
@@ -210,6 +212,7 @@ struct SpmmVariant {
   std::string order;  // "dataset", or the node order `op` was renumbered by
   const Csr* op = nullptr;
   DType x_dtype = DType::F32;
+  bool other_prefetch = false;  // prefetch into the cache level not in use (spmm_prefetch_target)
 };
 
 // Each width, every variant one after the other (so that they meet the same machine state);
@@ -233,12 +236,21 @@ std::vector<SpmmResult> measure_spmm(const std::vector<SpmmVariant>& variants, i
       const double df = static_cast<double>(f);
       const Tensor& input = variant.x_dtype == DType::F32 ? x : x_bf16;
       const CsrView view = op.view();
+      const cpu::PrefetchTarget in_use = cpu::spmm_prefetch_target();
+      const cpu::PrefetchTarget target = !variant.other_prefetch ? in_use
+                                         : in_use == cpu::PrefetchTarget::L1
+                                             ? cpu::PrefetchTarget::L2
+                                             : cpu::PrefetchTarget::L1;
+      cpu::set_spmm_prefetch_target(target);
       std::vector<double> seconds = time_repeats(repeats, [&] { spmm(out, view, input); });
+      cpu::set_spmm_prefetch_target(in_use);
       const double in_bytes = static_cast<double>(dtype_size(input.dtype()));
       SpmmResult r;
       r.f = f;
       r.x_dtype = input.dtype();
       r.order = variant.order;
+      r.prefetch = cpu::to_string(target);
+      r.other_prefetch = variant.other_prefetch;
       r.median_s = median(seconds);
       r.min_s = min_of(seconds);
       if (&variant == &variants.front()) first_median = r.median_s;
@@ -590,6 +602,7 @@ void print_copy_spmm_table(const Flags& flags, const Measurements& m) {
     const double upper = r.bytes_upper / r.median_s / kGB;
     const double compulsory = r.bytes_compulsory / r.median_s / kGB;
     const std::string kernel = r.x_dtype != DType::F32 ? "SpMM bf16 x"
+                               : r.other_prefetch      ? "SpMM, prefetch into " + r.prefetch
                                : r.order == "dataset"  ? "SpMM"
                                                        : "SpMM, " + r.order + " order";
     std::printf("| %s | %lld | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1e | %.2f |\n",
@@ -606,7 +619,8 @@ void print_order_table(const Measurements& m) {
   for (const OrderResult& o : m.orders) {
     std::string speeds;
     for (const SpmmResult& r : m.spmm) {
-      if (r.order != o.name || r.x_dtype != DType::F32 || o.name == "dataset") continue;
+      if (r.order != o.name || r.x_dtype != DType::F32 || r.other_prefetch || o.name == "dataset")
+        continue;
       char cell[32];
       std::snprintf(cell, sizeof cell, "%s%.2f", speeds.empty() ? "" : ", ", r.speedup);
       speeds += cell;
@@ -678,7 +692,10 @@ void print_notes(const Flags& flags, const Measurements& m) {
       "traffic lies between. Median of %d runs after a warm-up; max abs err: 64 sampled rows "
       "against a double-precision loop. \"SpMM bf16 x\": the same rows rounded to bf16 "
       "(--aggregate-dtype bf16), 2 bytes per input value, summed in f32; its error is against "
-      "the f32 rows, so it includes the rounding. \"SpMM, rcm/metis order\": the same operator "
+      "the f32 rows, so it includes the rounding. \"SpMM, prefetch into l1/l2\": the same SpMM "
+      "with the gathered rows prefetched into the cache level not in use (the other rows use "
+      "the one in use: TESSERA_SPMM_PREFETCH, else the CPU's default; core/cpu/dispatch.h). "
+      "\"SpMM, rcm/metis order\": the same operator "
       "renumbered by reverse Cuthill-McKee or grouped by the parts of a METIS partition into "
       "parts of about %lld nodes (partition/node_order.h), so that a row's neighbours lie near "
       "it. Speed vs SpMM = the f32 SpMM's time in the dataset's order / its time.\n"
@@ -746,7 +763,8 @@ void run_copy_and_spmm(const Dataset& data, const Flags& flags, Measurements& m,
     m.operator_nnz = op.nnz();
     const std::vector<Csr> ordered = order_operators(data.graph, op, m);
     std::vector<SpmmVariant> variants = {{"dataset", &op, DType::F32},
-                                         {"dataset", &op, DType::BF16}};
+                                         {"dataset", &op, DType::BF16},
+                                         {"dataset", &op, DType::F32, true}};
     for (std::size_t i = 0; i < ordered.size(); ++i) {
       variants.push_back({m.orders[i + 1].name, &ordered[i], DType::F32});
     }
@@ -761,6 +779,7 @@ void run_copy_and_spmm(const Dataset& data, const Flags& flags, Measurements& m,
     out.emit("spmm", {{"F", r.f},
                       {"x_dtype", to_string(r.x_dtype)},
                       {"order", r.order},
+                      {"prefetch", r.prefetch},
                       {"speedup", r.speedup},
                       {"N", m.num_nodes},
                       {"nnz", m.operator_nnz},

@@ -88,6 +88,25 @@ CpuLevel initial_level() {
 }
 
 std::atomic<int> g_level{-1};  // the level in use; -1 until the first kernel asks
+std::atomic<int> g_prefetch{-1};  // the SpMM prefetch target; -1 until the first SpMM asks
+
+bool amd_cpu() {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
+PrefetchTarget initial_prefetch_target() {
+  if (const char* name = std::getenv("TESSERA_SPMM_PREFETCH"); name != nullptr && *name != '\0') {
+    for (PrefetchTarget target : {PrefetchTarget::L1, PrefetchTarget::L2})
+      if (std::string(name) == to_string(target)) return target;
+    TESSERA_FAIL(InvalidArgument, "TESSERA_SPMM_PREFETCH=", name, ": expected l1 or l2");
+  }
+  return amd_cpu() ? PrefetchTarget::L2 : PrefetchTarget::L1;
+}
 std::atomic<const KernelTable*> g_table{nullptr};
 
 }  // namespace
@@ -100,6 +119,21 @@ const char* to_string(CpuLevel level) {
     case CpuLevel::Avx512: return "avx512";
   }
   return "?";
+}
+
+const char* to_string(PrefetchTarget target) { return target == PrefetchTarget::L2 ? "l2" : "l1"; }
+
+PrefetchTarget spmm_prefetch_target() {
+  int target = g_prefetch.load(std::memory_order_acquire);
+  if (target < 0) {
+    target = static_cast<int>(initial_prefetch_target());
+    g_prefetch.store(target, std::memory_order_release);
+  }
+  return static_cast<PrefetchTarget>(target);
+}
+
+void set_spmm_prefetch_target(PrefetchTarget target) {
+  g_prefetch.store(static_cast<int>(target), std::memory_order_release);
 }
 
 std::vector<CpuLevel> built_cpu_levels() {
@@ -245,7 +279,8 @@ std::string cpu_kernels_description() {
     built_list += std::string(built_list.empty() ? "" : ", ") + to_string(level);
   // OpenBLAS's configuration names the kernels it chose for this CPU (DYNAMIC_ARCH builds).
   std::string text = std::string(to_string(cpu_level())) + " (built: " + built_list +
-                     "); BLAS: " + openblas_get_config();
+                     "), SpMM prefetch " + to_string(spmm_prefetch_target()) +
+                     "; BLAS: " + openblas_get_config();
   const BlasKernels blas = blas_kernels();
   if (blas.weaker) {
     text += "; OpenBLAS core " + blas.chosen + " is weaker than this CPU's " + blas.best +

@@ -27,6 +27,18 @@ void set_cpu_level(CpuLevel level);
 // The kernels of the level in use.
 const KernelTable& kernels();
 
+// Where the SpMM kernels prefetch the rows of x they are about to gather (core/cpu/spmm.cc):
+// into L1 (prefetcht0) or into L2 only (prefetcht1). Whole rows prefetched into L1 hold the L1's
+// few miss buffers; on an AMD EPYC (Zen 4) prefetching into L2 made SpMM 1.4-1.6 times as fast
+// from 32 columns up, and training epochs 1.08-1.25 times as fast (docs/performance.md). The same
+// values either way. $TESSERA_SPMM_PREFETCH (l1 or l2), else L2 on AMD CPUs and L1 on the others,
+// where L2 has not been measured to win; InvalidArgument naming the variable when it names neither.
+enum class PrefetchTarget { L1, L2 };
+const char* to_string(PrefetchTarget target);  // "l1", "l2"
+PrefetchTarget spmm_prefetch_target();
+// Tests and benchmarks: prefetch into `target` from now on.
+void set_spmm_prefetch_target(PrefetchTarget target);
+
 // OpenBLAS's GEMM kernels against this CPU: the core OpenBLAS chose (DYNAMIC_ARCH builds pick
 // one when the library loads) and the widest of its x86-64 cores this CPU runs. OpenBLAS 0.3.21
 // falls back to an older core on CPUs it does not know (Prescott, SSE3 only, on a Xeon with
@@ -55,7 +67,8 @@ std::vector<std::string> openblas_cores_this_cpu_runs();
 // 2 AVX2, 3 AVX-512.
 int openblas_core_level(const std::string& core);
 
-// "avx512 (built: baseline, avx, avx2, avx512); BLAS: OpenBLAS 0.3.21 ... Haswell ...", and
+// "avx512 (built: baseline, avx, avx2, avx512), SpMM prefetch l2; BLAS: OpenBLAS 0.3.21 ...
+// Haswell ...", and
 // when OpenBLAS's core is weaker than the CPU allows, "; OpenBLAS core Haswell is weaker than
 // this CPU's SkylakeX (set OPENBLAS_CORETYPE=SkylakeX)", or after use_best_blas_core replaced
 // the core, "; OpenBLAS core SkylakeX chosen by Tessera (OpenBLAS chose Haswell)": what --version

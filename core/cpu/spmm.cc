@@ -3,7 +3,8 @@
 // rows), taken dynamically because degrees follow a power law. Each row is summed into a zeroed
 // accumulator in edge order, so results are bitwise independent of the thread count. Widths up
 // to 32 are compile-time (accumulator in registers); wider rows go in 32-column slices. Rows of
-// x are prefetched a few KiB ahead, since the gather is bound by memory latency. x is f32 or
+// x are prefetched a few KiB ahead, since the gather is bound by memory latency, into L1 or L2
+// (spmm_prefetch_target, core/cpu/dispatch.h). x is f32 or
 // bf16 (uint16_t bits, widened exactly to f32 as it is read): the same sums in the same order.
 #include <omp.h>
 
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cpu/dispatch.h"
 #include "core/cpu/kernels_cpu.h"
 #include "core/cpu/parallel.h"
 #include "core/half_float_bits.h"
@@ -30,17 +32,22 @@ EdgeOffset prefetch_distance(std::int64_t f) {
   return std::clamp<std::int64_t>(kPrefetchBytes / (f * std::int64_t{sizeof(T)}), 4, 32);
 }
 
-// Where the prefetch of edge j + distance may look: up to (not including) `end`.
+// Where the prefetch of edge j + distance may look: up to (not including) `end`; into L2 only
+// (prefetcht1) or into L1 as well (prefetcht0).
 struct Prefetch {
   EdgeOffset end;
   EdgeOffset distance;
+  bool into_l2;
 };
 
 template <class T>
-inline void prefetch_row(const T* row, std::int64_t f) {
+inline void prefetch_row(const T* row, std::int64_t f, bool into_l2) {
   const char* bytes = reinterpret_cast<const char*>(row);
-  for (std::int64_t b = 0; b < f * std::int64_t{sizeof(T)}; b += 64) {
-    __builtin_prefetch(bytes + b);
+  const std::int64_t size = f * std::int64_t{sizeof(T)};
+  if (into_l2) {
+    for (std::int64_t b = 0; b < size; b += 64) __builtin_prefetch(bytes + b, 0, 2);
+  } else {
+    for (std::int64_t b = 0; b < size; b += 64) __builtin_prefetch(bytes + b, 0, 3);
   }
 }
 
@@ -84,7 +91,8 @@ inline void aggregate_tile(float* __restrict out_tile, const T* __restrict x, st
     Float8 acc[kVectors] = {};
     for (EdgeOffset j = begin; j < end; ++j) {
       if (j < prefetch.end) {
-        prefetch_row(x + std::int64_t{idx[j + prefetch.distance]} * stride, stride);
+        prefetch_row(x + std::int64_t{idx[j + prefetch.distance]} * stride, stride,
+                     prefetch.into_l2);
       }
       const T* __restrict x_row = x + std::int64_t{idx[j]} * stride;
       for (int v = 0; v < kVectors; ++v) {
@@ -102,7 +110,8 @@ inline void aggregate_tile(float* __restrict out_tile, const T* __restrict x, st
     float acc[kTile] = {};
     for (EdgeOffset j = begin; j < end; ++j) {
       if (j < prefetch.end) {
-        prefetch_row(x + std::int64_t{idx[j + prefetch.distance]} * stride, stride);
+        prefetch_row(x + std::int64_t{idx[j + prefetch.distance]} * stride, stride,
+                     prefetch.into_l2);
       }
       const T* __restrict x_row = x + std::int64_t{idx[j]} * stride;
       if constexpr (kWeighted) {
@@ -140,7 +149,7 @@ inline void aggregate_row(float* out_row, const T* x, const NodeId* idx, const f
   if constexpr (kWidth > 0) {
     aggregate_tile<kWeighted, kWidth>(out_row, x, kWidth, idx, val, begin, end, prefetch);
   } else {
-    const Prefetch none = {-1, 0};
+    const Prefetch none = {-1, 0, false};
     std::int64_t c0 = 0;
     for (; c0 + kMaxTile <= f; c0 += kMaxTile) {
       aggregate_tile<kWeighted, kMaxTile>(out_row + c0, x + c0, f, idx, val, begin, end,
@@ -177,7 +186,7 @@ std::vector<std::int64_t> balanced_row_blocks(const CsrView& a, std::int64_t num
 template <class T>
 Prefetch make_prefetch(const CsrView& a, std::int64_t f) {
   const EdgeOffset distance = prefetch_distance<T>(f);
-  return {a.nnz() - distance, distance};
+  return {a.nnz() - distance, distance, spmm_prefetch_target() == PrefetchTarget::L2};
 }
 
 template <bool kWeighted, int kWidth, class T>

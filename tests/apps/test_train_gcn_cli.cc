@@ -416,6 +416,13 @@ TEST(TrainGcnCli, EveryCpuLevelGivesTheSameSummary) {
   EXPECT_NE(bad.output.find("TESSERA_CPU=avx3: expected baseline, avx, avx2 or avx512"),
             std::string::npos)
       << bad.output;
+  const Result bad_prefetch = run(std::string(kQuick), "TESSERA_SPMM_PREFETCH=l3");
+  EXPECT_EQ(bad_prefetch.exit_code, 2) << bad_prefetch.output;
+  EXPECT_NE(bad_prefetch.output.find("train_gcn: error: "), std::string::npos)
+      << bad_prefetch.output;
+  EXPECT_NE(bad_prefetch.output.find("TESSERA_SPMM_PREFETCH=l3: expected l1 or l2"),
+            std::string::npos)
+      << bad_prefetch.output;
 }
 
 // The OpenBLAS core of the widest vectors the CPU runs, from --version's CPU kernels; empty

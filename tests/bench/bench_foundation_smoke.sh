@@ -18,12 +18,15 @@ cat "$out"
 check_status "$status" bench_foundation
 check_lines "$out" '^# bench_foundation: preset default | threads 2 ' '^| kernel | F | median ms' \
   '^| SpMM | 256 |' '^| SpMM bf16 x | 256 |' '^| SpMM, rcm order | 256 |' '^| SpMM, metis order | 256 |' \
+  '^| SpMM, prefetch into l[12] | 256 |' '^CPU kernels: .*), SpMM prefetch l[12]; BLAS' \
   '^| order | compute s | bandwidth |' '^| rcm | ' '^| metis | ' '^| product, layers |' '^| warm-up | timed epochs |' '^| format | file MB' \
   '^| ogb_raw |' '^| hdf5 |' '^## Fresh memory right after freeing and after a 0.1 s pause' \
   '^| 64 | 1 | ' '^## GEMM GFLOP/s with each OpenBLAS core' '^| product, layers | Prescott |'
 # --core-rounds 2 (the default): every core's child runs in both rounds.
 check_lines "$out" '^{"bench":"gemm_core".*"round":0,' '^{"bench":"gemm_core".*"round":1,' \
   '^{"bench":"gemm_vs_best".*"gflops_this_process"' '^## GEMM GFLOP/s .* best of 2 rounds'
+# The SpMM with the gathered rows prefetched into the other cache level: both targets measured.
+check_lines "$out" '^{"bench":"spmm".*"prefetch":"l1"' '^{"bench":"spmm".*"prefetch":"l2"'
 for kind in dataset train copy spmm node_order gemm gemm_core gemm_vs_best load refault machine; do
   check_lines "$out" "^{\"bench\":\"$kind\""
 done

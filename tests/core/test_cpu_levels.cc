@@ -284,6 +284,38 @@ TEST_F(CpuLevels, EveryKernelGivesTheBaselinesBitsAtEveryLevel) {
   }
 }
 
+// Where SpMM prefetches the rows it gathers changes its speed only: the spmm kernels give the
+// same bits prefetching into L1 or L2, at every level this CPU runs.
+TEST_F(CpuLevels, SpmmGivesTheSameBitsPrefetchingIntoL1OrL2) {
+  test::ThreadCount threads(2);
+  const cpu::PrefetchTarget saved = cpu::spmm_prefetch_target();
+  int compared = 0;
+  for (CpuLevel level : cpu::built_cpu_levels()) {
+    if (!cpu::cpu_supports(level)) continue;
+    cpu::set_cpu_level(level);
+    for (const Case& c : cases()) {
+      if (c.name.find("spmm") == std::string::npos) continue;
+      for (const std::int64_t f : kWidths) {
+        cpu::set_spmm_prefetch_target(cpu::PrefetchTarget::L1);
+        const std::vector<std::byte> l1 = c.run(cpu::kernels(), f);
+        cpu::set_spmm_prefetch_target(cpu::PrefetchTarget::L2);
+        const std::vector<std::byte> l2 = c.run(cpu::kernels(), f);
+        ASSERT_EQ(l1.size(), l2.size());
+        EXPECT_EQ(std::memcmp(l1.data(), l2.data(), l1.size()), 0)
+            << c.name << " at width " << f << ", " << cpu::to_string(level)
+            << ": prefetching into L2 changes the result";
+        ++compared;
+      }
+    }
+  }
+  cpu::set_spmm_prefetch_target(saved);
+  EXPECT_GT(compared, 0);
+  EXPECT_NE(
+      cpu::cpu_kernels_description().find(std::string("SpMM prefetch ") + cpu::to_string(saved)),
+      std::string::npos)
+      << cpu::cpu_kernels_description();
+}
+
 TEST_F(CpuLevels, TheWidestSupportedLevelRunsByDefault) {
   CpuLevel widest = CpuLevel::Baseline;
   for (CpuLevel level : cpu::built_cpu_levels())
