@@ -90,6 +90,18 @@ CpuLevel initial_level() {
 std::atomic<int> g_level{-1};  // the level in use; -1 until the first kernel asks
 std::atomic<int> g_prefetch{-1};  // the SpMM prefetch target; -1 until the first SpMM asks
 
+// The choice held in `slot` (an enumerator's value, -1 until first asked), made by `initial` the
+// first time.
+template <class Choice>
+Choice chosen_once(std::atomic<int>& slot, Choice (*initial)()) {
+  int value = slot.load(std::memory_order_acquire);
+  if (value < 0) {
+    value = static_cast<int>(initial());
+    slot.store(value, std::memory_order_release);
+  }
+  return static_cast<Choice>(value);
+}
+
 bool amd_cpu() {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
@@ -123,14 +135,7 @@ const char* to_string(CpuLevel level) {
 
 const char* to_string(PrefetchTarget target) { return target == PrefetchTarget::L2 ? "l2" : "l1"; }
 
-PrefetchTarget spmm_prefetch_target() {
-  int target = g_prefetch.load(std::memory_order_acquire);
-  if (target < 0) {
-    target = static_cast<int>(initial_prefetch_target());
-    g_prefetch.store(target, std::memory_order_release);
-  }
-  return static_cast<PrefetchTarget>(target);
-}
+PrefetchTarget spmm_prefetch_target() { return chosen_once(g_prefetch, initial_prefetch_target); }
 
 void set_spmm_prefetch_target(PrefetchTarget target) {
   g_prefetch.store(static_cast<int>(target), std::memory_order_release);
@@ -174,14 +179,7 @@ bool cpu_supports(CpuLevel level) {
 #endif
 }
 
-CpuLevel cpu_level() {
-  int level = g_level.load(std::memory_order_acquire);
-  if (level < 0) {
-    level = static_cast<int>(initial_level());
-    g_level.store(level, std::memory_order_release);
-  }
-  return static_cast<CpuLevel>(level);
-}
+CpuLevel cpu_level() { return chosen_once(g_level, initial_level); }
 
 void set_cpu_level(CpuLevel level) {
   checked(level, std::string("set_cpu_level(") + to_string(level) + ")");
