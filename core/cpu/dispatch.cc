@@ -88,6 +88,7 @@ CpuLevel initial_level() {
 }
 
 std::atomic<int> g_level{-1};  // the level in use; -1 until the first kernel asks
+std::atomic<const KernelTable*> g_table{nullptr};
 std::atomic<int> g_prefetch{-1};  // the SpMM prefetch target; -1 until the first SpMM asks
 
 // The choice held in `slot` (an enumerator's value, -1 until first asked), made by `initial` the
@@ -119,7 +120,6 @@ PrefetchTarget initial_prefetch_target() {
   }
   return amd_cpu() ? PrefetchTarget::L2 : PrefetchTarget::L1;
 }
-std::atomic<const KernelTable*> g_table{nullptr};
 
 }  // namespace
 
