@@ -103,13 +103,24 @@ Choice chosen_once(std::atomic<int>& slot, Choice (*initial)()) {
   return static_cast<Choice>(value);
 }
 
-bool amd_cpu() {
+// The CPU's vendor and family (CPUID leaf 1: the base family, plus the extended family where the
+// base is 0xF); {false, 0} off x86.
+struct CpuFamily {
+  bool amd = false;
+  int family = 0;
+};
+CpuFamily cpu_family() {
+  CpuFamily out;
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
-  return __builtin_cpu_is("amd");
-#else
-  return false;
+  out.amd = __builtin_cpu_is("amd");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0) {
+    const int base = static_cast<int>((eax >> 8) & 0xF);
+    out.family = base == 0xF ? base + static_cast<int>((eax >> 20) & 0xFF) : base;
+  }
 #endif
+  return out;
 }
 
 PrefetchTarget initial_prefetch_target() {
@@ -118,10 +129,15 @@ PrefetchTarget initial_prefetch_target() {
       if (std::string(name) == to_string(target)) return target;
     TESSERA_FAIL(InvalidArgument, "TESSERA_SPMM_PREFETCH=", name, ": expected l1 or l2");
   }
-  return amd_cpu() ? PrefetchTarget::L2 : PrefetchTarget::L1;
+  const CpuFamily cpu = cpu_family();
+  return default_spmm_prefetch_target(cpu.amd, cpu.family);
 }
 
 }  // namespace
+
+PrefetchTarget default_spmm_prefetch_target(bool amd, int family) {
+  return amd && family >= 0x17 && family <= 0x19 ? PrefetchTarget::L2 : PrefetchTarget::L1;
+}
 
 const char* to_string(CpuLevel level) {
   switch (level) {

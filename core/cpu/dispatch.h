@@ -30,12 +30,16 @@ const KernelTable& kernels();
 // Where the SpMM kernels prefetch the rows of x they are about to gather (core/cpu/spmm.cc):
 // into L1 (prefetcht0) or into L2 only (prefetcht1). Whole rows prefetched into L1 hold the L1's
 // few miss buffers; on an AMD EPYC (Zen 4) prefetching into L2 made SpMM 1.4-1.6 times as fast
-// from 32 columns up, and training epochs 1.08-1.25 times as fast (docs/performance.md). The same
-// values either way. $TESSERA_SPMM_PREFETCH (l1 or l2), else L2 on AMD CPUs and L1 on the others,
-// where L2 has not been measured to win; InvalidArgument naming the variable when it names neither.
+// from 32 columns up, and training epochs 1.08-1.25 times as fast; on an AMD EPYC (Zen 5) it
+// gained nothing, L1 being as fast or a little faster (docs/performance.md). The same values
+// either way. $TESSERA_SPMM_PREFETCH (l1 or l2), else default_spmm_prefetch_target of this CPU;
+// InvalidArgument naming the variable when it names neither.
 enum class PrefetchTarget { L1, L2 };
 const char* to_string(PrefetchTarget target);  // "l1", "l2"
 PrefetchTarget spmm_prefetch_target();
+// The default for a CPU of this vendor and family (CPUID's, extended family included): L2 on
+// AMD's families 0x17 and 0x19 (Zen 1 to 4), L1 on Zen 5 (0x1A) and on every other CPU.
+PrefetchTarget default_spmm_prefetch_target(bool amd, int family);
 // Tests and benchmarks: prefetch into `target` from now on.
 void set_spmm_prefetch_target(PrefetchTarget target);
 

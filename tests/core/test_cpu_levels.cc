@@ -316,6 +316,18 @@ TEST_F(CpuLevels, SpmmGivesTheSameBitsPrefetchingIntoL1OrL2) {
       << cpu::cpu_kernels_description();
 }
 
+// The default target by vendor and family: L2 where it was measured to win (AMD Zen 4, family
+// 0x19) and on the Zen generations before it; L1 on Zen 5 (0x1A), where it gained nothing, and
+// on every other CPU.
+TEST(SpmmPrefetch, TheDefaultTargetFollowsTheCpuFamily) {
+  EXPECT_EQ(cpu::default_spmm_prefetch_target(true, 0x19), cpu::PrefetchTarget::L2);  // Zen 3, 4
+  EXPECT_EQ(cpu::default_spmm_prefetch_target(true, 0x17), cpu::PrefetchTarget::L2);  // Zen 1, 2
+  EXPECT_EQ(cpu::default_spmm_prefetch_target(true, 0x1A), cpu::PrefetchTarget::L1);  // Zen 5
+  EXPECT_EQ(cpu::default_spmm_prefetch_target(true, 0x15), cpu::PrefetchTarget::L1);  // Bulldozer
+  EXPECT_EQ(cpu::default_spmm_prefetch_target(false, 6), cpu::PrefetchTarget::L1);    // Intel
+  EXPECT_EQ(cpu::default_spmm_prefetch_target(false, 0x19), cpu::PrefetchTarget::L1);
+}
+
 TEST_F(CpuLevels, TheWidestSupportedLevelRunsByDefault) {
   CpuLevel widest = CpuLevel::Baseline;
   for (CpuLevel level : cpu::built_cpu_levels())
