@@ -5,16 +5,18 @@ tessera.torch against the same model in Tessera's native train_gcn at the same r
 against PyTorch Geometric's GCNConv on one process, all on the same graph and one thread per
 rank, in one run. The torch path's dropout is tessera.torch.dropout (Tessera's masks, as native
 training draws them); PyG's is F.dropout. Prints the median training-step time (epochs after the first; evaluation
-excluded), the ratio to native and each system's peak resident memory. The torch path runs with
-glibc's malloc as it is, with tessera.torch.keep_freed_memory() (TESSERA_TORCH_MALLOC=keep), and
-with glibc's malloc asking for transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
+excluded), the ratio to native and each system's peak resident memory. The torch path runs
+under memory policies (--malloc): default (torch's large CPU tensors in Tessera's host memory, as
+importing tessera.torch sets up); torch (TESSERA_TORCH_MEMORY=off: torch's own allocator over
+glibc's malloc as it is); keep (tessera.torch.keep_freed_memory(), TESSERA_TORCH_MALLOC=keep);
+thp (glibc's malloc asking for transparent huge pages, GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
 train_gcn starts again with OpenBLAS's best GEMM kernels for the CPU when OpenBLAS chose weaker
 ones; a Python process cannot, so every run gets that core in OPENBLAS_CORETYPE (--blas best,
 the default) unless the environment sets one; --blas as-loaded leaves the torch path on
 OpenBLAS's own choice, as a user who sets nothing runs it.
 
   python3 bench/torch_path.py [--build build] [--ranks 1,2] [--epochs 20]
-                              [--malloc default,keep[,thp]]
+                              [--malloc default,torch,keep,thp]
                               [--dataset synth:arxiv-like] [--pyg-python VENV/bin/python]
                               [--pyg-epochs 5] [--blas best|as-loaded]
 
@@ -81,14 +83,16 @@ def median_after_first(times):
 
 
 def malloc_env(env, policy):
-    """The environment of a torch-path run under a malloc policy: default, keep or thp."""
+    """The environment of a torch-path run under a memory policy: default, torch, keep or thp."""
+    if policy == "torch":
+        return dict(env, TESSERA_TORCH_MEMORY="off")
     if policy == "keep":
         return dict(env, TESSERA_TORCH_MALLOC="keep")
     if policy == "thp":
         tunables = ":".join(t for t in (env.get("GLIBC_TUNABLES", ""), "glibc.malloc.hugetlb=1") if t)
         return dict(env, GLIBC_TUNABLES=tunables)
     if policy != "default":
-        sys.exit(f"--malloc: {policy!r} is not one of default, keep, thp")
+        sys.exit(f"--malloc: {policy!r} is not one of default, torch, keep, thp")
     return env
 
 
@@ -104,9 +108,10 @@ def main():
     p.add_argument("--dataset", default="synth:arxiv-like")
     p.add_argument("--pyg-python", default="")
     p.add_argument("--pyg-epochs", type=int, default=5, help="PyG's epochs (slow on one thread)")
-    p.add_argument("--malloc", default="default,keep",
-                   help="the torch path's malloc policies: default; keep (TESSERA_TORCH_MALLOC="
-                        "keep); thp (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)")
+    p.add_argument("--malloc", default="default,torch",
+                   help="the torch path's memory policies: default (torch's large tensors in "
+                        "Tessera's memory); torch (TESSERA_TORCH_MEMORY=off); keep "
+                        "(TESSERA_TORCH_MALLOC=keep); thp (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)")
     p.add_argument("--mpiexec", default="mpiexec")
     p.add_argument("--blas", default="best", choices=("best", "as-loaded"),
                    help="the torch path's OpenBLAS core: train_gcn's, or OpenBLAS's own choice")
@@ -143,8 +148,7 @@ def main():
             with open(summary) as f:
                 native_peak = json.load(f)["peak_rss_bytes_max"]
             rows.append(("Tessera native (train_gcn)", k, native, native, native_peak))
-            # The torch path with glibc's malloc as it is, with keep_freed_memory(), and with
-            # malloc's mappings in transparent huge pages.
+            # The torch path under each memory policy (malloc_env).
             for policy in args.malloc.split(","):
                 out = os.path.join(tmp, f"torch{k}-{policy}.json")
                 run(launch + [sys.executable, os.path.abspath(__file__), "--worker", "--dataset",
@@ -152,7 +156,8 @@ def main():
                     malloc_env(env, policy))
                 with open(out) as f:
                     result = json.load(f)
-                name = "tessera.torch" + ("" if policy == "default" else f" (malloc {policy})")
+                name = "tessera.torch" + {"default": "", "torch": " (torch's allocator)"}.get(
+                    policy, f" (malloc {policy})")
                 rows.append((name, k, median_after_first(result["epoch_s"]), native,
                              result["peak_rss_bytes"]))
         if args.pyg_python:
@@ -179,12 +184,12 @@ def main():
     print(blas_line)
     print(f"GCN {MODEL['num_layers']}x{MODEL['hidden_channels']} on {args.dataset}, "
           f"{args.epochs} epochs, 1 thread per rank: median training step (epochs 2..)")
-    print(f"| {'system':<28} | ranks | step s | vs native | peak RSS MiB (largest rank) |")
-    print(f"|{'-' * 30}|-------|--------|-----------|-----------------------------|")
+    print(f"| {'system':<34} | ranks | step s | vs native | peak RSS MiB (largest rank) |")
+    print(f"|{'-' * 36}|-------|--------|-----------|-----------------------------|")
     for name, k, seconds, native, peak in rows:
         ratio = f"{seconds / native:.2f}x" if native else "-"
         peak_text = f"{peak / 2**20:.0f}" if peak else "-"
-        print(f"| {name:<28} | {k:>5} | {seconds:6.3f} | {ratio:>9} | {peak_text:>27} |")
+        print(f"| {name:<34} | {k:>5} | {seconds:6.3f} | {ratio:>9} | {peak_text:>27} |")
     return 0
 
 

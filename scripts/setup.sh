@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 packages=(cmake make g++ pkg-config zlib1g-dev libzip-dev libopenblas-dev libhdf5-dev libgtest-dev
           libcli11-dev nlohmann-json3-dev mpich libmpich-dev libmetis-dev
           libptscotch-dev openmpi-bin libbz2-dev liblzma-dev
-          python3-dev python3-numpy python3-h5py python3-scipy python3-torch python3-venv python3-pip
+          python3-dev python3-numpy python3-h5py python3-scipy python3-torch libtorch-dev python3-venv
+          python3-pip
           pybind11-dev python3-matplotlib slurm-wlm munge
           universal-ctags ninja-build)
 missing=()

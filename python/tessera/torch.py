@@ -33,6 +33,8 @@ work torch queued on its current stream, with the halo rows moved between the ra
 summed over the ranks through host memory.
 """
 import ctypes
+import glob
+import importlib
 import os
 
 import numpy as np
@@ -44,7 +46,74 @@ from tessera._core import DistributedGraph as _CoreGraph
 from tessera._core import empty_rows as _empty_rows
 
 __all__ = ["BatchNorm1d", "DistributedGraph", "GCNConv", "SAGEConv", "aggregate", "dropout",
-           "all_reduce_gradients", "broadcast_parameters", "keep_freed_memory"]
+           "all_reduce_gradients", "broadcast_parameters", "keep_freed_memory",
+           "tensor_memory", "use_tessera_memory"]
+
+_TESSERA_MEMORY_MIN_BYTES = 4 << 20  # Tessera's host memory caches blocks from 4 MiB up
+
+
+def _torch_memory_module():
+    """(tessera._torch_memory_<major>_<minor> for this torch, or None; why not, or "")."""
+    major_minor = "_".join(torch.__version__.split("+")[0].split(".")[:2])
+    try:
+        return importlib.import_module(f"tessera._torch_memory_{major_minor}"), ""
+    except ModuleNotFoundError:
+        here = os.path.dirname(os.path.abspath(__file__))
+        built = sorted(os.path.basename(f).split(".")[0][len("_torch_memory_"):].replace("_", ".")
+                       for f in glob.glob(os.path.join(here, "_torch_memory_*.so")))
+        if built:
+            return None, (f"tessera._torch_memory was built for torch {', '.join(built)}, this "
+                          f"is torch {torch.__version__}")
+        return None, "this build of Tessera has no tessera._torch_memory (built without libtorch-dev)"
+
+
+_memory_module, _memory_absent = _torch_memory_module()
+_memory_off = ""  # why torch keeps its own allocator by choice, or ""
+
+
+def use_tessera_memory(enabled=True):
+    """Serves torch's CPU tensors of 4 MiB and more from Tessera's host memory (True, the
+    default from import on) or from torch's own allocator again (False), for the whole process.
+    Tessera's large blocks are kept when freed for the next tensor of the same size (bounded:
+    core/host_memory.h), so the (N, F) results torch allocates afresh every step, a ReLU's and
+    its gradient's included, stop faulting in new pages each time; on synth:arxiv-like the
+    torch path's step took 0.75-0.8 of the time at a lower peak (docs/performance.md). The
+    values are the same either way; tensors keep the allocator they were made by. Returns
+    whether Tessera's memory is in use now: False when this build or this torch version has no
+    tessera._torch_memory (tensor_memory() says why). TESSERA_TORCH_MEMORY=off before the
+    import leaves torch's allocator alone."""
+    global _memory_off
+    if _memory_module is None:
+        return False
+    if enabled:
+        _memory_module.install(_TESSERA_MEMORY_MIN_BYTES)
+        _memory_off = ""
+    else:
+        _memory_module.uninstall()
+        _memory_off = "use_tessera_memory(False)"
+    return _memory_module.installed()
+
+
+def tensor_memory():
+    """Where torch's large CPU tensors come from: 'tessera (blocks of 4 MiB and more)', or
+    "torch's (...)" saying why not."""
+    if _memory_module is not None and _memory_module.installed():
+        return f"tessera (blocks of {_memory_module.min_bytes() >> 20} MiB and more)"
+    return f"torch's ({_memory_off or _memory_absent or 'another allocator replaced it'})"
+
+
+def _memory_from_environment():
+    global _memory_off
+    value = os.environ.get("TESSERA_TORCH_MEMORY", "")
+    if value not in ("", "on", "off"):
+        raise ValueError(f"TESSERA_TORCH_MEMORY={value}: expected on or off")
+    if value == "off":
+        _memory_off = "TESSERA_TORCH_MEMORY=off"
+    else:
+        use_tessera_memory(True)
+
+
+_memory_from_environment()
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)

@@ -67,6 +67,10 @@ if [ -n "$python" ]; then
   step "installed Python module"
   where=$(PYTHONPATH="$site" "$python" -c 'import tessera; print(tessera.__file__)')
   [[ $where == "$site"/* ]] || fail "python imported tessera from $where, not from the prefix"
+  if [[ -f /usr/include/c10/core/CPUAllocator.h ]]; then  # libtorch-dev: torch's allocator module
+    memory=$(PYTHONPATH="$site" "$python" -c 'import tessera.torch as t; print(t.tensor_memory())')
+    [[ $memory == "tessera "* ]] || fail "the installed tessera.torch.tensor_memory() is $memory"
+  fi
   step "docs/python.md: the Python example"
   mkdir -p "$work/readme-py"
   extract example.py "$work/readme-py" docs/python.md

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # `pip install SOURCE` into a fresh virtual environment (with Debian's site packages, for numpy
 # and python3-torch), then, from outside the source tree: import tessera and tessera.torch from
-# the venv (libtessera inside the package, found through the extension's RUNPATH), a training
+# the venv (libtessera inside the package, found through the extension's RUNPATH; torch's
+# allocator module where libtorch-dev is installed), a training
 # through Session, and examples/torch/arxiv_gcn.py at 2 ranks. The source is copied first, so
 # the build leaves nothing in it.
 # Usage: test_pip_install.sh SOURCE_DIR MPIEXEC [PYTHON]
@@ -29,6 +30,12 @@ cd "$work"
 where=$("$work/venv/bin/python" -c 'import tessera, tessera.torch; print(tessera.__file__)')
 [[ $where == "$work/venv/"* ]] || fail "tessera imported from $where, not from the venv"
 ls "$(dirname "$where")"/libtessera.so* >/dev/null || fail "libtessera is not in the package"
+# torch's large tensors in Tessera's memory: tessera._torch_memory_* built and loaded (where
+# libtorch-dev is installed, as scripts/setup.sh does).
+if [[ -f /usr/include/c10/core/CPUAllocator.h ]]; then
+  memory=$("$work/venv/bin/python" -c 'import tessera.torch as tt; print(tt.tensor_memory())')
+  [[ $memory == "tessera "* ]] || fail "tessera.torch.tensor_memory() is $memory"
+fi
 step "Session from the venv"
 "$work/venv/bin/python" -c '
 import tessera

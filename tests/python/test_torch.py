@@ -14,6 +14,7 @@ import unittest
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 import torch.nn.utils.prune
 
 import tessera
@@ -425,8 +426,10 @@ print(before, with_graph, kept_mb())
 
 class FreedMemory(unittest.TestCase):
     def probe(self, **env):
+        # glibc's policy, with torch's own allocator (Tessera's keeps freed blocks: TorchMemory).
+        env = {**os.environ, "TESSERA_TORCH_MEMORY": "off", **env}
         out = subprocess.run([sys.executable, "-c", _HEAP_PROBE], check=True, text=True,
-                             capture_output=True, env={**os.environ, **env}).stdout
+                             capture_output=True, env=env).stdout
         return [float(value) for value in out.split()]
 
     def test_freed_blocks_are_kept_for_reuse_only_when_asked(self):
@@ -439,6 +442,95 @@ class FreedMemory(unittest.TestCase):
         before, with_graph, kept = self.probe(TESSERA_TORCH_MALLOC="keep")
         self.assertLess(before, 16)
         self.assertGreater(with_graph, 48, "TESSERA_TORCH_MALLOC=keep did not apply")
+
+
+# Run in a fresh interpreter with TESSERA_TORCH_MEMORY as given: where torch's tensors come from.
+_ALLOCATOR_PROBE = """
+import torch
+import tessera.torch as tt
+big = torch.ones(3 * 2**20)  # 12 MiB
+print(tt.tensor_memory(), big.data_ptr() % 2**21, sep="|")
+"""
+
+
+class TorchMemory(unittest.TestCase):
+    """torch's CPU tensors of 4 MiB and more in Tessera's host memory (2 MiB aligned blocks,
+    kept when freed for the next tensor of the size), smaller ones and the values unchanged."""
+
+    def setUp(self):
+        if tt.tensor_memory().startswith("torch's (this build") or "built for torch" in \
+                tt.tensor_memory():
+            self.skipTest(tt.tensor_memory())
+        self.assertTrue(tt.use_tessera_memory(True))
+
+    def tearDown(self):
+        tt.use_tessera_memory(True)
+
+    def test_large_tensors_come_from_tesseras_blocks_and_are_reused(self):
+        self.assertEqual(tt.tensor_memory(), "tessera (blocks of 4 MiB and more)")
+        big = torch.empty(2**20 + 5)  # just over 4 MiB
+        self.assertEqual(big.data_ptr() % 2**21, 0, "not one of Tessera's 2 MiB-aligned blocks")
+        address = big.data_ptr()
+        del big
+        again = torch.empty(2**20 + 5)
+        self.assertEqual(again.data_ptr(), address, "the freed block was not reused")
+        small = torch.empty(1000)
+        self.assertEqual(small.data_ptr() % 64, 0)
+        relu = torch.relu(torch.full((3000, 1000), -1.5).index_fill_(1, torch.tensor([7]), 2.0))
+        self.assertEqual(relu.data_ptr() % 2**21, 0)
+        self.assertEqual(float(relu.sum()), 2.0 * 3000)
+
+    def test_torchs_allocator_is_given_back_and_taken_again(self):
+        kept = torch.arange(2**21, dtype=torch.float32)  # 8 MiB, made in Tessera's memory
+        self.assertFalse(tt.use_tessera_memory(False))
+        self.assertEqual(tt.tensor_memory(), "torch's (use_tessera_memory(False))")
+        other = torch.empty(2**22)
+        self.assertNotEqual(other.data_ptr() % 2**21, 0, "still Tessera's block")
+        self.assertTrue(tt.use_tessera_memory(True))
+        del other  # freed by torch's allocator, which made it
+        self.assertEqual(float(kept[-1]), 2**21 - 1)
+
+    def test_training_gives_the_same_bits_in_either_memory(self):
+        # (5000, 256) float32 activations: 5 MB, so every hidden result is one of Tessera's blocks.
+        graph = tt.DistributedGraph(ring_data(n=5000, f=32))
+
+        def train(tessera_memory):
+            tt.use_tessera_memory(tessera_memory)
+            torch.manual_seed(0)
+            convs = torch.nn.ModuleList([tt.GCNConv(32, 256), tt.GCNConv(256, 2)])
+            optimizer = torch.optim.Adam(convs.parameters(), lr=0.01)
+            losses = []
+            for epoch in range(3):
+                graph.set_epoch(epoch)
+                optimizer.zero_grad()
+                h = tt.dropout(torch.relu(convs[0](graph.x, graph)), graph, p=0.5)
+                out = convs[1](h, graph)
+                loss = F.cross_entropy(out[graph.train_mask], graph.y[graph.train_mask])
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+            return losses, [p.detach().clone() for p in convs.parameters()]
+
+        losses, weights = train(True)
+        torch_losses, torch_weights = train(False)
+        self.assertEqual(losses, torch_losses)
+        for mine, theirs in zip(weights, torch_weights):
+            self.assertTrue(torch.equal(mine, theirs))
+
+    def probe(self, value):
+        env = {**os.environ, "TESSERA_TORCH_MEMORY": value}
+        return subprocess.run([sys.executable, "-c", _ALLOCATOR_PROBE], text=True,
+                              capture_output=True, env=env)
+
+    def test_the_environment_chooses_at_import(self):
+        memory, offset = self.probe("on").stdout.strip().split("|")
+        self.assertEqual((memory, offset), ("tessera (blocks of 4 MiB and more)", "0"))
+        memory, offset = self.probe("off").stdout.strip().split("|")
+        self.assertEqual(memory, "torch's (TESSERA_TORCH_MEMORY=off)")
+        self.assertNotEqual(offset, "0")
+        bad = self.probe("yes")
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("ValueError: TESSERA_TORCH_MEMORY=yes: expected on or off", bad.stderr)
 
 
 class Devices(unittest.TestCase):
