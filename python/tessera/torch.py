@@ -55,9 +55,12 @@ _TESSERA_MEMORY_MIN_BYTES = 4 << 20  # Tessera's host memory caches blocks from 
 def _torch_memory_module():
     """(tessera._torch_memory_<major>_<minor> for this torch, or None; why not, or "")."""
     major_minor = "_".join(torch.__version__.split("+")[0].split(".")[:2])
+    name = f"tessera._torch_memory_{major_minor}"
     try:
-        return importlib.import_module(f"tessera._torch_memory_{major_minor}"), ""
-    except ModuleNotFoundError:
+        return importlib.import_module(name), ""
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            return None, f"{name} does not load: {e}"
         here = os.path.dirname(os.path.abspath(__file__))
         built = sorted(os.path.basename(f).split(".")[0][len("_torch_memory_"):].replace("_", ".")
                        for f in glob.glob(os.path.join(here, "_torch_memory_*.so")))
@@ -65,6 +68,8 @@ def _torch_memory_module():
             return None, (f"tessera._torch_memory was built for torch {', '.join(built)}, this "
                           f"is torch {torch.__version__}")
         return None, "this build of Tessera has no tessera._torch_memory (built without libtorch-dev)"
+    except ImportError as e:  # built here, but a library it links (libc10) is missing or differs
+        return None, f"{name} does not load: {e}"
 
 
 _memory_module, _memory_absent = _torch_memory_module()

@@ -5,12 +5,14 @@ part; the layers keep PyG's parameter names and layouts; aggregation works in pl
 caller's memory and on other float dtypes; nothing passed in is modified; every bad input is a
 ValueError naming the argument. (torch_cora.py compares training with the reference at 1, 2 and
 4 ranks.)"""
+import importlib
 import os
 import subprocess
 import sys
 import tempfile
 import types
 import unittest
+from unittest import mock
 
 import numpy as np
 import torch
@@ -516,6 +518,19 @@ class TorchMemory(unittest.TestCase):
         self.assertEqual(losses, torch_losses)
         for mine, theirs in zip(weights, torch_weights):
             self.assertTrue(torch.equal(mine, theirs))
+
+    def test_another_torch_version_or_a_missing_library_leaves_torchs_allocator(self):
+        with mock.patch.object(torch, "__version__", "2.1.0+cpu"):
+            module, why = tt._torch_memory_module()
+        self.assertIsNone(module)
+        self.assertRegex(why, r"^tessera._torch_memory was built for torch 1\.\d+, this is torch "
+                              r"2\.1\.0\+cpu$")
+        missing = ImportError("libc10.so.1.13: cannot open shared object file")
+        with mock.patch.object(importlib, "import_module", side_effect=missing):
+            module, why = tt._torch_memory_module()
+        self.assertIsNone(module)
+        self.assertRegex(why, r"^tessera._torch_memory_\d+_\d+ does not load: libc10.so.1.13: "
+                              r"cannot open")
 
     def probe(self, value):
         env = {**os.environ, "TESSERA_TORCH_MEMORY": value}
