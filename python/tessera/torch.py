@@ -67,7 +67,8 @@ def _torch_memory_module():
         if built:
             return None, (f"tessera._torch_memory was built for torch {', '.join(built)}, this "
                           f"is torch {torch.__version__}")
-        return None, "this build of Tessera has no tessera._torch_memory (built without libtorch-dev)"
+        return None, ("this build of Tessera has no tessera._torch_memory (built without "
+                      "libtorch-dev)")
     except ImportError as e:  # built here, but a library it links (libc10) is missing or differs
         return None, f"{name} does not load: {e}"
 
@@ -82,7 +83,7 @@ def use_tessera_memory(enabled=True):
     Tessera's large blocks are kept when freed for the next tensor of the same size (bounded:
     core/host_memory.h), so the (N, F) results torch allocates afresh every step, a ReLU's and
     its gradient's included, stop faulting in new pages each time; on synth:arxiv-like the
-    torch path's step took 0.75-0.8 of the time at a lower peak (docs/performance.md). The
+    torch path's step took 0.75-0.84 of the time at a lower peak (docs/performance.md). The
     values are the same either way; tensors keep the allocator they were made by. Returns
     whether Tessera's memory is in use now: False when this build or this torch version has no
     tessera._torch_memory (tensor_memory() says why). TESSERA_TORCH_MEMORY=off before the
