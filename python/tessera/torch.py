@@ -135,7 +135,8 @@ def keep_freed_memory():
     itself. With mmap off and no trimming, a freed block is reused at once, but the heap
     fragments, so the process's peak resident memory grows (measured on synth:arxiv-like before
     the layer products used Tessera's memory: 1.35x faster steps at 1.75x the peak on one rank,
-    1.36x at 1.26x on two; docs/performance.md). Returns
+    1.36x at 1.26x on two; docs/performance.md). With use_tessera_memory() in effect (the
+    default), torch's large blocks are Tessera's and this adds nothing measurable. Returns
     False outside glibc (nothing changed). TESSERA_TORCH_MALLOC=keep calls it when the first
     DistributedGraph is made."""
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
