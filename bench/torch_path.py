@@ -75,7 +75,8 @@ def worker(args):
     graph.all_reduce_(peaks)
     if graph.rank == 0:
         with open(args.out, "w") as f:
-            json.dump({"epoch_s": times, "peak_rss_bytes": peaks.max().item()}, f)
+            json.dump({"epoch_s": times, "peak_rss_bytes": peaks.max().item(),
+                       "tensor_memory": tt.tensor_memory()}, f)
 
 
 def median_after_first(times):
@@ -132,6 +133,7 @@ def main():
         env["OPENBLAS_CORETYPE"] = better
         blas_line = f"OpenBLAS core of the torch path: {better} (set here; OpenBLAS chose {chosen})"
     rows = []
+    memory = {}  # each policy's tensor_memory(), as its worker reported it
     with tempfile.TemporaryDirectory() as tmp:
         for k in [int(r) for r in args.ranks.split(",")]:
             launch = [args.mpiexec, "-n", str(k)]
@@ -156,6 +158,7 @@ def main():
                     malloc_env(env, policy))
                 with open(out) as f:
                     result = json.load(f)
+                memory[policy] = result["tensor_memory"]
                 name = "tessera.torch" + {"default": "", "torch": " (torch's allocator)"}.get(
                     policy, f" (malloc {policy})")
                 rows.append((name, k, median_after_first(result["epoch_s"]), native,
@@ -182,6 +185,8 @@ def main():
                              text=True, env=env).stdout.strip().splitlines()
     print(version[-1])  # the CPU kernels and OpenBLAS's core (torch's OpenBLAS is Debian's too)
     print(blas_line)
+    print("torch's large tensors in the torch path: " +
+          "; ".join(f"{policy}: {where}" for policy, where in memory.items()))
     print(f"GCN {MODEL['num_layers']}x{MODEL['hidden_channels']} on {args.dataset}, "
           f"{args.epochs} epochs, 1 thread per rank: median training step (epochs 2..)")
     print(f"| {'system':<34} | ranks | step s | vs native | peak RSS MiB (largest rank) |")
