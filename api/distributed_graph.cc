@@ -15,6 +15,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/caller_stream.h"
 #include "core/device.h"
+#include "core/host_memory.h"
 #include "core/kernels.h"
 #include "core/rng.h"
 #include "datasets/dataset.h"
@@ -376,5 +377,7 @@ void* allocate_rows(std::size_t bytes) { return backend(Device::cpu()).allocate(
 void free_rows(void* block, std::size_t bytes) {
   if (block != nullptr) backend(Device::cpu()).deallocate(block, bytes);
 }
+
+std::size_t release_cached_rows() { return host_block_cache().trim(); }
 
 }  // namespace tessera

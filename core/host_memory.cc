@@ -106,15 +106,17 @@ std::size_t HostBlockCache::cached_bytes() const {
   return cached_;
 }
 
-void HostBlockCache::trim() {
+std::size_t HostBlockCache::trim() {
   const std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& [size, block] : free_) {
     ::munmap(block, size);
     count_host_tensor_bytes(-static_cast<std::int64_t>(size));
   }
   free_.clear();
+  const std::size_t unmapped = cached_;
   cached_ = 0;
   peak_in_use_ = in_use_;  // the bound starts again from what is in use now
+  return unmapped;
 }
 
 HostBlockCache& host_block_cache() {

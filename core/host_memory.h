@@ -45,7 +45,8 @@ class HostBlockCache {
   std::size_t cached_bytes() const;
   std::size_t capacity() const { return capacity_; }
   std::size_t hold() const { return hold_; }
-  void trim();  // unmaps every cached block; the most in use at once restarts from now
+  // Unmaps every cached block (returns their bytes); the most in use at once restarts from now.
+  std::size_t trim();
 
   // The mapped size of a block of `bytes`: rounded up to kGranule.
   static std::size_t block_size(std::size_t bytes) {

@@ -299,6 +299,9 @@ void bind_distributed_graph(py::module_& m) {
       py::arg("rows"), py::arg("cols"),
       "An uninitialised float32 (rows, cols) array in Tessera's host memory (tessera::"
       "allocate_rows: large blocks are reused when freed, with transparent huge pages).");
+  m.def(
+      "release_cached_rows", [] { return tessera::release_cached_rows(); },
+      "Gives the freed large blocks kept for reuse back to the system; returns their bytes.");
 }
 
 }  // namespace tessera_python

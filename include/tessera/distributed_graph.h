@@ -132,5 +132,9 @@ class TESSERA_API DistributedGraph {
 // allocate_rows.
 TESSERA_API void* allocate_rows(std::size_t bytes);
 TESSERA_API void free_rows(void* block, std::size_t bytes);
+// Gives the freed large blocks that the cache keeps for reuse back to the system (blocks in use
+// stay); returns their bytes. The cache holds freed blocks between steps so that the next ones
+// cost no page faults; a caller that has finished training calls this to return that memory.
+TESSERA_API std::size_t release_cached_rows();
 
 }  // namespace tessera

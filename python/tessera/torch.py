@@ -44,10 +44,11 @@ from tessera import _convert
 from tessera import Graph as _make_graph
 from tessera._core import DistributedGraph as _CoreGraph
 from tessera._core import empty_rows as _empty_rows
+from tessera._core import release_cached_rows as _release_cached_rows
 
 __all__ = ["BatchNorm1d", "DistributedGraph", "GCNConv", "SAGEConv", "aggregate", "dropout",
            "all_reduce_gradients", "broadcast_parameters", "keep_freed_memory",
-           "tensor_memory", "use_tessera_memory"]
+           "release_memory", "tensor_memory", "use_tessera_memory"]
 
 _TESSERA_MEMORY_MIN_BYTES = 4 << 20  # Tessera's host memory caches blocks from 4 MiB up
 
@@ -106,6 +107,17 @@ def tensor_memory():
     if _memory_module is not None and _memory_module.installed():
         return f"tessera (blocks of {_memory_module.min_bytes() >> 20} MiB and more)"
     return f"torch's ({_memory_off or _memory_absent or 'another allocator replaced it'})"
+
+
+def release_memory():
+    """Gives the freed large blocks that Tessera's host memory keeps for reuse back to the
+    system, and returns their bytes: torch's large tensors' among them while use_tessera_memory()
+    is in effect, and the results of the aggregations, dropouts and layer products. Tensors in
+    use keep their memory. Between training steps the blocks a step frees are kept so that the
+    next step's tensors cost no page faults (up to half the machine's memory between new
+    mappings: core/host_memory.h); a long-lived process (a notebook) that has finished training
+    calls this to return them."""
+    return _release_cached_rows()
 
 
 def _memory_from_environment():

@@ -519,6 +519,21 @@ class TorchMemory(unittest.TestCase):
         for mine, theirs in zip(weights, torch_weights):
             self.assertTrue(torch.equal(mine, theirs))
 
+    def test_release_memory_gives_the_freed_blocks_back(self):
+        def resident():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+        big = torch.ones(16 * 2**20)  # 64 MiB in one of Tessera's blocks, every page touched
+        del big  # kept for the next tensor of its size
+        kept = resident()
+        self.assertGreaterEqual(tt.release_memory(), 64 * 2**20)
+        self.assertLess(resident(), kept - 48 * 2**20, "the freed block is still resident")
+        self.assertEqual(tt.release_memory(), 0)
+        small = torch.ones(10)  # in use, and torch's: untouched
+        tt.release_memory()
+        self.assertEqual(float(small.sum()), 10.0)
+
     def test_another_torch_version_or_a_missing_library_leaves_torchs_allocator(self):
         with mock.patch.object(torch, "__version__", "2.1.0+cpu"):
             module, why = tt._torch_memory_module()
